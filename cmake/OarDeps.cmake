@@ -1,0 +1,15 @@
+# OarDeps.cmake: oar's dependencies, shared by the build and the installed package config.
+find_package(Threads REQUIRED)
+find_package(Eigen3 3.4 REQUIRED NO_MODULE)
+find_package(fmt REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(ZLIB REQUIRED)
+find_package(xtensor QUIET)
+
+# OpenBLAS (Debian libopenblas-dev): the GEMM path when present.
+find_path(OAR_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas)
+find_library(OAR_BLAS_LIBRARY NAMES openblas)
+set(OAR_BLAS_FOUND OFF)
+if(OAR_CBLAS_INCLUDE AND OAR_BLAS_LIBRARY)
+  set(OAR_BLAS_FOUND ON)
+endif()

@@ -1,0 +1,29 @@
+// oar/oar.hpp: the one header a user includes.
+//
+// A model is plain C++: every layer call is recorded on the current oar::Tape; `tape.program(outputs)`
+// replays the recording into a Program (protobuf ProgramDesc); a Model holds the program and its
+// parameters; an Optimizer trains it, an Evaluator serves it:
+//
+//   oar::Tape tape;
+//   auto img    = oar::data("img", oar::f32, {-1, 784});
+//   auto label  = oar::data("label", oar::i64, {-1, 1});
+//   auto hidden = oar::fc(img, 200).act(oar::relu);
+//   auto pred   = oar::fc(hidden, 10).act(oar::softmax);
+//   auto cost   = oar::mean(oar::cross_entropy(pred, label));
+//   oar::Model model(tape.program({cost}));
+//
+// See README.md and docs/ for the whole tour.
+#pragma once
+#include "oar/config.hpp"
+#include "oar/core/dtype.hpp"
+#include "oar/core/error.hpp"
+#include "oar/core/names.hpp"
+#include "oar/core/place.hpp"
+#include "oar/core/shape.hpp"
+#include "oar/ir/program.hpp"
+#include "oar/ir/serialize.hpp"
+#include "oar/ops/registry.hpp"
+#include "oar/runtime/executor.hpp"
+#include "oar/runtime/scope.hpp"
+#include "oar/runtime/tensor.hpp"
+#include "oar/runtime/thread_pool.hpp"

@@ -1,0 +1,17 @@
+// oar/ops/op_list.hpp: THE list of op structs. Each family keeps its part in ops/list_<family>.hpp; this file
+// joins them. The registries (schemas here, kernels in runtime/) are built from it on first use.
+#pragma once
+#include "oar/ops/elementwise.hpp"
+#include "oar/ops/feed_fetch.hpp"
+#include "oar/ops/list_math.hpp"
+#include "oar/ops/list_nn.hpp"
+#include "oar/ops/list_tensor.hpp"
+#include "oar/ops/list_optim.hpp"
+#include "oar/ops/list_control.hpp"
+#include "oar/ops/mul.hpp"
+
+namespace oar {
+
+using AllOps = op_list_concat<op_list<ops::Feed, ops::Fetch, ops::Mul>, UnaryOps, MathOps, NnOps, TensorOps, OptimOps, ControlOps>::type;
+
+}  // namespace oar

@@ -1,0 +1,186 @@
+// oar/runtime/executor.hpp: runs a block of a Program against a Scope, as Fluid's Executor does: persistable
+// variables live in the given scope, the others in a child scope; feeds go in by name, fetches come out.
+// `prepare` does op lookup, kernel choice and slot resolution once; later runs reuse buffers.
+#pragma once
+#include <map>
+#include <memory>
+#include <set>
+
+#include "oar/runtime/kernel_registry.hpp"
+
+namespace oar {
+
+using FeedMap = std::map<std::string, LoDTensor>;
+
+class Executor;
+
+/// A block ready to run: kernels chosen, slots resolved, temporaries kept between runs.
+class PreparedBlock {
+ public:
+  const Program& program() const { return *program_; }
+  int block() const { return block_; }
+  const std::vector<std::string>& required_feeds() const { return required_feeds_; }
+  Scope* local_scope() const { return local_; }
+
+ private:
+  friend class Executor;
+  struct Step {
+    const Operator* op;
+    KernelFn fn = nullptr;
+    KernelContext ctx;
+  };
+  std::shared_ptr<const Program> program_;
+  int block_ = 0;
+  Scope* scope_ = nullptr;  // the scope the steps are resolved in
+  Scope* local_ = nullptr;  // child of scope_ holding temporaries
+  std::vector<Step> steps_;
+  std::vector<std::string> required_feeds_;
+  std::set<std::string> fed_by_op_;  // targets of the program's own feed ops
+};
+
+class Executor {
+ public:
+  explicit Executor(Place place = cpu_place(), uint64_t seed = 0) : place_(place), dev_(seed) {
+    OAR_CHECK(place.is_cpu(), "Executor: place {} is not available in this build (CPU only)", place.str());
+  }
+  const CpuContext& device() const { return dev_; }
+  CpuContext& device() { return dev_; }
+
+  /// Prepares `block` of `program` (copied, so the caller's program may change afterwards) to run in `scope`.
+  std::shared_ptr<PreparedBlock> prepare(const Program& program, Scope& scope, int block = 0) {
+    return prepare(std::make_shared<const Program>(program), scope, block);
+  }
+  std::shared_ptr<PreparedBlock> prepare(std::shared_ptr<const Program> program, Scope& scope, int block = 0) {
+    auto p = std::make_shared<PreparedBlock>();
+    p->program_ = std::move(program);
+    p->block_ = block;
+    bind(*p, scope);
+    return p;
+  }
+
+  /// Runs a prepared block with `feeds`, returning the `fetch` variables (sharing their storage).
+  std::vector<LoDTensor> run(PreparedBlock& p, Scope& scope, const FeedMap& feeds = {}, const std::vector<std::string>& fetch = {}) {
+    if (p.scope_ != &scope) bind(p, scope);
+    const Block& b = p.program_->block(p.block_);
+    for (auto& [name, t] : feeds) {
+      Variable* v = b.find_var(name);
+      if (!v) throw Error(fmt::format("feed '{}': no such variable in the program", name));
+      check_feed(*v, t);
+      Value* val = p.local_->find(name);
+      val->tensor() = t;  // shares storage: no copy
+    }
+    for (auto& name : p.required_feeds_)
+      if (!feeds.count(name)) {
+        const Variable& v = b.var_recursive(name);
+        throw Error(fmt::format("missing feed '{}' ({} {}): the program reads it but nothing computes it", name, oar::name(v.dtype()), v.shape().str()), v.origin());
+      }
+    for (auto& name : fetch)
+      if (!b.find_var(name) && !p.local_->find(name)) throw Error(fmt::format("cannot fetch '{}': no such variable in the program", name));
+    for (size_t i = 0; i < p.steps_.size(); ++i) {
+      auto& s = p.steps_[i];
+      if (!s.fn) continue;
+      try {
+        s.fn(s.ctx);
+      } catch (Error& e) {
+        e.add_context(fmt::format("while running op #{} '{}' of block {}", i, s.op->type(), p.block_), s.op->origin());
+        throw;
+      } catch (const std::exception& e) {
+        throw Error(fmt::format("{}: {} (op #{} of block {})", s.op->type(), e.what(), i, p.block_), s.op->origin());
+      }
+    }
+    std::vector<LoDTensor> out;
+    out.reserve(fetch.size());
+    for (auto& name : fetch) {
+      Value* v = p.local_->find(name);
+      if (!v || !v->is_tensor() || !v->tensor().initialized()) throw Error(fmt::format("cannot fetch '{}': it has no value after the run", name));
+      out.push_back(v->tensor());
+    }
+    return out;
+  }
+
+  /// Runs `block` of `program` once (a startup program, say): no feeds or fetches.
+  void run(const Program& program, Scope& scope, int block = 0) {
+    auto p = prepare(program, scope, block);
+    run(*p, scope);
+    scope.drop(p->local_);
+  }
+  /// Runs `program` with feeds and fetches; the preparation is cached per program object and its size.
+  std::vector<LoDTensor> run(const Program& program, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch) {
+    auto key = std::make_tuple(&program, &scope, fingerprint(program));
+    auto it = cache_.find(key);
+    if (it == cache_.end()) it = cache_.emplace(key, prepare(program, scope)).first;
+    return run(*it->second, scope, feeds, fetch);
+  }
+
+  /// Checks a fed tensor against the variable: dtype, rank, every known dim, and its LoD.
+  static void check_feed(const Variable& v, const LoDTensor& t) {
+    bool ok = t.initialized() && t.dtype() == v.dtype() && t.rank() == v.shape().rank();
+    for (int i = 0; ok && i < t.rank(); ++i) ok = dims_compatible(v.shape()[i], t.dim(i));
+    if (!ok)
+      throw Error(fmt::format("feed '{}': expected {} {}, got {}", v.name(), oar::name(v.dtype()), v.shape().str(),
+                              t.initialized() ? fmt::format("{} {}", oar::name(t.dtype()), t.shape().str()) : std::string("an empty tensor")),
+                  v.origin());
+    if (!t.lod().empty()) {
+      std::string why = lod_error(t.lod(), t.dim(0));
+      if (!why.empty()) throw Error(fmt::format("feed '{}': invalid LoD: {}", v.name(), why), v.origin());
+    }
+  }
+
+ private:
+  static size_t fingerprint(const Program& p) {
+    size_t h = p.num_blocks();
+    for (size_t i = 0; i < p.num_blocks(); ++i) h = h * 1000003u + p.block(int(i)).num_ops() * 131u + p.block(int(i)).num_vars();
+    return h;
+  }
+
+  /// Creates the block's variables (persistable ones in `scope`, the rest in a child scope) and resolves
+  /// every op's slots and kernel.
+  void bind(PreparedBlock& p, Scope& scope) {
+    if (p.scope_ && p.local_) p.scope_->drop(p.local_);
+    p.steps_.clear();
+    p.required_feeds_.clear();
+    p.scope_ = &scope;
+    p.local_ = &scope.new_scope();
+    const Block& b = p.program_->block(p.block_);
+    for (const Block* blk = &b; blk; blk = blk->parent())
+      for (auto* v : blk->vars()) {
+        if (v->persistable()) {
+          if (!scope.find(v->name())) scope.var(v->name()).init(v->kind());
+        } else if (!p.local_->find_local(v->name()) && (blk == &b || !scope.find(v->name()))) {
+          p.local_->var(v->name()).init(v->kind());
+        }
+      }
+    std::set<std::string> written;
+    for (auto* op : b.ops()) {
+      if (op->type() == "feed") {  // a program's own feed ops name what must be fed
+        for (auto& n : op->output("Out")) {
+          written.insert(n);
+          p.required_feeds_.push_back(n);
+        }
+        continue;
+      }
+      for (auto& n : op->input_names()) {
+        if (written.count(n) || n == "@EMPTY@") continue;
+        const Variable* v = b.find_var(n);
+        if (v && !v->persistable() && v->kind() == VarKind::lod_tensor &&
+            std::find(p.required_feeds_.begin(), p.required_feeds_.end(), n) == p.required_feeds_.end())
+          p.required_feeds_.push_back(n);
+      }
+      for (auto& n : op->output_names()) written.insert(n);
+    }
+    for (auto* op : b.ops()) {
+      const OpDef& d = op_def(op->type());
+      KernelFn fn = nullptr;
+      if (!d.kernel_free) fn = KernelRegistry::instance().get(op->type(), place_, op->origin());
+      else if (op->type() != "feed" && op->type() != "fetch")
+        throw Error(fmt::format("op '{}' is not supported by this executor yet", op->type()), op->origin());
+      p.steps_.push_back({op, fn, KernelContext(*op, *p.local_, dev_)});
+    }
+  }
+
+  Place place_;
+  CpuContext dev_;
+  std::map<std::tuple<const Program*, Scope*, size_t>, std::shared_ptr<PreparedBlock>> cache_;
+};
+
+}  // namespace oar

@@ -1,0 +1,126 @@
+// oar/runtime/kernel_context.hpp: what a kernel sees: its op's inputs and outputs resolved to run-time values
+// once, typed attribute access, the dtype to dispatch on, and errors that name the op and the user's line.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "oar/runtime/device_context.hpp"
+#include "oar/runtime/scope.hpp"
+
+namespace oar {
+
+template <class... Ts> struct type_list {};
+
+class KernelContext {
+ public:
+  /// Resolves every slot of `op` in `scope` (names that are absent resolve to nullptr: an optional slot).
+  KernelContext(const Operator& op, Scope& scope, const CpuContext& dev) : op_(&op), scope_(&scope), dev_(&dev) {
+    resolve(op.inputs(), ins_);
+    resolve(op.outputs(), outs_);
+  }
+
+  const Operator& op() const { return *op_; }
+  Scope& scope() const { return *scope_; }
+  const CpuContext& dev() const { return *dev_; }
+
+  bool has_in(std::string_view slot, size_t i = 0) const { return value(ins_, slot, i) != nullptr; }
+  bool has_out(std::string_view slot, size_t i = 0) const { return value(outs_, slot, i) != nullptr; }
+  size_t num_in(std::string_view slot) const { return count(ins_, slot); }
+  size_t num_out(std::string_view slot) const { return count(outs_, slot); }
+  Value* in_value(std::string_view slot, size_t i = 0) const { return value(ins_, slot, i); }
+  Value* out_value(std::string_view slot, size_t i = 0) const { return value(outs_, slot, i); }
+
+  /// Input tensor `slot`[i]; an oar::Error naming the op when it is missing or was never written.
+  const LoDTensor& in(std::string_view slot, size_t i = 0) const {
+    Value* v = value(ins_, slot, i);
+    if (!v) fail("input {}[{}] is missing", slot, i);
+    if (!v->is_tensor()) fail("input {} ('{}') holds no tensor", slot, name_of(ins_, slot, i));
+    const LoDTensor& t = v->tensor();
+    if (!t.initialized()) [[unlikely]] fail("input {} ('{}') has no value yet (never fed or computed)", slot, name_of(ins_, slot, i));
+    return t;
+  }
+  /// Output tensor `slot`[i] (resize it before writing).
+  LoDTensor& out(std::string_view slot, size_t i = 0) const {
+    Value* v = value(outs_, slot, i);
+    if (!v) fail("output {}[{}] is missing", slot, i);
+    return v->tensor();
+  }
+  /// Input tensors of a duplicable slot.
+  std::vector<const LoDTensor*> ins(std::string_view slot) const {
+    std::vector<const LoDTensor*> out;
+    for (size_t i = 0; i < num_in(slot); ++i) out.push_back(&in(slot, i));
+    return out;
+  }
+  const std::string& in_name(std::string_view slot, size_t i = 0) const { return name_of(ins_, slot, i); }
+  const std::string& out_name(std::string_view slot, size_t i = 0) const { return name_of(outs_, slot, i); }
+
+  template <class T> T attr(const std::string& n) const { return op_->attr<T>(n); }
+
+  /// The dtype kernels dispatch on: the first input tensor's (or f32 for ops without tensor inputs).
+  DType dtype() const {
+    for (auto& s : ins_)
+      for (auto* v : s.vals)
+        if (v && v->is_tensor() && v->tensor().initialized()) return v->tensor().dtype();
+    return DType::f32;
+  }
+
+  /// Calls `f(type_tag<T>{})` for the T in `Ts...` matching `t`; otherwise an oar::Error listing what exists.
+  template <class... Ts, class F>
+  void dispatch(type_list<Ts...>, DType t, F&& f) const {
+    bool done = ((dtype_of<Ts> == t ? (f(type_tag<Ts>{}), true) : false) || ...);
+    if (!done) {
+      std::string have;
+      ((have += (have.empty() ? "" : ", ") + std::string(name(dtype_of<Ts>))), ...);
+      fail("no {} kernel on {} for dtype {} (kernels exist for: {})", op_->type(), dev_->place().str(), name(t), have);
+    }
+  }
+  template <class F> void dispatch_float(F&& f) const { dispatch(type_list<float, double>{}, dtype(), std::forward<F>(f)); }
+
+  template <class... Args>
+  [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) const {
+    throw Error(fmt::format("{}: {}", op_->type(), fmt::format(f, std::forward<Args>(args)...)), op_->origin());
+  }
+  template <class... Args>
+  void check(bool cond, fmt::format_string<Args...> f, Args&&... args) const {
+    if (!cond) [[unlikely]] fail(f, std::forward<Args>(args)...);
+  }
+
+ private:
+  struct Resolved {
+    const std::string* slot;
+    const std::vector<std::string>* names;
+    std::vector<Value*> vals;
+  };
+  void resolve(const std::vector<SlotArgs>& slots, std::vector<Resolved>& out) {
+    for (auto& s : slots) {
+      Resolved r{&s.slot, &s.args, {}};
+      for (auto& n : s.args) r.vals.push_back(n == kEmptyVarName ? nullptr : scope_->find(n));
+      out.push_back(std::move(r));
+    }
+  }
+  static Value* value(const std::vector<Resolved>& v, std::string_view slot, size_t i) {
+    for (auto& r : v)
+      if (*r.slot == slot) return i < r.vals.size() ? r.vals[i] : nullptr;
+    return nullptr;
+  }
+  static size_t count(const std::vector<Resolved>& v, std::string_view slot) {
+    for (auto& r : v)
+      if (*r.slot == slot) return r.vals.size();
+    return 0;
+  }
+  static const std::string& name_of(const std::vector<Resolved>& v, std::string_view slot, size_t i) {
+    static const std::string none = "<none>";
+    for (auto& r : v)
+      if (*r.slot == slot && i < r.names->size()) return (*r.names)[i];
+    return none;
+  }
+  // kEmptyVarName lives in ops/op.hpp; repeat the literal to keep runtime free of ops headers here.
+  static constexpr const char* kEmptyVarName = "@EMPTY@";
+
+  const Operator* op_;
+  Scope* scope_;
+  const CpuContext* dev_;
+  std::vector<Resolved> ins_, outs_;
+};
+
+}  // namespace oar

@@ -1,0 +1,261 @@
+// oar/runtime/thread_pool.hpp - the single intra-op thread pool of oar.
+// parallel_for splits [begin,end) into deterministic chunks run by the caller plus idle workers.
+// When OAR_WITH_BLAS is defined the pool forces OpenBLAS to run single-threaded (one pool only).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#if defined(OAR_WITH_BLAS)
+#include <cblas.h>
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+// Microseconds an idle worker spins before blocking on its condition variable.
+#ifndef OAR_POOL_SPIN_US
+#define OAR_POOL_SPIN_US 20
+#endif
+
+namespace oar {
+
+namespace detail {
+
+inline int hardware_threads() {
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? 1 : static_cast<int>(hw);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// True on pool workers and on a caller while it runs its own chunks: nested
+// parallel_for calls then run inline (same chunk boundaries, sequentially).
+inline thread_local bool tls_in_parallel = false;
+
+// Number of chunks for a range; depends only on (len, grain, threads).
+inline int64_t chunk_count(int64_t len, int64_t grain, int threads) {
+  if (len <= 0) return 0;
+  if (grain < 1) grain = 1;
+  int64_t by_grain = len / grain;  // len < 2*grain => 1 chunk
+  return std::max<int64_t>(1, std::min<int64_t>(threads, by_grain));
+}
+
+// Boundary i of n equal-ish chunks over [begin, begin+len): first len%n chunks get one extra.
+inline int64_t chunk_bound(int64_t begin, int64_t len, int64_t n, int64_t i) {
+  int64_t q = len / n, r = len % n;
+  return begin + i * q + std::min(i, r);
+}
+
+class thread_pool {
+ public:
+  thread_pool() : num_threads_(hardware_threads()) {
+#if defined(OAR_WITH_BLAS)
+    // OpenBLAS keeps its own pool; oar drives parallelism, so BLAS calls must be serial.
+    openblas_set_num_threads(1);
+#endif
+    start_workers(num_threads_ - 1);
+  }
+  ~thread_pool() { stop_workers(); }
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  int num_threads() const { return num_threads_.load(std::memory_order_relaxed); }
+
+  void set_num_threads(int n) {
+    if (n <= 0) n = hardware_threads();
+    std::lock_guard<std::mutex> dispatch(dispatch_mutex_);  // waits for a running parallel_for
+    if (n == num_threads_.load()) return;
+    stop_workers();
+    num_threads_.store(n);
+    start_workers(n - 1);
+  }
+
+  template <class F>
+  void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& fn) {
+    const int64_t len = end - begin;
+    if (len <= 0) return;
+    const int threads = num_threads();
+    const int64_t nchunks = chunk_count(len, grain, threads);
+    if (nchunks == 1) {
+      fn(begin, end);
+      return;
+    }
+    // Nested call or pool busy with another user thread: run the same chunks inline.
+    std::unique_lock<std::mutex> dispatch(dispatch_mutex_, std::defer_lock);
+    if (tls_in_parallel || !dispatch.try_lock() || threads != num_threads() ||
+        workers_.empty()) {
+      for (int64_t i = 0; i < nchunks; ++i)
+        fn(chunk_bound(begin, len, nchunks, i), chunk_bound(begin, len, nchunks, i + 1));
+      return;
+    }
+
+    using fn_t = std::remove_reference_t<F>;
+    job j;
+    j.ctx = const_cast<void*>(static_cast<const void*>(&fn));
+    j.run = [](void* ctx, int64_t lo, int64_t hi) { (*static_cast<fn_t*>(ctx))(lo, hi); };
+    j.begin = begin;
+    j.len = len;
+    j.nchunks = nchunks;
+    j.next.store(0, std::memory_order_relaxed);
+    j.remaining.store(nchunks, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lk(mutex_);
+      job_ = &j;
+      ++generation_;
+      generation_atomic_.store(generation_, std::memory_order_release);
+    }
+    if (nchunks - 1 >= static_cast<int64_t>(workers_.size()))
+      wake_cv_.notify_all();
+    else
+      for (int64_t i = 0; i < nchunks - 1; ++i) wake_cv_.notify_one();
+
+    tls_in_parallel = true;
+    work_on(j);
+    tls_in_parallel = false;
+
+    // Wait for all chunks: brief spin, then block.
+    for (int spin = 0; spin < 4000 && j.remaining.load(std::memory_order_acquire) != 0; ++spin)
+      cpu_relax();
+    std::unique_lock<std::mutex> lk(mutex_);
+    done_cv_.wait(lk, [&] { return j.remaining.load(std::memory_order_acquire) == 0; });
+    job_ = nullptr;  // no worker can join any more
+    done_cv_.wait(lk, [&] { return j.active == 0; });
+    lk.unlock();
+    if (j.error) std::rethrow_exception(j.error);
+  }
+
+ private:
+  struct job {
+    void* ctx = nullptr;
+    void (*run)(void*, int64_t, int64_t) = nullptr;
+    int64_t begin = 0, len = 0, nchunks = 0;
+    std::atomic<int64_t> next{0};
+    std::atomic<int64_t> remaining{0};
+    std::atomic<bool> failed{false};
+    std::exception_ptr error;  // written once, by whoever sets failed
+    int active = 0;            // workers attached (guarded by mutex_)
+  };
+
+  // Claim chunks until none are left. Returns after the last claimed chunk is done.
+  void work_on(job& j) {
+    for (;;) {
+      int64_t i = j.next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= j.nchunks) return;
+      if (!j.failed.load(std::memory_order_relaxed)) {
+        try {
+          j.run(j.ctx, chunk_bound(j.begin, j.len, j.nchunks, i),
+                chunk_bound(j.begin, j.len, j.nchunks, i + 1));
+        } catch (...) {
+          bool expected = false;
+          if (j.failed.compare_exchange_strong(expected, true)) j.error = std::current_exception();
+        }
+      }
+      if (j.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard<std::mutex> lk(mutex_);  // pairs with the caller's wait
+        done_cv_.notify_all();
+      }
+    }
+  }
+
+  void worker_loop() {
+    tls_in_parallel = true;
+    uint64_t seen = 0;
+    {
+      std::lock_guard<std::mutex> lk(mutex_);
+      seen = generation_;
+    }
+    for (;;) {
+      // Short spin catches back-to-back parallel_for calls without a futex wake-up.
+      if (OAR_POOL_SPIN_US > 0) {
+        const auto until = std::chrono::steady_clock::now() +
+                           std::chrono::microseconds(OAR_POOL_SPIN_US);
+        do {
+          for (int i = 0; i < 16; ++i) cpu_relax();
+        } while (generation_atomic_.load(std::memory_order_acquire) == seen &&
+                 std::chrono::steady_clock::now() < until);
+      }
+      std::unique_lock<std::mutex> lk(mutex_);
+      wake_cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job* j = job_;
+      if (j == nullptr) continue;  // job already finished by others
+      ++j->active;
+      lk.unlock();
+      work_on(*j);
+      lk.lock();
+      if (--j->active == 0) done_cv_.notify_all();
+    }
+  }
+
+  void start_workers(int n) {
+    stop_ = false;
+    for (int i = 0; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  }
+
+  void stop_workers() {
+    {
+      std::lock_guard<std::mutex> lk(mutex_);
+      stop_ = true;
+    }
+    wake_cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  std::atomic<int> num_threads_;
+  std::mutex dispatch_mutex_;  // one parallel region at a time
+  std::mutex mutex_;           // guards job_, generation_, stop_, job::active
+  std::condition_variable wake_cv_;
+  std::condition_variable done_cv_;
+  job* job_ = nullptr;
+  uint64_t generation_ = 0;
+  std::atomic<uint64_t> generation_atomic_{0};
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+inline thread_pool& pool() {
+  static thread_pool instance;
+  return instance;
+}
+
+}  // namespace detail
+
+// Sets the intra-op thread count (n <= 0: hardware threads). Blocks while a parallel_for runs.
+inline void set_num_threads(int n) { detail::pool().set_num_threads(n); }
+
+// Current intra-op thread count (caller included). Default: std::thread::hardware_concurrency().
+inline int num_threads() { return detail::pool().num_threads(); }
+
+// True while running inside a parallel_for chunk (nested calls then run inline).
+inline bool in_parallel_region() { return detail::tls_in_parallel; }
+
+// Calls fn(lo, hi) on disjoint chunks covering [begin, end). Chunk boundaries depend only on
+// (begin, end, grain, num_threads()): n = clamp((end-begin)/grain, 1, num_threads()) equal chunks.
+// Runs inline when n == 1, when nested inside another parallel_for, or when another user thread
+// currently owns the pool (concurrent callers are not serialized: the later one runs its chunks
+// inline, sequentially, on its own thread). Exceptions from fn are rethrown on the caller (the
+// first one wins; chunks not yet started are skipped).
+template <class F>
+inline void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& fn) {
+  detail::pool().parallel_for(begin, end, grain, std::forward<F>(fn));
+}
+
+}  // namespace oar

@@ -1,0 +1,2 @@
+// kernels/cpu/all_optim.hpp: the CPU kernel headers of the optim family (see ops/list_optim.hpp).
+#pragma once

@@ -1,0 +1,189 @@
+// kernels/cpu/gemm.hpp - row-major GEMM used by mul/matmul/fc/conv (float, double).
+// OAR_WITH_BLAS: single-threaded cblas_?gemm per block, blocks spread over oar::parallel_for.
+// Otherwise: Eigen Map-based product, also split over oar::parallel_for.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "oar/runtime/thread_pool.hpp"
+
+#if defined(OAR_WITH_BLAS)
+#include <cblas.h>
+#else
+#include <Eigen/Core>
+#endif
+
+namespace oar::cpu {
+
+namespace detail {
+
+// Products smaller than this many multiply-adds run as one call on the calling thread.
+inline constexpr int64_t gemm_parallel_min_work = int64_t{64} * 64 * 64;
+
+// How a single product is split across threads.
+enum class gemm_split { none, cols, rows, auto_ };
+
+// One serial GEMM on a sub-block. Sizes are > 0 here.
+template <class T>
+inline void gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
+                        const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
+                        int64_t ldc) {
+#if defined(OAR_WITH_BLAS)
+  // A leading dimension is meaningless for a single stored row; BLAS still validates it.
+  const int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
+  if ((trans_a ? k : m) == 1) lda = std::max(lda, a_cols);
+  if ((trans_b ? n : k) == 1) ldb = std::max(ldb, b_cols);
+  if (m == 1) ldc = std::max(ldc, n);
+  const auto ta = trans_a ? CblasTrans : CblasNoTrans;
+  const auto tb = trans_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                beta, c, static_cast<int>(ldc));
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                beta, c, static_cast<int>(ldc));
+  }
+#else
+  using mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using cmap = Eigen::Map<const mat, Eigen::Unaligned, Eigen::OuterStride<>>;
+  using map = Eigen::Map<mat, Eigen::Unaligned, Eigen::OuterStride<>>;
+  map cm(c, m, n, Eigen::OuterStride<>(ldc));
+  if (beta == T(0)) {
+    cm.setZero();  // never read C: it may hold NaN garbage
+  } else if (beta != T(1)) {
+    cm *= beta;
+  }
+  cmap am(a, trans_a ? k : m, trans_a ? m : k, Eigen::OuterStride<>(lda));
+  cmap bm(b, trans_b ? n : k, trans_b ? k : n, Eigen::OuterStride<>(ldb));
+  if (!trans_a && !trans_b) {
+    cm.noalias() += alpha * am * bm;
+  } else if (trans_a && !trans_b) {
+    cm.noalias() += alpha * am.transpose() * bm;
+  } else if (!trans_a && trans_b) {
+    cm.noalias() += alpha * am * bm.transpose();
+  } else {
+    cm.noalias() += alpha * am.transpose() * bm.transpose();
+  }
+#endif
+}
+
+// C = beta*C for k == 0 (beta == 0 writes zeros without reading C).
+template <class T>
+inline void scale_c(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) {
+    T* row = c + i * ldc;
+    if (beta == T(0)) {
+      std::fill(row, row + n, T(0));
+    } else if (beta != T(1)) {
+      for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+    }
+  }
+}
+
+// Column-panel width multiple for splitting N (one cache line of T, times 4).
+template <class T>
+inline constexpr int64_t gemm_col_align = 64 / sizeof(T) * 4;
+template <class T>
+inline constexpr int64_t gemm_row_align = 16;
+
+template <class T>
+inline void gemm_impl(gemm_split split, int64_t align, bool trans_a, bool trans_b, int64_t m,
+                      int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+                      int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0 || alpha == T(0)) {
+    scale_c(m, n, beta, c, ldc);
+    return;
+  }
+  const int threads = oar::num_threads();
+  if (split == gemm_split::auto_)
+    split = n >= m ? gemm_split::cols : gemm_split::rows;
+  if (threads == 1 || oar::in_parallel_region() || m * n * k < gemm_parallel_min_work)
+    split = gemm_split::none;
+  if (split == gemm_split::cols) {
+    if (align <= 0) align = gemm_col_align<T>;
+    const int64_t blocks = (n + align - 1) / align;
+    if (blocks < 2) split = gemm_split::none;
+    else {
+      oar::parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+        const int64_t j0 = lo * align, j1 = std::min(n, hi * align);
+        const T* bj = trans_b ? b + j0 * ldb : b + j0;
+        gemm_serial<T>(trans_a, trans_b, m, j1 - j0, k, alpha, a, lda, bj, ldb, beta, c + j0, ldc);
+      });
+      return;
+    }
+  } else if (split == gemm_split::rows) {
+    if (align <= 0) align = gemm_row_align<T>;
+    const int64_t blocks = (m + align - 1) / align;
+    if (blocks < 2) split = gemm_split::none;
+    else {
+      oar::parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
+        const int64_t i0 = lo * align, i1 = std::min(m, hi * align);
+        const T* ai = trans_a ? a + i0 : a + i0 * lda;
+        gemm_serial<T>(trans_a, trans_b, i1 - i0, n, k, alpha, ai, lda, b, ldb, beta,
+                       c + i0 * ldc, ldc);
+      });
+      return;
+    }
+  }
+  gemm_serial<T>(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace detail
+
+// Row-major C(m x n) = alpha * op(A) * op(B) + beta * C, op(X) = X or X^T.
+// A is m x k (k x m when trans_a), B is k x n (n x k when trans_b), leading dims in elements.
+// beta == 0 never reads C; k == 0 gives C = beta * C. T is float or double.
+template <class T>
+inline void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                 int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "gemm: float or double");
+  detail::gemm_impl<T>(detail::gemm_split::auto_, 0, trans_a, trans_b, m, n, k, alpha, a, lda, b,
+                       ldb, beta, c, ldc);
+}
+
+// Strided batch: for i in [0, batch): gemm on (a + i*stride_a, b + i*stride_b, c + i*stride_c).
+// stride_a or stride_b may be 0 (broadcast); C blocks must not overlap.
+template <class T>
+inline void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
+                         const T* a, int64_t lda, int64_t stride_a, const T* b, int64_t ldb,
+                         int64_t stride_b, T beta, T* c, int64_t ldc, int64_t stride_c,
+                         int64_t batch) {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "gemm: float or double");
+  if (batch <= 0 || m <= 0 || n <= 0) return;
+  const int threads = oar::num_threads();
+  // Few big products: parallelize inside each one instead of over the batch.
+  if (batch == 1 || (batch < threads && m * n * k >= detail::gemm_parallel_min_work)) {
+    for (int64_t i = 0; i < batch; ++i)
+      gemm<T>(trans_a, trans_b, m, n, k, alpha, a + i * stride_a, lda, b + i * stride_b, ldb, beta,
+              c + i * stride_c, ldc);
+    return;
+  }
+  // Group enough products per chunk that each chunk does >= gemm_parallel_min_work.
+  const int64_t work = std::max<int64_t>(1, m * n * std::max<int64_t>(k, 1));
+  const int64_t grain = std::max<int64_t>(1, detail::gemm_parallel_min_work / work);
+  oar::parallel_for(0, batch, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      detail::gemm_impl<T>(detail::gemm_split::none, 0, trans_a, trans_b, m, n, k, alpha,
+                           a + i * stride_a, lda, b + i * stride_b, ldb, beta, c + i * stride_c,
+                           ldc);
+  });
+}
+
+// Name of the backend, e.g. "openblas (Haswell)" or "eigen".
+inline std::string gemm_backend_name() {
+#if defined(OAR_WITH_BLAS)
+  (void)oar::num_threads();  // pool init forces OpenBLAS single-threaded
+  const char* core = openblas_get_corename();
+  return std::string("openblas (") + (core ? core : "unknown") + ")";
+#else
+  return "eigen";
+#endif
+}
+
+}  // namespace oar::cpu

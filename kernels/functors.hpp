@@ -1,0 +1,52 @@
+// kernels/functors.hpp: element-wise math written once as host+device scalar functors, shared by the CPU
+// kernels and the CUDA kernels. Unary: y = f(x), grad(x, y, dy) = dy * f'(x). Binary: out = f(x, y) with
+// dx(x, y, out, dout) and dy(...). `a` and `b` are the op's float attributes (see ops/elementwise.hpp).
+#pragma once
+#include <cmath>
+
+#include "oar/config.hpp"
+
+namespace oar::fn {
+
+#define OAR_UNARY_FUNCTOR(Name, forward, backward)                  \
+  struct Name {                                                     \
+    float a = 0, b = 0;                                             \
+    template <class T> OAR_HD T operator()(T x) const { forward; }  \
+    template <class T> OAR_HD T grad(T x, T y, T dy) const {        \
+      (void)x; (void)y;                                             \
+      backward;                                                     \
+    }                                                               \
+  };
+
+// NOTE: relu's derivative at 0 is taken as 0 (as Fluid does: dy * (y > 0)).
+OAR_UNARY_FUNCTOR(Relu, return x > T(0) ? x : T(0), return y > T(0) ? dy : T(0))
+OAR_UNARY_FUNCTOR(Sigmoid, return T(1) / (T(1) + std::exp(-x)), return dy * y * (T(1) - y))
+OAR_UNARY_FUNCTOR(Tanh, return std::tanh(x), return dy * (T(1) - y * y))
+OAR_UNARY_FUNCTOR(Exp, return std::exp(x), return dy * y)
+OAR_UNARY_FUNCTOR(Log, return std::log(x), return dy / x)
+OAR_UNARY_FUNCTOR(Sqrt, return std::sqrt(x), return dy * T(0.5) / y)
+OAR_UNARY_FUNCTOR(Abs, return x < T(0) ? -x : x, return x > T(0) ? dy : (x < T(0) ? -dy : T(0)))
+OAR_UNARY_FUNCTOR(Square, return x * x, return dy * T(2) * x)
+OAR_UNARY_FUNCTOR(Reciprocal, return T(1) / x, return -dy * y * y)
+// softplus: log(1 + e^x), computed without overflow for large x.
+OAR_UNARY_FUNCTOR(Softplus, return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)),
+                  return dy / (T(1) + std::exp(-x)))
+OAR_UNARY_FUNCTOR(Softsign, return x / (T(1) + (x < T(0) ? -x : x)),
+                  { T d = T(1) + (x < T(0) ? -x : x); return dy / (d * d); })
+// gelu (exact, erf form): x * Phi(x).
+OAR_UNARY_FUNCTOR(Gelu, return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))),
+                  return dy * (T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440))) +
+                               x * T(0.39894228040143267794) * std::exp(T(-0.5) * x * x)))
+OAR_UNARY_FUNCTOR(LeakyRelu, return x > T(0) ? x : T(a) * x, return x > T(0) ? dy : T(a) * dy)
+OAR_UNARY_FUNCTOR(Elu, return x > T(0) ? x : T(a) * (std::exp(x) - T(1)), return x > T(0) ? dy : dy * (y + T(a)))
+OAR_UNARY_FUNCTOR(Relu6, return x < T(0) ? T(0) : (x > T(a) ? T(a) : x), return (x > T(0) && x < T(a)) ? dy : T(0))
+OAR_UNARY_FUNCTOR(HardSigmoid, { T v = T(a) * x + T(b); return v < T(0) ? T(0) : (v > T(1) ? T(1) : v); },
+                  { T v = T(a) * x + T(b); return (v > T(0) && v < T(1)) ? dy * T(a) : T(0); })
+OAR_UNARY_FUNCTOR(Swish, return x / (T(1) + std::exp(-T(a) * x)),
+                  { T s = T(1) / (T(1) + std::exp(-T(a) * x)); return dy * (s + T(a) * x * s * (T(1) - s)); })
+OAR_UNARY_FUNCTOR(Pow, return std::pow(x, T(a)), return dy * T(a) * std::pow(x, T(a) - T(1)))
+OAR_UNARY_FUNCTOR(Clip, return x < T(a) ? T(a) : (x > T(b) ? T(b) : x), return (x > T(a) && x < T(b)) ? dy : T(0))
+
+#undef OAR_UNARY_FUNCTOR
+
+}  // namespace oar::fn
