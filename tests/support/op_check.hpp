@@ -1,0 +1,280 @@
+// tests/support/op_check.hpp: THE op harness. One op in a fresh program: (1) shape inference at build time
+// against the run-time shape, (2) forward against a plain reference, (3) analytic gradients (from the op's
+// grad maker and grad kernel) against central differences in f64, as Fluid's OpTest does.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <random>
+
+#include <oar/oar.hpp>
+
+namespace oar::test {
+
+/// Uniform random tensor of `shape` in [lo, hi) with a fixed seed.
+template <class T>
+Tensor random_tensor(Shape shape, double lo = -1, double hi = 1, uint64_t seed = 7) {
+  std::mt19937_64 rng(seed);
+  std::vector<T> v(size_t(shape.numel()));
+  if constexpr (std::is_floating_point_v<T>) {
+    std::uniform_real_distribution<double> d(lo, hi);
+    for (auto& x : v) x = T(d(rng));
+  } else {
+    std::uniform_int_distribution<int64_t> d(int64_t(lo), int64_t(hi) - 1);
+    for (auto& x : v) x = T(d(rng));
+  }
+  return Tensor::from<T>(v, shape);
+}
+
+/// A tensor of `shape` whose elements are f(i) for the flat index i.
+template <class T, class F>
+Tensor make_tensor(Shape shape, F f) {
+  std::vector<T> v(size_t(shape.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = T(f(int64_t(i)));
+  return Tensor::from<T>(v, shape);
+}
+
+inline Tensor to_f64(const Tensor& t) {
+  std::vector<double> v(size_t(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = t.get(int64_t(i));
+  return Tensor::from<double>(v, t.shape());
+}
+
+/// Element-wise |a - b| <= atol + rtol * |b|, with a message naming the first mismatch.
+inline void check_close(const Tensor& a, const Tensor& b, double atol = 1e-5, double rtol = 1e-5, const std::string& what = "") {
+  REQUIRE_MESSAGE(a.shape() == b.shape(), what << ": shape " << a.shape().str() << " vs expected " << b.shape().str());
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    double x = a.get(i), y = b.get(i);
+    bool ok = (std::isnan(x) && std::isnan(y)) || (x == y) || std::abs(x - y) <= atol + rtol * std::abs(y);
+    if (!ok) {
+      FAIL_CHECK(what << ": element " << i << " is " << x << ", expected " << y);
+      return;
+    }
+  }
+}
+
+/// One op under test. Inputs are fed as data; outputs are fetched by slot.
+class OpTest {
+ public:
+  explicit OpTest(std::string type) : type_(std::move(type)) {}
+
+  OpTest& input(const std::string& slot, LoDTensor t) {
+    inputs_.push_back({slot, {std::move(t)}});
+    return *this;
+  }
+  OpTest& inputs(const std::string& slot, std::vector<LoDTensor> ts) {
+    inputs_.push_back({slot, std::move(ts)});
+    return *this;
+  }
+  /// Declares an output slot with `n` variables (single-output slots are declared automatically from the schema).
+  OpTest& outputs(const std::string& slot, size_t n) {
+    out_counts_[slot] = n;
+    return *this;
+  }
+  template <class V>
+  OpTest& attr(const std::string& name, V v) {
+    attrs_[name] = to_attribute(std::move(v));
+    return *this;
+  }
+  /// Declares input dim 0 unknown (-1) at build time, as a batch dimension is.
+  OpTest& unknown_batch(bool u = true) {
+    unknown_batch_ = u;
+    return *this;
+  }
+
+  /// Builds the one-op program (validating the op and inferring shapes); exposes it for inspection.
+  Program build() const {
+    Program p;
+    Block& b = p.global_block();
+    Operator op(type_);
+    for (auto& [slot, ts] : inputs_) {
+      std::vector<std::string> names;
+      for (size_t i = 0; i < ts.size(); ++i) {
+        std::string n = var_name(slot, i);
+        Shape s = ts[i].shape();
+        if (unknown_batch_ && s.rank() > 0) s[0] = -1;
+        b.create_var(n, {.dtype = ts[i].dtype(), .shape = s, .lod_level = ts[i].lod_level()});
+        names.push_back(n);
+      }
+      op.set_input(slot, names);
+    }
+    const OpDef& d = op_def(type_);
+    for (auto& s : d.outputs) {
+      size_t n = out_counts_.count(s.name) ? out_counts_.at(s.name) : 1;
+      std::vector<std::string> names;
+      for (size_t i = 0; i < n; ++i) names.push_back(var_name(s.name, i));
+      op.set_output(s.name, names);
+    }
+    for (auto& [k, v] : attrs_) op.set_attr(k, v);
+    add_op(b, op);
+    return p;
+  }
+
+  /// Runs the op; returns every output by "<slot>" (or "<slot>#i" for i > 0). Checks the run-time shape
+  /// of each output against the one shape inference gave.
+  std::map<std::string, LoDTensor> run() const {
+    Program p = build();
+    Scope scope;
+    Executor exe;
+    FeedMap feeds;
+    for (auto& [slot, ts] : inputs_)
+      for (size_t i = 0; i < ts.size(); ++i) feeds[var_name(slot, i)] = ts[i];
+    std::vector<std::string> fetch, keys;
+    const Operator& op = p.global_block().op(0);
+    for (auto& s : op.outputs())
+      for (size_t i = 0; i < s.args.size(); ++i) {
+        fetch.push_back(s.args[i]);
+        keys.push_back(i == 0 ? s.slot : s.slot + "#" + std::to_string(i));
+      }
+    auto outs = exe.run(p, scope, feeds, fetch);
+    std::map<std::string, LoDTensor> result;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const Variable& v = p.global_block().var(fetch[i]);
+      const Shape& inferred = v.shape();
+      bool ok = inferred.rank() == outs[i].rank() && outs[i].dtype() == v.dtype();
+      for (int d = 0; ok && d < inferred.rank(); ++d) ok = dims_compatible(inferred[d], outs[i].dim(d));
+      CHECK_MESSAGE(ok, type_ << ": output " << keys[i] << " inferred " << inferred.str() << " " << name(v.dtype()) << " but ran as "
+                              << outs[i].shape().str() << " " << name(outs[i].dtype()));
+      result[keys[i]] = outs[i];
+    }
+    return result;
+  }
+
+  /// Fluid's check_grad: loss = mean over `outputs` of mean(output); numeric gradients of each input in
+  /// `check` by central differences (delta) against the grad kernels' results. Inputs must be f64.
+  void check_grad(const std::vector<std::string>& check, const std::vector<std::string>& outputs, double delta = 0.005,
+                  double max_relative_error = 0.005, const std::set<std::string>& no_grad = {}) const {
+    Program p = build();
+    Block& b = p.global_block();
+    const Operator fwd = b.op(0);
+    std::set<std::string> ng;
+    for (auto& [slot, ts] : inputs_)
+      for (size_t i = 0; i < ts.size(); ++i)
+        if (no_grad.count(slot) || std::find(check.begin(), check.end(), slot) == check.end()) ng.insert(var_name(slot, i));
+    const OpDef& d = op_def(type_);
+    REQUIRE_MESSAGE(bool(d.grad), type_ << " has no grad maker");
+    GradContext gc(fwd, b, ng);
+    std::vector<Operator> gops = d.grad(gc);
+    for (auto& s : fwd.outputs())  // the output gradients are fed, like a loss's seed
+      for (auto& n : s.args) {
+        const Variable& v = b.var(n);
+        b.create_var(grad_var_name(n), {.dtype = v.dtype(), .shape = v.shape(), .lod_level = v.lod_level()});
+      }
+    for (auto& g : gops) add_op(b, g);
+
+    FeedMap feeds;
+    for (auto& [slot, ts] : inputs_)
+      for (size_t i = 0; i < ts.size(); ++i) feeds[var_name(slot, i)] = ts[i];
+    // Forward values of the outputs give the seeds' shapes.
+    auto fwd_out = run_outputs(feeds);
+    double n_out = double(outputs.size());
+    for (auto& s : fwd.outputs())
+      for (size_t i = 0; i < s.args.size(); ++i) {
+        std::string g = grad_var_name(s.args[i]);
+        const LoDTensor& o = fwd_out.at(s.args[i]);
+        bool seeded = std::find(outputs.begin(), outputs.end(), s.slot) != outputs.end();
+        double v = seeded ? 1.0 / (double(o.numel()) * n_out) : 0.0;
+        Tensor t = visit_dtype(o.dtype(), [&](auto tag) -> Tensor {
+          using T = typename decltype(tag)::type;
+          if constexpr (std::is_floating_point_v<T>) return make_tensor<T>(o.shape(), [&](int64_t) { return v; });
+          else return make_tensor<float>(o.shape(), [&](int64_t) { return v; });
+        });
+        feeds[g] = LoDTensor(t, o.lod());
+      }
+    Scope scope;
+    Executor exe;
+    std::vector<std::string> fetch;
+    for (auto& slot : check)
+      for (size_t i = 0; i < count(slot); ++i) fetch.push_back(grad_var_name(var_name(slot, i)));
+    auto analytic = exe.run(p, scope, feeds, fetch);
+
+    size_t k = 0;
+    for (auto& slot : check)
+      for (size_t i = 0; i < count(slot); ++i, ++k) {
+        const Tensor& x = input_tensor(slot, i);
+        REQUIRE_MESSAGE(x.dtype() == f64, "check_grad needs f64 inputs (" << slot << ")");
+        Tensor numeric = to_f64(x);
+        for (int64_t e = 0; e < x.numel(); ++e) {
+          auto loss_at = [&](double shift) {
+            FeedMap f2 = base_feeds();
+            Tensor xp = x.clone();
+            xp.data<double>()[e] += shift;
+            f2[var_name(slot, i)] = LoDTensor(xp, input_lod(slot, i));
+            auto outs = run_outputs(f2);
+            double loss = 0;
+            for (auto& o : outputs) {
+              const LoDTensor& t = outs.at(var_name(o, 0));
+              double sum = 0;
+              for (int64_t j = 0; j < t.numel(); ++j) sum += t.get(j);
+              loss += sum / double(t.numel());
+            }
+            return loss / n_out;
+          };
+          numeric.data<double>()[e] = (loss_at(delta) - loss_at(-delta)) / (2 * delta);
+        }
+        const Tensor& a = analytic[k];
+        REQUIRE_MESSAGE(a.shape() == x.shape(), type_ << ": " << slot << "@GRAD has shape " << a.shape().str() << ", input " << x.shape().str());
+        double worst = 0;
+        int64_t at = 0;
+        for (int64_t e = 0; e < x.numel(); ++e) {
+          double nv = numeric.get(e), av = a.get(e);
+          double scale = std::abs(nv) < 1e-3 ? 1.0 : std::abs(nv);
+          double rel = std::abs(nv - av) / scale;
+          if (rel > worst || std::isnan(rel)) worst = rel, at = e;
+        }
+        CHECK_MESSAGE(worst <= max_relative_error, type_ << ": gradient of " << slot << " off by " << worst << " (relative) at element " << at
+                                                        << ": numeric " << numeric.get(at) << ", analytic " << a.get(at));
+      }
+  }
+
+ private:
+  static std::string var_name(const std::string& slot, size_t i) { return slot + "_" + std::to_string(i); }
+  size_t count(const std::string& slot) const {
+    for (auto& [s, ts] : inputs_) if (s == slot) return ts.size();
+    return 0;
+  }
+  const Tensor& input_tensor(const std::string& slot, size_t i) const {
+    for (auto& [s, ts] : inputs_) if (s == slot) return ts.at(i);
+    throw Error("no input " + slot);
+  }
+  LoD input_lod(const std::string& slot, size_t i) const {
+    for (auto& [s, ts] : inputs_) if (s == slot) return ts.at(i).lod();
+    return {};
+  }
+  FeedMap base_feeds() const {
+    FeedMap f;
+    for (auto& [slot, ts] : inputs_)
+      for (size_t i = 0; i < ts.size(); ++i) f[var_name(slot, i)] = ts[i];
+    return f;
+  }
+  std::map<std::string, LoDTensor> run_outputs(const FeedMap& feeds) const {
+    Program p = build();
+    Scope scope;
+    Executor exe;
+    std::vector<std::string> fetch = p.global_block().op(0).output_names();
+    auto outs = exe.run(p, scope, feeds, fetch);
+    std::map<std::string, LoDTensor> m;
+    for (size_t i = 0; i < fetch.size(); ++i) m[fetch[i]] = outs[i];
+    return m;
+  }
+
+  std::string type_;
+  std::vector<std::pair<std::string, std::vector<LoDTensor>>> inputs_;
+  std::map<std::string, size_t> out_counts_;
+  std::map<std::string, Attribute> attrs_;
+  bool unknown_batch_ = false;
+};
+
+/// The error text of `f()` (which must throw oar::Error), for CHECK(contains(...)).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  FAIL("expected an oar::Error");
+  return {};
+}
+
+}  // namespace oar::test
