@@ -7,4 +7,5 @@
 #include "kernels/cpu/all_optim.hpp"
 #include "kernels/cpu/all_tensor.hpp"
 #include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/lr_schedule.hpp"
 #include "kernels/cpu/mul.hpp"

@@ -1,2 +1,3 @@
 // kernels/cpu/all_optim.hpp: the CPU kernel headers of the optim family (see ops/list_optim.hpp).
 #pragma once
+#include "kernels/cpu/optimizers.hpp"

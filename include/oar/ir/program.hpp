@@ -33,9 +33,11 @@ enum class VarKind : int32_t {
 struct ParamInfo {
   bool trainable = true;
   std::string initializer;        ///< e.g. "xavier_uniform", "constant(0)"
-  std::string regularizer;        ///< "", "l1(0.001)", "l2(0.0005)"
   float learning_rate = 1.0f;     ///< scale of the optimizer's learning rate
-  std::string gradient_clip;      ///< "", "value(-1,1)", "norm(5)", "global_norm(5)"
+  std::string regularizer;        ///< "", "l1" or "l2"
+  double regularizer_coeff = 0;
+  std::string gradient_clip;      ///< "", "value" (to [clip_a, clip_b]), "norm" (clip_a), "global_norm" (clip_a)
+  double clip_a = 0, clip_b = 0;
 };
 
 /// A named variable of a block: kind, dtype, shape (-1 unknown), lod_level, persistable.
@@ -216,6 +218,8 @@ class Block {
   /// Creates a parameter; it always lands in the global block, whichever block asks.
   Parameter& create_parameter(const std::string& name, DType dtype, Shape shape, ParamInfo info = {});
   bool remove_var(const std::string& name);
+  /// Renames a variable of this block and every use of it by this block's ops; oar::Error when `to` exists.
+  void rename_var(const std::string& from, const std::string& to);
   /// Variables in creation order.
   std::vector<Variable*> vars() const {
     std::vector<Variable*> out;
@@ -387,6 +391,27 @@ inline bool Block::remove_var(const std::string& name) {
   index_.clear();
   for (size_t i = 0; i < vars_.size(); ++i) index_[vars_[i]->name()] = i;
   return true;
+}
+
+inline void Block::rename_var(const std::string& from, const std::string& to) {
+  if (from == to) return;
+  OAR_CHECK(!has_var(to), "cannot rename '{}' to '{}': block {} already has a variable '{}'", from, to, idx_, to);
+  auto it = index_.find(from);
+  OAR_CHECK(it != index_.end(), "cannot rename '{}': block {} has no such variable", from, idx_);
+  auto& old = vars_[it->second];
+  auto v = std::make_unique<Variable>(to, old->kind());
+  v->set_dtype(old->dtype()).set_shape(old->shape()).set_lod_level(old->lod_level()).set_persistable(old->persistable());
+  v->set_stop_gradient(old->stop_gradient()).set_origin(old->origin());
+  if (old->param()) v->set_param(*old->param());
+  size_t at = it->second;
+  index_.erase(it);
+  old = std::move(v);
+  index_[to] = at;
+  for (auto& op : ops_) {
+    op->rename_input(from, to);
+    op->rename_output(from, to);
+  }
+  refresh_writers();
 }
 
 inline Operator& Block::insert_op(size_t index, Operator op) {

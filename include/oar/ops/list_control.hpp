@@ -1,9 +1,11 @@
-// oar/ops/list_control.hpp: the control family's part of the op list (joined in ops/op_list.hpp).
+// oar/ops/list_control.hpp: the control family's part of the op list (joined in ops/op_list.hpp): control flow
+// (to come) and fused_elementwise, the op the tape's expression templates record.
 #pragma once
+#include "oar/ops/fused_elementwise.hpp"
 #include "oar/ops/op.hpp"
 
 namespace oar {
 
-using ControlOps = op_list<void>;
+using ControlOps = op_list<ops::FusedElementwise>;
 
 }  // namespace oar

@@ -1,9 +1,12 @@
-// oar/ops/list_optim.hpp: the optim family's part of the op list (joined in ops/op_list.hpp).
+// oar/ops/list_optim.hpp: the optim family's part of the op list (joined in ops/op_list.hpp): the parameter
+// update ops of ops/optimizers.hpp.
 #pragma once
 #include "oar/ops/op.hpp"
+#include "oar/ops/optimizers.hpp"
 
 namespace oar {
 
-using OptimOps = op_list<void>;
+using OptimOps = op_list<ops::Sgd, ops::Momentum, ops::Adagrad, ops::DecayedAdagrad, ops::Adam, ops::AdamW, ops::Adamax,
+                         ops::Rmsprop, ops::Adadelta, ops::Lamb>;
 
 }  // namespace oar

@@ -1,8 +1,10 @@
 // oar/ops/op_list.hpp: THE list of op structs. Each family keeps its part in ops/list_<family>.hpp; this file
 // joins them. The registries (schemas here, kernels in runtime/) are built from it on first use.
 #pragma once
+#include "oar/ops/control_flow.hpp"
 #include "oar/ops/elementwise.hpp"
 #include "oar/ops/feed_fetch.hpp"
+#include "oar/ops/lr_schedule.hpp"
 #include "oar/ops/list_math.hpp"
 #include "oar/ops/list_nn.hpp"
 #include "oar/ops/list_tensor.hpp"
@@ -12,6 +14,6 @@
 
 namespace oar {
 
-using AllOps = op_list_concat<op_list<ops::Feed, ops::Fetch, ops::Mul>, UnaryOps, MathOps, NnOps, TensorOps, OptimOps, ControlOps>::type;
+using AllOps = op_list_concat<op_list<ops::Feed, ops::Fetch, ops::Mul, ops::ConditionalBlock, ops::LrSchedule>, UnaryOps, MathOps, NnOps, TensorOps, OptimOps, ControlOps>::type;
 
 }  // namespace oar

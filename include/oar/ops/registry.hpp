@@ -140,8 +140,12 @@ inline void validate_op(Operator& op) {
 inline Operator& add_op(Block& block, Operator op) {
   validate_op(op);
   const OpDef& d = op_def(op.type());
+  std::vector<std::string> created;
   for (auto& n : op.output_names())
-    if (n != kEmptyVarName && !block.find_var(n)) block.create_var(n);
+    if (n != kEmptyVarName && !block.find_var(n)) {
+      block.create_var(n);
+      created.push_back(n);
+    }
   Operator& added = block.append_op(std::move(op));
   if (d.infer_shape) {
     try {
@@ -149,6 +153,7 @@ inline Operator& add_op(Block& block, Operator op) {
       d.infer_shape(ctx);
     } catch (...) {
       block.remove_op(block.num_ops() - 1);
+      for (auto& n : created) block.remove_var(n);
       throw;
     }
   }

@@ -20,6 +20,9 @@ class CpuContext {
     seed_ = s;
     counter_ = 0;
   }
+  /// How many seeds were handed out: with the seed, the whole random state (checkpoints save it).
+  uint64_t counter() const { return counter_; }
+  void set_counter(uint64_t c) { counter_ = c; }
 
  private:
   uint64_t seed_;

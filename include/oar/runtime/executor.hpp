@@ -146,7 +146,9 @@ class Executor {
       for (auto* v : blk->vars()) {
         if (v->persistable()) {
           if (!scope.find(v->name())) scope.var(v->name()).init(v->kind());
-        } else if (!p.local_->find_local(v->name()) && (blk == &b || !scope.find(v->name()))) {
+        } else if (!p.local_->find_local(v->name()) && !scope.find(v->name())) {
+          // A non-persistable variable the caller's scope already holds (a gradient computed by an earlier
+          // program run in that scope, say) is used from there; the rest are temporaries of this run.
           p.local_->var(v->name()).init(v->kind());
         }
       }

@@ -2,6 +2,7 @@
 // run-time content of a variable (a LoDTensor, SelectedRows, a tensor list, or step scopes).
 #pragma once
 #include <map>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -105,13 +106,19 @@ class Scope {
     return out;
   }
 
+  /// A child scope. Safe to call from several threads at once (evaluators of one model).
   Scope& new_scope() {
+    std::lock_guard lock(kids_mutex_);
     kids_.push_back(std::unique_ptr<Scope>(new Scope(this)));
     return *kids_.back();
   }
-  void drop_kids() { kids_.clear(); }
+  void drop_kids() {
+    std::lock_guard lock(kids_mutex_);
+    kids_.clear();
+  }
   /// Removes one child scope.
   void drop(Scope* kid) {
+    std::lock_guard lock(kids_mutex_);
     std::erase_if(kids_, [&](auto& k) { return k.get() == kid; });
   }
   Scope* parent() const { return parent_; }
@@ -122,6 +129,7 @@ class Scope {
   Scope* parent_ = nullptr;
   std::unordered_map<std::string, std::unique_ptr<Value>> vars_;
   std::vector<std::unique_ptr<Scope>> kids_;
+  std::mutex kids_mutex_;
 };
 
 }  // namespace oar

@@ -1,0 +1,131 @@
+// bench/common.hpp: what oar_bench's translation units share: the result line, interleaved timing, and the
+// peer interfaces (LibTorch in torch_peer.cpp, dlib in dlib_peer.cpp) so that no heavy peer header leaks
+// into another translation unit.
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace bench {
+
+/// One measurement: oar against one peer. `higher_better` says whether the unit is a rate (ratio oar/peer)
+/// or a time or size (ratio peer/oar); either way ratio > 1 means oar is better.
+struct Line {
+  std::string bench;
+  std::string unit;
+  double oar = 0;
+  std::string peer;  ///< "libtorch", "dlib", "openblas" or "" (no peer)
+  double peer_value = 0;
+  int threads = 1;
+  std::string note;
+  bool higher_better = true;
+  double ratio() const {
+    if (peer.empty() || oar <= 0 || peer_value <= 0) return 0;
+    return higher_better ? oar / peer_value : peer_value / oar;
+  }
+};
+
+inline double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// Something measured in blocks: `enter` applies its thread settings, `step` does one unit of work
+/// (one batch, one GEMM, one program run), `leave` undoes what would disturb the other side.
+struct Runner {
+  virtual ~Runner() = default;
+  virtual void enter() {}
+  virtual void step() = 0;
+  virtual void leave() {}
+};
+
+/// A Runner from lambdas.
+struct FnRunner : Runner {
+  std::function<void()> on_enter, on_step, on_leave;
+  void enter() override { if (on_enter) on_enter(); }
+  void step() override { on_step(); }
+  void leave() override { if (on_leave) on_leave(); }
+};
+
+/// Seconds per step of one block: a warm-up step, then steps until `min_time` has passed (at least 2).
+inline double time_block(Runner& r, double min_time) {
+  r.enter();
+  r.step();
+  int n = 0;
+  double t0 = now_s(), t1;
+  do {
+    r.step();
+    ++n;
+    t1 = now_s();
+  } while (t1 - t0 < min_time || n < 2);
+  r.leave();
+  return (t1 - t0) / n;
+}
+
+/// Median seconds per step of `a` and of `b` over `reps` rounds of one block each, alternating which goes
+/// first so that slow phases of a shared machine hit both sides alike. `b` may be null (oar alone).
+inline std::pair<double, double> interleave(Runner& a, Runner* b, int reps, double min_time) {
+  std::vector<double> ta, tb;
+  for (int r = 0; r < reps; ++r) {
+    if (r % 2 == 0 || !b) {
+      ta.push_back(time_block(a, min_time));
+      if (b) tb.push_back(time_block(*b, min_time));
+    } else {
+      tb.push_back(time_block(*b, min_time));
+      ta.push_back(time_block(a, min_time));
+    }
+  }
+  return {median(ta), median(tb)};
+}
+
+/// Lets OpenBLAS's idle workers (they spin about 2^28 cycles after a threaded call) go to sleep.
+inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(150)); }
+
+/// Random inputs shared by every framework (same values for all): images in [0, 1), labels in [0, 10).
+struct Synthetic {
+  std::vector<float> images;    ///< batch x pixels
+  std::vector<int64_t> labels;  ///< batch
+};
+Synthetic make_synthetic(int64_t batch, int64_t pixels, uint64_t seed);
+
+/// Peak memory of one training run, measured in its own process.
+struct MemResult {
+  bool ok = false;
+  double hwm_delta_mb = 0;  ///< VmHWM at the end minus VmRSS before the framework did anything
+  double oar_peak_mb = 0;   ///< oar::memory_stats().peak (oar only)
+  std::string note;
+};
+
+// ---- LibTorch (torch_peer.cpp; stubs when LibTorch was not found)
+namespace torch_peer {
+bool available();
+std::string version();
+/// Per-op cost on 16 floats: `nops` ops cycling relu / scale / add. `prealloc`: in-place and add_out into
+/// preallocated tensors; otherwise each op allocates its result.
+std::unique_ptr<Runner> op_chain(int nops, bool prealloc);
+/// Forward (NoGradGuard, eval mode) or one training step (forward, backward, optimizer) of the bench nets on
+/// a batch. `threads`: torch::set_num_threads and openblas_set_num_threads. `mkldnn`: oneDNN conv on/off.
+std::unique_ptr<Runner> mlp(const Synthetic& d, int64_t batch, int threads, bool train);
+std::unique_ptr<Runner> conv(const Synthetic& d, int64_t batch, int threads, bool train, bool mkldnn);
+}  // namespace torch_peer
+
+// ---- dlib (dlib_peer.cpp; stubs when dlib was not found)
+namespace dlib_peer {
+bool available();
+std::string version();
+/// One training step (dlib's compute_parameter_gradients + update_parameters: loss_multiclass_log, sgd
+/// 0.1 for the MLP, adam 1e-3 for the conv net) on a batch; `threads` sets OpenBLAS's threads.
+std::unique_ptr<Runner> mlp_train(const Synthetic& d, int64_t batch, int threads);
+std::unique_ptr<Runner> conv_train(const Synthetic& d, int64_t batch, int threads);
+}  // namespace dlib_peer
+
+}  // namespace bench

@@ -1,0 +1,475 @@
+// bench/main.cpp: oar_bench, oar against its peers (OpenBLAS, LibTorch, dlib) side by side in one run:
+// sgemm, per-op executor overhead, MLP and conv-net forward and training throughput, training peak memory.
+// Usage: oar_bench [--json] [--reps N] [--min-time S] [filter]. See docs/benchmarks.md.
+#include <oar/oar.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <unistd.h>
+
+#include "common.hpp"
+#include "kernels/cpu/gemm.hpp"
+
+namespace bench {
+
+Synthetic make_synthetic(int64_t batch, int64_t pixels, uint64_t seed) {
+  Synthetic s;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  s.images.resize(size_t(batch * pixels));
+  for (auto& v : s.images) v = u(rng);
+  for (int64_t i = 0; i < batch; ++i) s.labels.push_back(int64_t(rng() % 10));
+  return s;
+}
+
+namespace {
+
+// ---------------------------------------------------------------- options and output
+
+struct Options {
+  bool json = false;
+  int reps = 5;
+  double min_time = 0.25;
+  std::string filter;
+};
+Options g_opt;
+constexpr int64_t kBatch = 64;
+
+bool selected(const std::string& group) { return g_opt.filter.empty() || group.find(g_opt.filter) != std::string::npos; }
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (c == '\n') {
+      o += "\\n";
+      continue;
+    }
+    o += c;
+  }
+  return o;
+}
+
+void emit(const Line& l) {
+  if (g_opt.json) {
+    std::printf("{\"bench\": \"%s\", \"unit\": \"%s\", \"oar\": %.6g, \"peer\": \"%s\", \"peer_value\": %.6g, \"ratio\": %.4g, \"threads\": %d, \"note\": \"%s\"}\n",
+                json_escape(l.bench).c_str(), l.unit.c_str(), l.oar, l.peer.c_str(), l.peer_value, l.ratio(), l.threads, json_escape(l.note).c_str());
+  } else if (l.peer.empty()) {
+    std::printf("%-26s thr=%d  oar %12.4g %-12s  (no peer)  %s\n", l.bench.c_str(), l.threads, l.oar, l.unit.c_str(), l.note.c_str());
+  } else {
+    std::printf("%-26s thr=%d  oar %12.4g  %-8s %12.4g %-12s ratio %6.2f  %s\n", l.bench.c_str(), l.threads, l.oar, l.peer.c_str(), l.peer_value,
+                l.unit.c_str(), l.ratio(), l.note.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void info(const std::string& s) {
+  std::fprintf(g_opt.json ? stderr : stdout, "# %s\n", s.c_str());
+  std::fflush(g_opt.json ? stderr : stdout);
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown";
+}
+
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+/// A field of /proc/self/status in kB (VmRSS, VmHWM).
+double status_kb(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) return std::atof(line.c_str() + std::strlen(key) + 1);
+  return 0;
+}
+
+std::string fmt_threads(int t) { return std::to_string(t) + (t == 1 ? " thread" : " threads"); }
+std::string torch_setting(int t) {
+  return "libtorch " + fmt_threads(t) + " (torch::set_num_threads + openblas_set_num_threads)" + (t > 1 ? " OMP_WAIT_POLICY=passive" : "");
+}
+
+/// oar's thread setting for a block.
+struct OarRunner : FnRunner {
+  explicit OarRunner(int threads, std::function<void()> step) {
+    on_enter = [threads] { oar::set_num_threads(threads); };
+    on_step = std::move(step);
+  }
+};
+
+// ---------------------------------------------------------------- 1. sgemm
+
+void bench_sgemm() {
+#if !defined(OAR_WITH_BLAS)
+  info("sgemm: oar was built without OpenBLAS: no peer");
+#endif
+  for (int64_t n : {128, 256, 512, 1024, 2048}) {
+    std::vector<float> a(size_t(n * n)), b(size_t(n * n)), c(size_t(n * n));
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> dist(-1, 1);
+    for (auto& v : a) v = dist(rng);
+    for (auto& v : b) v = dist(rng);
+    const double flops = 2.0 * double(n) * double(n) * double(n);
+    for (int thr : {1, 2}) {
+      OarRunner o(thr, [&] { oar::cpu::gemm<float>(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n); });
+      Line l{"sgemm_n" + std::to_string(n), "GFLOP/s", 0, "", 0, thr, "", true};
+#if defined(OAR_WITH_BLAS)
+      FnRunner p;
+      p.on_enter = [thr] { openblas_set_num_threads(thr); };
+      p.on_step = [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n); };
+      p.on_leave = [thr] {
+        openblas_set_num_threads(1);
+        if (thr > 1) settle();
+      };
+      auto [to, tp] = interleave(o, &p, g_opt.reps, g_opt.min_time);
+      l.peer = "openblas";
+      l.peer_value = flops / tp * 1e-9;
+      l.note = std::string("row-major NN; oar::cpu::gemm (") + oar::cpu::gemm_backend_name() + " serial, split over oar's pool) vs cblas_sgemm, openblas core " +
+               openblas_get_corename() + " via openblas_get_corename(), openblas_set_num_threads(" + std::to_string(thr) + ")";
+#else
+      auto [to, tp] = interleave(o, nullptr, g_opt.reps, g_opt.min_time);
+      (void)tp;
+#endif
+      l.oar = flops / to * 1e-9;
+      emit(l);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- 2. op_overhead
+
+/// A Program of `nops` ops on a [16] f32 tensor cycling relu, scale 0.5, elementwise_add(h, x).
+oar::Program op_chain_program(int nops) {
+  oar::Program prog;
+  oar::Block& b = prog.global_block();
+  b.create_var("x", {.dtype = oar::f32, .shape = oar::Shape{16}});
+  std::string prev = "x";
+  for (int i = 0; i < nops; ++i) {
+    std::string out = "h" + std::to_string(i);
+    oar::Operator op(i % 3 == 0 ? "relu" : i % 3 == 1 ? "scale" : "elementwise_add");
+    op.set_input("X", {prev}).set_output("Out", {out});
+    if (i % 3 == 1) op.set_attr("scale", 0.5f);
+    if (i % 3 == 2) op.set_input("Y", {"x"});
+    oar::add_op(b, std::move(op));
+    prev = out;
+  }
+  return prog;
+}
+
+void bench_op_overhead() {
+  const int nops = 99;  // 33 x (relu, scale, elementwise_add)
+  oar::Program prog = op_chain_program(nops);
+  oar::Scope scope;
+  oar::Executor exe;
+  auto prepared = exe.prepare(prog, scope);
+  std::vector<float> xv(16);
+  for (int i = 0; i < 16; ++i) xv[size_t(i)] = float(i) / 16 - 0.4f;
+  oar::FeedMap feeds{{"x", oar::LoDTensor(oar::Tensor::from<float>(xv))}};
+  OarRunner o(1, [&] { exe.run(*prepared, scope, feeds); });
+  const std::string what = std::to_string(nops) + " chained ops (relu, scale, elementwise_add) on 16 floats";
+  if (!torch_peer::available()) {
+    auto [to, tp] = interleave(o, nullptr, g_opt.reps, g_opt.min_time);
+    emit({"op_overhead", "ns/op", to / nops * 1e9, "", 0, 1, "LibTorch not found: no peer; oar: Executor::prepare once + run, " + what, false});
+    return;
+  }
+  for (bool prealloc : {true, false}) {
+    auto p = torch_peer::op_chain(nops, prealloc);
+    auto [to, tp] = interleave(o, p.get(), g_opt.reps, g_opt.min_time);
+    emit({prealloc ? "op_overhead_prealloc" : "op_overhead_alloc", "ns/op", to / nops * 1e9, "libtorch", tp / nops * 1e9, 1,
+          "oar: Executor::prepare once + run (one feed), " + what + "; libtorch 1 thread, NoGradGuard, " +
+              (prealloc ? "relu_ / mul_ in place + at::add_out into preallocated" : "torch::relu / x * 0.5 / x + x0, allocating each result"),
+          false});
+  }
+}
+
+// ---------------------------------------------------------------- 3-5. nets
+
+/// oar's two bench nets on one tape; `train` builds an Optimizer, otherwise an Evaluator of the prediction.
+struct OarNet {
+  oar::Tape tape;
+  oar::Var img, label, pred, cost;
+  std::unique_ptr<oar::Model> model;
+  std::unique_ptr<oar::Optimizer> opt;
+  std::unique_ptr<oar::Evaluator> eval;
+  oar::FeedMap feeds;
+
+  OarNet(bool conv, bool train, const Synthetic& d, int64_t batch) {
+    if (conv) {
+      img = oar::data("img", oar::f32, {-1, 1, 28, 28});
+      auto c1 = oar::conv2d(img, 20, 5).act(oar::relu);
+      auto p1 = oar::pool2d(c1, 2, "max");
+      auto bn = oar::batch_norm(p1);
+      auto c2 = oar::conv2d(bn, 50, 5).act(oar::relu);
+      auto p2 = oar::pool2d(c2, 2, "max");
+      pred = oar::fc(p2, 10).act(oar::softmax);
+    } else {
+      img = oar::data("img", oar::f32, {-1, 784});
+      auto h = oar::fc(img, 200).act(oar::relu);
+      pred = oar::fc(h, 10).act(oar::softmax);
+    }
+    label = oar::data("label", oar::i64, {-1, 1});
+    cost = oar::mean(oar::cross_entropy(pred, label));
+    oar::Shape ishape = conv ? oar::Shape{batch, 1, 28, 28} : oar::Shape{batch, 784};
+    if (train) {
+      model = std::make_unique<oar::Model>(tape.program({cost}));
+      opt = std::make_unique<oar::Optimizer>(*model, cost, conv ? oar::optim::adam(1e-3) : oar::optim::sgd(0.1));
+      feeds[model->name_of(label)] = oar::LoDTensor(oar::Tensor::from<int64_t>(d.labels, {batch, 1}));
+    } else {
+      model = std::make_unique<oar::Model>(tape.program(pred));
+      eval = std::make_unique<oar::Evaluator>(*model);
+    }
+    feeds[model->name_of(img)] = oar::LoDTensor(oar::Tensor::from<float>(d.images, ishape));
+  }
+  /// Set when Optimizer::step failed at construction (see workaround_step).
+  std::string workaround;
+  oar::Executor update_exe;
+  std::shared_ptr<oar::PreparedBlock> update_run;
+
+  void step() {
+    if (!opt) eval->forward(feeds);
+    else if (workaround.empty()) opt->step(feeds);
+    else workaround_step();
+  }
+  /// Optimizer::step's work done by hand: GradientMachine::forward_backward, then the optimizer's update program
+  /// run with the gradients fed by name (they must not stay referenced between steps: that would stop the
+  /// executor from reusing their buffers).
+  void workaround_step() {
+    oar::GradientMachine& gm = opt->machine();
+    gm.forward_backward(feeds);
+    oar::FeedMap grads;
+    for (auto& [p, g] : gm.params_grads()) grads[g] = gm.scope().tensor(g);
+    update_exe.run(*update_run, gm.scope(), grads);
+  }
+  /// Tries Optimizer::step once; when it throws, switches to workaround_step and records why.
+  void check_step() {
+    if (!opt) return;
+    try {
+      opt->step(feeds);
+    } catch (const std::exception& e) {
+      workaround = e.what();
+      update_run = update_exe.prepare(opt->update_program(), opt->machine().scope());
+      workaround_step();
+    }
+  }
+};
+
+std::string oar_step_note(const OarNet& n) {
+  if (n.workaround.empty()) return "oar Optimizer::step";
+  std::string why = n.workaround.substr(0, n.workaround.find('\n'));
+  return "oar: Optimizer::step FAILS here (" + why +
+         "), so forward_backward + the optimizer's update program with the gradients fed (same work)";
+}
+
+/// LibTorch's conv net: oneDNN on or off, whichever is faster here (a short calibration).
+bool torch_conv_mkldnn(const Synthetic& d, int threads, bool train) {
+  auto on = torch_peer::conv(d, kBatch, threads, train, true);
+  auto off = torch_peer::conv(d, kBatch, threads, train, false);
+  auto [t_on, t_off] = interleave(*on, off.get(), 3, g_opt.min_time / 2);
+  return t_on < t_off;
+}
+
+void bench_forward(bool conv) {
+  const std::string name = conv ? "conv_forward" : "mlp_forward";
+  Synthetic d = make_synthetic(kBatch, 784, 7);
+  OarNet net(conv, false, d, kBatch);
+  for (int thr : {1, 2}) {
+    OarRunner o(thr, [&] { net.step(); });
+    const std::string what = std::string("batch 64 f32, oar Evaluator::forward (is_test) vs ") +
+                             (conv ? "torch::nn Conv2d/BatchNorm2d/Linear eval()" : "torch::nn::Linear") + " + softmax, NoGradGuard";
+    if (!torch_peer::available()) {
+      auto [to, tp] = interleave(o, nullptr, g_opt.reps, g_opt.min_time);
+      emit({name, "examples/s", kBatch / to, "", 0, thr, "LibTorch not found: no peer; " + what, true});
+      continue;
+    }
+    bool mkldnn = conv ? torch_conv_mkldnn(d, thr, false) : true;
+    auto p = conv ? torch_peer::conv(d, kBatch, thr, false, mkldnn) : torch_peer::mlp(d, kBatch, thr, false);
+    auto [to, tp] = interleave(o, p.get(), g_opt.reps, g_opt.min_time);
+    emit({name, "examples/s", kBatch / to, "libtorch", kBatch / tp, thr,
+          what + "; " + torch_setting(thr) + (conv ? std::string(", oneDNN conv ") + (mkldnn ? "on" : "off") + " (faster of the two here)" : ""), true});
+  }
+}
+
+void bench_train(bool conv) {
+  const std::string name = conv ? "conv_train" : "mlp_train";
+  const std::string rule = conv ? "Adam 1e-3" : "SGD 0.1";
+  Synthetic d = make_synthetic(kBatch, 784, 11);
+  OarNet net(conv, true, d, kBatch);
+  net.check_step();
+  if (!net.workaround.empty()) info(name + ": " + oar_step_note(net));
+  for (int thr : {1, 2}) {
+    OarRunner o(thr, [&] { net.step(); });
+    std::vector<std::pair<std::string, std::unique_ptr<Runner>>> peers;
+    std::vector<std::string> notes;
+    bool mkldnn = true;
+    if (torch_peer::available()) {
+      if (conv) mkldnn = torch_conv_mkldnn(d, thr, true);
+      peers.emplace_back("libtorch", conv ? torch_peer::conv(d, kBatch, thr, true, mkldnn) : torch_peer::mlp(d, kBatch, thr, true));
+      notes.push_back(torch_setting(thr) + ", torch::optim, cross_entropy on logits" +
+                      (conv ? std::string(", oneDNN conv ") + (mkldnn ? "on" : "off") + " (faster of the two here)" : ""));
+    } else {
+      info(name + ": LibTorch not found: its comparison is skipped");
+    }
+    if (dlib_peer::available()) {
+      peers.emplace_back("dlib", conv ? dlib_peer::conv_train(d, kBatch, thr) : dlib_peer::mlp_train(d, kBatch, thr));
+      notes.push_back("dlib " + dlib_peer::version() + ", compute_parameter_gradients + update_parameters, loss_multiclass_log, " +
+                      (conv ? "adam(0, 0.9, 0.999) lr 1e-3" : "sgd(0, 0) lr 0.1") + ", openblas_set_num_threads(" + std::to_string(thr) + ")");
+    } else {
+      info(name + ": dlib not found: its comparison is skipped");
+    }
+    if (peers.empty()) {
+      auto [to, tp] = interleave(o, nullptr, g_opt.reps, g_opt.min_time);
+      emit({name, "examples/s", kBatch / to, "", 0, thr, "no peer found", true});
+      continue;
+    }
+    // Interleave oar with every peer in rotating order.
+    std::vector<Runner*> all{&o};
+    for (auto& p : peers) all.push_back(p.second.get());
+    std::vector<std::vector<double>> t(all.size());
+    for (int r = 0; r < g_opt.reps; ++r)
+      for (size_t k = 0; k < all.size(); ++k) {
+        size_t i = (k + size_t(r)) % all.size();
+        t[i].push_back(time_block(*all[i], g_opt.min_time));
+      }
+    double to = median(t[0]);
+    for (size_t i = 0; i < peers.size(); ++i)
+      emit({name, "examples/s", kBatch / to, peers[i].first, kBatch / median(t[i + 1]), thr,
+            "batch 64 f32, " + rule + ", one step = forward + backward + update; " + oar_step_note(net) + "; " + notes[i], true});
+  }
+}
+
+// ---------------------------------------------------------------- peak memory (one process per framework)
+
+/// In a fresh process (`oar_bench --child-mem <mlp|conv> <framework>`): trains 20 steps, prints
+/// "MEM <VmHWM - VmRSS at start, MB> <oar tensor peak, MB>".
+int child_mem(const std::string& netname, const std::string& fw) {
+  const bool conv = netname == "conv";
+  Synthetic d = make_synthetic(kBatch, 784, 11);
+  oar::set_num_threads(1);
+  const double base_kb = status_kb("VmRSS:");
+  oar::reset_peak_memory();
+  std::unique_ptr<Runner> r;
+  std::unique_ptr<OarNet> net;
+  if (fw == "oar") {
+    net = std::make_unique<OarNet>(conv, true, d, kBatch);
+    net->check_step();
+    r = std::make_unique<OarRunner>(1, [&] { net->step(); });
+  } else if (fw == "libtorch") {
+    r = conv ? torch_peer::conv(d, kBatch, 1, true, true) : torch_peer::mlp(d, kBatch, 1, true);
+  } else if (fw == "dlib") {
+    r = conv ? dlib_peer::conv_train(d, kBatch, 1) : dlib_peer::mlp_train(d, kBatch, 1);
+  }
+  if (!r) return 2;
+  r->enter();
+  for (int i = 0; i < 20; ++i) r->step();
+  r->leave();
+  std::printf("MEM %.3f %.3f\n", (status_kb("VmHWM:") - base_kb) / 1024.0, fw == "oar" ? double(oar::memory_stats().peak.load()) / (1 << 20) : 0.0);
+  return 0;
+}
+
+bool run_child_mem(const std::string& netname, const std::string& fw, double& hwm_mb, double& oar_mb) {
+  std::string cmd = "/proc/" + std::to_string(::getpid()) + "/exe --child-mem " + netname + " " + fw;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return false;
+  char buf[256];
+  bool ok = false;
+  while (std::fgets(buf, sizeof buf, p))
+    if (std::sscanf(buf, "MEM %lf %lf", &hwm_mb, &oar_mb) == 2) ok = true;
+  return ::pclose(p) == 0 && ok;
+}
+
+void bench_memory(bool conv) {
+  const std::string netname = conv ? "conv" : "mlp";
+  double oar_hwm = 0, oar_tensors = 0, dummy = 0;
+  if (!run_child_mem(netname, "oar", oar_hwm, oar_tensors)) {
+    info(netname + "_train_peak_mem: the oar child failed");
+    return;
+  }
+  const std::string how = "batch 64, 20 training steps at 1 thread, each framework in its own process; ";
+  for (const char* fw : {"libtorch", "dlib"}) {
+    if (std::string(fw) == "libtorch" ? !torch_peer::available() : !dlib_peer::available()) continue;
+    double peer_hwm = 0;
+    if (!run_child_mem(netname, fw, peer_hwm, dummy)) {
+      info(netname + "_train_peak_mem: the " + fw + " child failed");
+      continue;
+    }
+    emit({netname + "_train_peak_mem", "MB", oar_tensors, fw, peer_hwm, 1,
+          how + "oar: oar::memory_stats().peak (tensor bytes); " + fw + ": VmHWM - VmRSS at start", false});
+    emit({netname + "_train_peak_rss", "MB", oar_hwm, fw, peer_hwm, 1, how + "both: VmHWM - VmRSS at start of the process's work", false});
+  }
+}
+
+}  // namespace
+}  // namespace bench
+
+int main(int argc, char** argv) try {
+  using namespace bench;
+  if (argc >= 4 && std::strcmp(argv[1], "--child-mem") == 0) return child_mem(argv[2], argv[3]);
+  // LibTorch's best 2-thread setting needs OMP_WAIT_POLICY=passive before libgomp starts: set it and re-exec.
+  // --openblas-core NAME sets OPENBLAS_CORETYPE (read when OpenBLAS loads) likewise.
+  bool reexec = false;
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    ::setenv("OMP_WAIT_POLICY", "passive", 1);
+    reexec = true;
+  }
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--openblas-core") == 0) {
+      const char* cur = std::getenv("OPENBLAS_CORETYPE");
+      if (!cur || std::strcmp(cur, argv[i + 1]) != 0) {
+        ::setenv("OPENBLAS_CORETYPE", argv[i + 1], 1);
+        reexec = true;
+      }
+    }
+  if (reexec) ::execv("/proc/self/exe", argv);
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--json") g_opt.json = true;
+    else if (a == "--reps" && i + 1 < argc) g_opt.reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--min-time" && i + 1 < argc) g_opt.min_time = std::atof(argv[++i]);
+    else if (a == "--openblas-core" && i + 1 < argc) ++i;  // applied above
+    else if (a == "-h" || a == "--help") {
+      std::printf("usage: oar_bench [--json] [--reps N (5)] [--min-time S (0.25)] [--openblas-core NAME] [filter]\n"
+                  "  --openblas-core NAME: set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) for every framework\n"
+                  "benchmarks: sgemm op_overhead mlp_forward conv_forward mlp_train conv_train (filter: substring)\n");
+      return 0;
+    } else g_opt.filter = a;
+  }
+  info("cpu: " + cpu_model() + ", nproc " + std::to_string(::sysconf(_SC_NPROCESSORS_ONLN)) + ", load " + loadavg());
+#if defined(OAR_WITH_BLAS)
+  info(std::string("openblas: core ") + openblas_get_corename() + ", " + openblas_get_config() +
+       (std::getenv("OPENBLAS_CORETYPE") ? std::string(", OPENBLAS_CORETYPE=") + std::getenv("OPENBLAS_CORETYPE") : std::string()));
+  if (std::string(openblas_get_corename()) == "Prescott" && __builtin_cpu_supports("avx2"))
+    info("note: OpenBLAS fell back to its generic Prescott (SSE3) kernels on this AVX2 CPU (model not known to it); "
+         "--openblas-core SkylakeX or Haswell selects fast kernels for oar and the peers alike");
+#endif
+  info("libtorch: " + torch_peer::version() + ", dlib: " + dlib_peer::version() + ", OMP_WAIT_POLICY=" + std::getenv("OMP_WAIT_POLICY") + ", reps " +
+       std::to_string(g_opt.reps) + " (median), block >= " + std::to_string(g_opt.min_time) + " s");
+  if (selected("sgemm")) bench_sgemm();
+  if (selected("op_overhead")) bench_op_overhead();
+  if (selected("mlp_forward")) bench_forward(false);
+  if (selected("conv_forward")) bench_forward(true);
+  if (selected("mlp_train")) {
+    bench_train(false);
+    bench_memory(false);
+  }
+  if (selected("conv_train")) {
+    bench_train(true);
+    bench_memory(true);
+  }
+  info("load at the end " + loadavg());
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "oar_bench: %s\n", e.what());
+  return 1;
+}

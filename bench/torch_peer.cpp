@@ -1,0 +1,170 @@
+// bench/torch_peer.cpp: the LibTorch side of oar_bench (its own translation unit: torch/torch.h takes ~30 s
+// to compile). Built with OAR_BENCH_TORCH when find_package(Torch) succeeds; otherwise only stubs.
+#include "common.hpp"
+
+#if defined(OAR_BENCH_TORCH)
+#include <torch/torch.h>
+#endif
+
+#if defined(OAR_WITH_BLAS)
+extern "C" void openblas_set_num_threads(int);
+#endif
+
+namespace bench::torch_peer {
+
+#if !defined(OAR_BENCH_TORCH)
+
+bool available() { return false; }
+std::string version() { return "not found"; }
+std::unique_ptr<Runner> op_chain(int, bool) { return nullptr; }
+std::unique_ptr<Runner> mlp(const Synthetic&, int64_t, int, bool) { return nullptr; }
+std::unique_ptr<Runner> conv(const Synthetic&, int64_t, int, bool, bool) { return nullptr; }
+
+#else
+
+bool available() { return true; }
+std::string version() { return TORCH_VERSION; }
+
+namespace {
+
+void set_blas_threads([[maybe_unused]] int t) {
+#if defined(OAR_WITH_BLAS)
+  openblas_set_num_threads(t);
+#endif
+}
+
+/// Thread settings of one block: LibTorch's intra-op threads and OpenBLAS's (LibTorch's BLAS), oneDNN on/off.
+struct TorchRunner : Runner {
+  int threads = 1;
+  bool mkldnn = true;
+  void enter() override {
+    torch::set_num_threads(threads);
+    set_blas_threads(threads);
+    at::globalContext().setUserEnabledMkldnn(mkldnn);
+  }
+  void leave() override {
+    set_blas_threads(1);  // oar calls BLAS serially from its own pool
+    at::globalContext().setUserEnabledMkldnn(true);
+    if (threads > 1) settle();
+  }
+};
+
+struct OpChain : TorchRunner {
+  int nops;
+  bool prealloc;
+  torch::Tensor x0, x, y;
+  OpChain(int n, bool p) : nops(n), prealloc(p) {
+    torch::manual_seed(1);
+    x0 = torch::rand({16});
+    x = x0.clone();
+    y = torch::empty({16});
+  }
+  void step() override {
+    torch::NoGradGuard no_grad;
+    if (prealloc) {
+      for (int i = 0; i < nops; ++i) {
+        switch (i % 3) {
+          case 0: x.relu_(); break;
+          case 1: x.mul_(0.5); break;
+          default: at::add_out(y, x, x0); std::swap(x, y); break;
+        }
+      }
+    } else {
+      for (int i = 0; i < nops; ++i) {
+        switch (i % 3) {
+          case 0: x = torch::relu(x); break;
+          case 1: x = x * 0.5; break;
+          default: x = x + x0; break;
+        }
+      }
+    }
+  }
+};
+
+struct MlpImpl : torch::nn::Module {
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  MlpImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(784, 200));
+    fc2 = register_module("fc2", torch::nn::Linear(200, 10));
+  }
+  torch::Tensor logits(const torch::Tensor& x) { return fc2(torch::relu(fc1(x))); }
+};
+TORCH_MODULE(Mlp);
+
+struct ConvImpl : torch::nn::Module {
+  torch::nn::Conv2d c1{nullptr}, c2{nullptr};
+  torch::nn::BatchNorm2d bn{nullptr};
+  torch::nn::Linear fc{nullptr};
+  ConvImpl() {
+    c1 = register_module("c1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 20, 5)));
+    bn = register_module("bn", torch::nn::BatchNorm2d(20));
+    c2 = register_module("c2", torch::nn::Conv2d(torch::nn::Conv2dOptions(20, 50, 5)));
+    fc = register_module("fc", torch::nn::Linear(800, 10));
+  }
+  torch::Tensor logits(const torch::Tensor& x) {
+    auto h = torch::max_pool2d(torch::relu(c1(x)), 2);
+    h = bn(h);
+    h = torch::max_pool2d(torch::relu(c2(h)), 2);
+    return fc(h.view({h.size(0), 800}));
+  }
+};
+TORCH_MODULE(Conv);
+
+template <class Net>
+struct NetRunner : TorchRunner {
+  Net net;
+  bool train;
+  torch::Tensor images, labels;
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  NetRunner(const Synthetic& d, int64_t batch, std::vector<int64_t> image_shape, bool train_, std::unique_ptr<torch::optim::Optimizer> (*make_opt)(Net&))
+      : train(train_) {
+    torch::manual_seed(1);
+    image_shape.insert(image_shape.begin(), batch);
+    images = torch::from_blob(const_cast<float*>(d.images.data()), image_shape, torch::kFloat32).clone();
+    labels = torch::from_blob(const_cast<int64_t*>(d.labels.data()), {batch}, torch::kInt64).clone();
+    if (train) {
+      net->train();
+      opt = make_opt(net);
+    } else {
+      net->eval();
+    }
+  }
+  void step() override {
+    if (train) {
+      opt->zero_grad();
+      auto logits = net->logits(images);
+      auto loss = torch::nn::functional::cross_entropy(logits, labels);
+      loss.backward();
+      opt->step();
+    } else {
+      torch::NoGradGuard no_grad;
+      auto prob = torch::softmax(net->logits(images), 1);
+      (void)prob;
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Runner> op_chain(int nops, bool prealloc) { return std::make_unique<OpChain>(nops, prealloc); }
+
+std::unique_ptr<Runner> mlp(const Synthetic& d, int64_t batch, int threads, bool train) {
+  auto r = std::make_unique<NetRunner<Mlp>>(d, batch, std::vector<int64_t>{784}, train, [](Mlp& n) -> std::unique_ptr<torch::optim::Optimizer> {
+    return std::make_unique<torch::optim::SGD>(n->parameters(), torch::optim::SGDOptions(0.1));
+  });
+  r->threads = threads;
+  return r;
+}
+
+std::unique_ptr<Runner> conv(const Synthetic& d, int64_t batch, int threads, bool train, bool mkldnn) {
+  auto r = std::make_unique<NetRunner<Conv>>(d, batch, std::vector<int64_t>{1, 28, 28}, train, [](Conv& n) -> std::unique_ptr<torch::optim::Optimizer> {
+    return std::make_unique<torch::optim::Adam>(n->parameters(), torch::optim::AdamOptions(1e-3));
+  });
+  r->threads = threads;
+  r->mkldnn = mkldnn;
+  return r;
+}
+
+#endif
+
+}  // namespace bench::torch_peer

@@ -1,0 +1,48 @@
+// examples/mnist_conv.cpp: Fluid's book conv net on Fashion-MNIST: conv 5x5x20 relu + max pool 2, batch
+// norm, conv 5x5x50 relu + max pool 2, fc 10 softmax; Adam 1e-3, batch 64, 5 epochs (OAR_EPOCHS overrides).
+// Prints the test accuracy per epoch; the last line is `test_accuracy=<value>` (target >= 0.90).
+#include <oar/oar.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+
+int main() try {
+  oar::Tape tape;
+  auto img = oar::data("img", oar::f32, {-1, 1, 28, 28});
+  auto label = oar::data("label", oar::i64, {-1, 1});
+  auto conv_pool = [](const oar::Var& x, int filters) {  // Fluid's simple_img_conv_pool
+    return oar::pool2d(oar::conv2d(x, filters, 5).act(oar::relu), 2, "max");
+  };
+  auto h = oar::batch_norm(conv_pool(img, 20));
+  auto prediction = oar::fc(conv_pool(h, 50), 10).act(oar::softmax).name("prediction");
+  auto cost = oar::mean(oar::cross_entropy(prediction, label));
+  auto acc = oar::accuracy(prediction, label);
+
+  oar::Model model(tape.program({cost, acc}));
+  oar::Optimizer opt(model, cost, oar::optim::adam(1e-3));
+  auto to_image = [](oar::io::Sample s) {  // [784] -> [1, 28, 28]
+    s[0] = s[0].view({1, 28, 28});
+    return s;
+  };
+  auto train = oar::io::fashion_mnist_train().map(to_image).shuffle(10000).batch(64);
+  auto test = oar::io::fashion_mnist_test().map(to_image).batch(500);
+  oar::Evaluator tester(model);
+  int epochs = std::getenv("OAR_EPOCHS") ? std::atoi(std::getenv("OAR_EPOCHS")) : 5;
+  double test_accuracy = 0;
+  opt.train(train, {img, label}, epochs, [&](const oar::Event& e) {
+    if (e.kind == oar::Event::Kind::end_iteration && (e.iteration + 1) % 100 == 0)
+      std::fprintf(stderr, "epoch %lld batch %lld loss %.4f (%.0f examples/s)\n", (long long)e.pass + 1, (long long)e.iteration + 1, e.loss,
+                   64 / e.seconds);
+    if (e.kind == oar::Event::Kind::end_pass) {
+      auto m = tester.test(test);
+      test_accuracy = m.at(model.name_of(acc));
+      std::printf("epoch %lld: train loss %.4f, test accuracy %.4f (%.1fs)\n", (long long)e.pass + 1, e.loss, test_accuracy, e.seconds);
+      std::fflush(stdout);
+    }
+  });
+  std::printf("test_accuracy=%.4f\n", test_accuracy);
+  return test_accuracy >= 0.90 ? 0 : 1;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "error: %s\n", e.what());
+  return 1;
+}

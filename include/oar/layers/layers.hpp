@@ -1,0 +1,9 @@
+// oar/layers/layers.hpp: every layer function (the user-facing builders).
+#pragma once
+#include "oar/layers/activations.hpp"
+#include "oar/layers/control_flow.hpp"
+#include "oar/layers/expr.hpp"
+#include "oar/layers/loss.hpp"
+#include "oar/layers/metrics.hpp"
+#include "oar/layers/nn.hpp"
+#include "oar/layers/tensor.hpp"

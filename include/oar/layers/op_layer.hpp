@@ -1,0 +1,63 @@
+// oar/layers/op_layer.hpp: record_op_layer, the generic builder for layers that emit exactly one op:
+// inputs by slot, attributes (overridable with `.set(...)`), one temporary per output slot.
+#pragma once
+#include "oar/layers/layer_helper.hpp"
+
+namespace oar {
+
+/// One input slot of an op layer and the Vars bound to it.
+struct SlotVars {
+  std::string slot;
+  std::vector<Var> vars;
+};
+
+/// Output dtype of an op layer: the first input's, or a fixed one.
+struct OutSpec {
+  std::string slot;
+  std::optional<DType> dtype;
+  bool stop_gradient = false;
+};
+
+/// Records layer `kind` emitting op `op_type`; returns one Var per entry of `outs`. With `with_act`, the
+/// layer's `.act(...)` applies to the first output.
+inline std::vector<Var> record_op_layer(std::string kind, std::string op_type, std::vector<SlotVars> ins, std::map<std::string, Attribute> attrs,
+                                        std::vector<OutSpec> outs, std::source_location loc, bool with_act = false) {
+  std::vector<Var> inputs;
+  std::vector<std::pair<std::string, size_t>> slots;  // slot, count
+  for (auto& s : ins) {
+    slots.push_back({s.slot, s.vars.size()});
+    inputs.insert(inputs.end(), s.vars.begin(), s.vars.end());
+  }
+  int n = int(outs.size());
+  auto replay = [op_type, slots, attrs, outs, with_act](LayerHelper& h) {
+    Operator op(op_type);
+    size_t k = 0;
+    for (auto& [slot, count] : slots) {
+      std::vector<std::string> names;
+      for (size_t i = 0; i < count; ++i) names.push_back(h.input(k++));
+      op.set_input(slot, names);
+    }
+    DType dflt = h.num_inputs() ? h.input_var(0).dtype() : DType::f32;
+    std::vector<std::string> out_names;
+    for (auto& o : outs) {
+      Variable& v = h.create_tmp(o.dtype ? *o.dtype : dflt, o.stop_gradient);
+      op.set_output(o.slot, {v.name()});
+      out_names.push_back(v.name());
+    }
+    for (auto& [key, v] : attrs) op.set_attr(key, v);
+    h.apply_options(op);
+    h.append_op(std::move(op));
+    if (with_act) out_names[0] = h.append_activation(out_names[0]);
+    return out_names;
+  };
+  return record_layer(std::move(kind), std::move(inputs), std::move(replay), loc, n);
+}
+
+/// The common case: one output `Out`.
+inline Var record_unary_layer(std::string op_type, const Var& x, std::map<std::string, Attribute> attrs, std::source_location loc,
+                              std::string in_slot = "X", std::string out_slot = "Out") {
+  std::string kind = op_type;
+  return record_op_layer(std::move(kind), std::move(op_type), {{std::move(in_slot), {x}}}, std::move(attrs), {{std::move(out_slot)}}, loc)[0];
+}
+
+}  // namespace oar

@@ -1,0 +1,33 @@
+// oar/ops/accuracy.hpp: top-k accuracy of a batch: a row is correct when its label is among its k indices
+// (Indices come from top_k). No gradient. Kernel in kernels/cpu/accuracy.hpp.
+#pragma once
+#include "oar/ops/op.hpp"
+
+namespace oar::ops {
+
+/// correct = #{i : label_i in indices[i, 0..k)}, total = N, accuracy = correct / total (0 for an empty batch)
+/// out: [N, k] (top-k values, only its shape is read), indices: i64 [N, k], label: i64 [N, 1]
+/// -> accuracy f32 [1], correct i32 [1], total i32 [1] (Fluid's dtypes).
+struct Accuracy {
+  static OpDef def() {
+    return OpDef("accuracy", "fraction of rows whose label is among the top-k indices")
+        .in("Out").in("Indices").in("Label").out("Accuracy").out("Correct").out("Total");
+  }
+  static void infer_shape(InferShapeContext& c) {
+    const Shape& o = c.shape("Out");
+    const Shape& ind = c.shape("Indices");
+    const Shape& l = c.shape("Label");
+    c.check(ind.rank() == 2, "Indices must be [N, k], got {}", ind.str());
+    c.check(o.rank() == 2 && dims_compatible(o[0], ind[0]) && dims_compatible(o[1], ind[1]), "Out {} must have the shape of Indices {}", o.str(), ind.str());
+    c.check(c.dtype("Indices") == DType::i64 || c.dtype("Indices") == DType::i32, "Indices must be i64 (or i32), got {}", name(c.dtype("Indices")));
+    c.check(c.dtype("Label") == DType::i64 || c.dtype("Label") == DType::i32, "Label must be i64 (or i32), got {}", name(c.dtype("Label")));
+    c.check(l.rank() == 2 && dims_compatible(l[1], 1), "Label must be [N, 1], got {}", l.str());
+    c.check(dims_compatible(l[0], ind[0]), "Label {} and Indices {} have different batch sizes", l.str(), ind.str());
+    c.set_output("Accuracy", Shape{1}, DType::f32);
+    c.set_output("Correct", Shape{1}, DType::i32);
+    c.set_output("Total", Shape{1}, DType::i32);
+  }
+  static void eval_cpu(KernelContext&);  // kernels/cpu/accuracy.hpp
+};
+
+}  // namespace oar::ops

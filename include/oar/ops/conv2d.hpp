@@ -1,0 +1,84 @@
+// oar/ops/conv2d.hpp: conv2d, the 2-D convolution (cross-correlation) over NCHW images with strides, zero
+// padding, dilation and channel groups, as Fluid's conv2d. Also the window arithmetic conv2d_transpose and
+// pool2d share (detail::conv_out_size, detail::check_pair).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "oar/ops/op.hpp"
+
+namespace oar::ops {
+
+namespace detail {
+
+/// Output extent of a window sweep: (in + 2p - (d(k-1)+1)) / s + 1; -1 when `in` is unknown.
+inline int64_t conv_out_size(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d) {
+  if (in < 0) return -1;
+  return (in + 2 * p - (d * (k - 1) + 1)) / s + 1;
+}
+
+/// An attribute check: exactly two entries, each >= `lo`.
+inline auto pair_at_least(int lo) {
+  return [lo](const std::vector<int32_t>& v) { return v.size() == 2 && v[0] >= lo && v[1] >= lo; };
+}
+
+/// "[a, b]" for an ints attribute (error texts).
+inline std::string ints_str(const std::vector<int32_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+/// Fluid writes "AnyLayout" as the default layout of programs it saved; both mean NCHW here.
+inline bool is_nchw(const std::string& f) { return f == "NCHW" || f == "AnyLayout"; }
+
+}  // namespace detail
+
+/// Output[n, m, i, j] = sum_{c in group(m), a, b} Input[n, c, i*s0 - p0 + a*d0, j*s1 - p1 + b*d1] * Filter[m, c', a, b]
+/// (zero outside the image; c' = c - group(m) * C/groups).
+/// Input: [N, C, H, W], Filter: [M, C/groups, kh, kw] -> Output: [N, M, H', W'],
+/// H' = (H + 2p0 - (d0(kh-1)+1)) / s0 + 1, W' likewise. M must be a multiple of groups.
+struct Conv2d {
+  static OpDef def() {
+    return OpDef("conv2d", "2-D convolution of NCHW images")
+        .in("Input").in("Filter").out("Output")
+        .attr("strides", std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
+        .attr("paddings", std::vector<int32_t>{0, 0}).check<std::vector<int32_t>>(detail::pair_at_least(0), "must be two values >= 0")
+        .attr("dilations", std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
+        .attr("groups", 1).check<int32_t>([](int g) { return g >= 1; }, "must be >= 1")
+        .attr("use_cudnn", true, "ignored on the CPU")
+        .attr("data_format", std::string("NCHW"), "only NCHW (or Fluid's AnyLayout)");
+  }
+  static void infer_shape(InferShapeContext& c) {
+    const Shape& x = c.shape("Input");
+    const Shape& f = c.shape("Filter");
+    auto s = c.attr<std::vector<int32_t>>("strides");
+    auto p = c.attr<std::vector<int32_t>>("paddings");
+    auto d = c.attr<std::vector<int32_t>>("dilations");
+    int g = c.attr<int32_t>("groups");
+    std::string layout = c.attr<std::string>("data_format");
+    c.check(detail::is_nchw(layout), "data_format '{}' is not supported (only NCHW)", layout);
+    c.check(x.rank() == 4, "Input must be [N, C, H, W], got {}", x.str());
+    c.check(f.rank() == 4, "Filter must be [M, C/groups, kh, kw], got {}", f.str());
+    c.check(is_float(c.dtype("Input")) && c.dtype("Input") == c.dtype("Filter"), "Input ({}) and Filter ({}) must be the same float type",
+            name(c.dtype("Input")), name(c.dtype("Filter")));
+    c.check(dims_compatible(x[1], f[1] < 0 ? -1 : f[1] * g), "Input {} has {} channels but Filter {} with groups = {} expects {}", x.str(), x[1], f.str(),
+            g, f[1] * g);
+    c.check(f[0] < 0 || f[0] % g == 0, "Filter {} has {} output channels, not a multiple of groups = {}", f.str(), f[0], g);
+    Shape out{x[0], f[0], -1, -1};
+    for (int i = 0; i < 2; ++i) {
+      if (x[2 + i] < 0 || f[2 + i] < 0) continue;
+      int64_t o = detail::conv_out_size(x[2 + i], f[2 + i], p[size_t(i)], s[size_t(i)], d[size_t(i)]);
+      c.check(o > 0, "output size {} <= 0: Input {} with Filter {}, strides {}, paddings {}, dilations {}", o, x.str(), f.str(), detail::ints_str(s),
+              detail::ints_str(p), detail::ints_str(d));
+      out[2 + i] = o;
+    }
+    c.set_output("Output", out, c.dtype("Input"));
+  }
+  /// conv2d_grad(Input, Filter, Output@GRAD) -> Input@GRAD (col2im of Filter^T * dOutput), Filter@GRAD (dOutput * im2col(Input)^T)
+  static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
+  static void eval_cpu(KernelContext&);       // kernels/cpu/conv2d.hpp
+  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/conv2d.hpp
+};
+
+}  // namespace oar::ops

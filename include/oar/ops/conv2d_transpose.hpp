@@ -1,0 +1,69 @@
+// oar/ops/conv2d_transpose.hpp: conv2d_transpose, the adjoint of conv2d with respect to its input (a.k.a.
+// "deconvolution"): every input pixel scatters Filter-weighted copies into a strided, padded output.
+#pragma once
+#include "oar/ops/conv2d.hpp"
+
+namespace oar::ops {
+
+/// Output = the conv2d input gradient for dOutput = Input, with the same Filter:
+/// Output[n, m, i*s0 - p0 + a*d0, j*s1 - p1 + b*d1] += Input[n, c, i, j] * Filter[c, m', a, b] (m in group(c)).
+/// Input: [N, C, H, W], Filter: [C, M/groups, kh, kw] -> Output: [N, M, H', W'],
+/// H' = (H-1)s0 - 2p0 + d0(kh-1) + 1, or output_size[0] when given (it must lie in [H', H' + s0)).
+struct Conv2dTranspose {
+  static OpDef def() {
+    return OpDef("conv2d_transpose", "transposed 2-D convolution of NCHW images")
+        .in("Input").in("Filter").out("Output")
+        .attr("strides", std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
+        .attr("paddings", std::vector<int32_t>{0, 0}).check<std::vector<int32_t>>(detail::pair_at_least(0), "must be two values >= 0")
+        .attr("dilations", std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
+        .attr("groups", 1).check<int32_t>([](int g) { return g >= 1; }, "must be >= 1")
+        .attr("output_size", std::vector<int32_t>{}, "[H', W'] to pick among the sizes a stride allows; empty: the smallest")
+        .check<std::vector<int32_t>>([](const std::vector<int32_t>& v) { return v.empty() || (v.size() == 2 && v[0] > 0 && v[1] > 0); },
+                                     "must be empty or two values > 0")
+        .attr("use_cudnn", true, "ignored on the CPU")
+        .attr("data_format", std::string("NCHW"), "only NCHW (or Fluid's AnyLayout)");
+  }
+  /// Output extent along one axis (-1 when unknown); `given` is output_size's entry or 0.
+  static int64_t out_size(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, int64_t given) {
+    if (in < 0 || k < 0) return -1;
+    int64_t o = (in - 1) * s - 2 * p + d * (k - 1) + 1;
+    return given > 0 ? given : o;
+  }
+  static void infer_shape(InferShapeContext& c) {
+    const Shape& x = c.shape("Input");
+    const Shape& f = c.shape("Filter");
+    auto s = c.attr<std::vector<int32_t>>("strides");
+    auto p = c.attr<std::vector<int32_t>>("paddings");
+    auto d = c.attr<std::vector<int32_t>>("dilations");
+    auto os = c.attr<std::vector<int32_t>>("output_size");
+    int g = c.attr<int32_t>("groups");
+    std::string layout = c.attr<std::string>("data_format");
+    c.check(detail::is_nchw(layout), "data_format '{}' is not supported (only NCHW)", layout);
+    c.check(x.rank() == 4, "Input must be [N, C, H, W], got {}", x.str());
+    c.check(f.rank() == 4, "Filter must be [C, M/groups, kh, kw], got {}", f.str());
+    c.check(is_float(c.dtype("Input")) && c.dtype("Input") == c.dtype("Filter"), "Input ({}) and Filter ({}) must be the same float type",
+            name(c.dtype("Input")), name(c.dtype("Filter")));
+    c.check(dims_compatible(x[1], f[0]), "Input {} has {} channels but Filter {} has {} input channels (dim 0)", x.str(), x[1], f.str(), f[0]);
+    c.check(f[0] < 0 || f[0] % g == 0, "Filter {} has {} input channels, not a multiple of groups = {}", f.str(), f[0], g);
+    Shape out{x[0], f[1] < 0 ? -1 : f[1] * g, -1, -1};
+    for (int i = 0; i < 2; ++i) {
+      int64_t given = os.empty() ? 0 : os[size_t(i)];
+      const bool known = x[2 + i] >= 0 && f[2 + i] >= 0;
+      int64_t smallest = known ? out_size(x[2 + i], f[2 + i], p[size_t(i)], s[size_t(i)], d[size_t(i)], 0) : 0;
+      if (!known && given == 0) continue;
+      c.check(!known || smallest > 0, "output size {} <= 0: Input {} with Filter {}, strides {}, paddings {}, dilations {}", smallest, x.str(),
+              f.str(), detail::ints_str(s), detail::ints_str(p), detail::ints_str(d));
+      if (given > 0 && known)
+        c.check(given >= smallest && given < smallest + s[size_t(i)], "output_size {} must lie in [{}, {}) along axis {} (Input {}, Filter {}, strides {})",
+                detail::ints_str(os), smallest, smallest + s[size_t(i)], i, x.str(), f.str(), detail::ints_str(s));
+      out[2 + i] = given > 0 ? given : smallest;
+    }
+    c.set_output("Output", out, c.dtype("Input"));
+  }
+  /// conv2d_transpose_grad(Input, Filter, Output@GRAD) -> Input@GRAD (conv2d of dOutput), Filter@GRAD
+  static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
+  static void eval_cpu(KernelContext&);       // kernels/cpu/conv2d_transpose.hpp
+  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/conv2d_transpose.hpp
+};
+
+}  // namespace oar::ops

@@ -1,0 +1,230 @@
+// oar/ops/fused_elementwise.hpp: fused_elementwise, one element-wise expression over broadcast inputs X[i]
+// given as a postfix program (attribute `expression`, grammar in docs/expressions.md), and its parser.
+// The tape's expression templates (tape/expr.hpp) record it; the kernel runs it in one pass over memory.
+#pragma once
+#include <cctype>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <unordered_map>
+
+#include "oar/ops/op.hpp"
+
+// X(token, functor in kernels/functors.hpp): the unary functions of the expression grammar ("neg" is extra).
+#define OAR_FUSED_UNARY(X) \
+  X(relu, Relu)            \
+  X(sigmoid, Sigmoid)      \
+  X(tanh, Tanh)            \
+  X(exp, Exp)              \
+  X(log, Log)              \
+  X(sqrt, Sqrt)            \
+  X(abs, Abs)              \
+  X(square, Square)        \
+  X(reciprocal, Reciprocal)\
+  X(softplus, Softplus)    \
+  X(softsign, Softsign)    \
+  X(gelu, Gelu)
+
+// The binary operators: pop b, pop a, push a OP b.
+#define OAR_FUSED_BINARY(X) X(add) X(sub) X(mul) X(div) X(max) X(min) X(pow)
+
+namespace oar::ops {
+
+namespace fused {
+
+enum class Kind : uint8_t { input, constant, unary, binary };
+#define OAR_FUSED_ENUM_U(tok, F) tok,
+enum class Unary : uint8_t { neg, OAR_FUSED_UNARY(OAR_FUSED_ENUM_U) };
+#undef OAR_FUSED_ENUM_U
+#define OAR_FUSED_ENUM_B(tok) tok,
+enum class Binary : uint8_t { OAR_FUSED_BINARY(OAR_FUSED_ENUM_B) };
+#undef OAR_FUSED_ENUM_B
+
+/// One node of a parsed expression, in postfix order. Operands are earlier nodes (a tree: each node is the
+/// operand of exactly one later node, the last node is the result).
+struct Node {
+  Kind kind;
+  uint8_t code = 0;    ///< Unary or Binary
+  int32_t input = -1;  ///< input index (Kind::input)
+  double value = 0;    ///< the constant (Kind::constant)
+  float fvalue = 0;    ///< the constant rounded to float (kernels point at it)
+  int32_t a = -1, b = -1;  ///< operand nodes (b only for binary)
+  int32_t depth = 0;   ///< stack slot the node's value lives in while the program runs
+};
+
+/// A parsed, validated expression.
+struct Program {
+  std::vector<Node> nodes;
+  int32_t max_input = -1;  ///< highest x<i> used
+  int32_t max_depth = 0;   ///< stack slots the program needs
+};
+
+/// Parses a postfix `expr` over `num_inputs` inputs into `out`. Returns "" or the reason (naming the token
+/// and its 0-based position among the tokens). Whitespace runs separate tokens.
+inline std::string parse(std::string_view expr, size_t num_inputs, Program& out) {
+  static const std::unordered_map<std::string_view, std::pair<Kind, uint8_t>> ops = [] {
+    std::unordered_map<std::string_view, std::pair<Kind, uint8_t>> m;
+    m["neg"] = {Kind::unary, uint8_t(Unary::neg)};
+#define OAR_FUSED_MAP_U(tok, F) m[#tok] = {Kind::unary, uint8_t(Unary::tok)};
+    OAR_FUSED_UNARY(OAR_FUSED_MAP_U)
+#undef OAR_FUSED_MAP_U
+#define OAR_FUSED_MAP_B(tok) m[#tok] = {Kind::binary, uint8_t(Binary::tok)};
+    OAR_FUSED_BINARY(OAR_FUSED_MAP_B)
+#undef OAR_FUSED_MAP_B
+    return m;
+  }();
+  out = Program{};
+  std::vector<int32_t> stack;
+  size_t pos = 0, i = 0;
+  while (true) {
+    while (i < expr.size() && std::isspace(static_cast<unsigned char>(expr[i]))) ++i;
+    if (i >= expr.size()) break;
+    size_t j = i;
+    while (j < expr.size() && !std::isspace(static_cast<unsigned char>(expr[j]))) ++j;
+    std::string_view tok = expr.substr(i, j - i);
+    i = j;
+    Node n{};
+    auto where = [&] { return fmt::format("'{}' at position {}", tok, pos); };
+    if (tok.size() >= 2 && tok[0] == 'x' && std::isdigit(static_cast<unsigned char>(tok[1]))) {
+      bool digits = tok.size() <= 10;
+      for (char ch : tok.substr(1)) digits = digits && std::isdigit(static_cast<unsigned char>(ch));
+      if (!digits) return fmt::format("bad input token {} (want x<index>)", where());
+      long idx = std::strtol(std::string(tok.substr(1)).c_str(), nullptr, 10);
+      if (size_t(idx) >= num_inputs)
+        return fmt::format("input {} refers to X[{}] but the op has {} input{}", where(), idx, num_inputs, num_inputs == 1 ? "" : "s");
+      n.kind = Kind::input;
+      n.input = int32_t(idx);
+      out.max_input = std::max(out.max_input, n.input);
+    } else if (tok.starts_with("c:")) {
+      std::string num(tok.substr(2));
+      char* end = nullptr;
+      double v = num.empty() ? 0 : std::strtod(num.c_str(), &end);
+      if (num.empty() || end != num.c_str() + num.size()) return fmt::format("bad constant {} (want c:<number>)", where());
+      n.kind = Kind::constant;
+      n.value = v;
+      n.fvalue = float(v);
+    } else {
+      auto it = ops.find(tok);
+      if (it == ops.end()) return fmt::format("unknown token {}", where());
+      n.kind = it->second.first;
+      n.code = it->second.second;
+      size_t need = n.kind == Kind::binary ? 2 : 1;
+      if (stack.size() < need)
+        return fmt::format("stack underflow: {} needs {} value{} but the stack holds {}", where(), need, need == 1 ? "" : "s", stack.size());
+      if (n.kind == Kind::binary) {
+        n.b = stack.back();
+        stack.pop_back();
+      }
+      n.a = stack.back();
+      stack.pop_back();
+    }
+    n.depth = int32_t(stack.size());
+    stack.push_back(int32_t(out.nodes.size()));
+    out.nodes.push_back(n);
+    out.max_depth = std::max(out.max_depth, int32_t(stack.size()));
+    ++pos;
+  }
+  if (stack.empty()) return "the expression is empty";
+  if (stack.size() != 1) return fmt::format("the expression leaves {} values on the stack after {} tokens (must be exactly 1)", stack.size(), pos);
+  return {};
+}
+
+/// Parsed programs by expression text, shared by all threads (an expression is parsed once per process).
+/// Validates against `num_inputs` on every call (cheap); the error text is returned in `why`.
+inline std::shared_ptr<const Program> cached(const std::string& expr, size_t num_inputs, std::string& why) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::shared_ptr<const Program>> cache;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    auto it = cache.find(expr);
+    if (it != cache.end()) {
+      if (size_t(it->second->max_input + 1) <= num_inputs) return it->second;
+      why = fmt::format("the expression uses X[{}] but the op has {} inputs", it->second->max_input, num_inputs);
+      return nullptr;
+    }
+  }
+  auto p = std::make_shared<Program>();
+  why = parse(expr, num_inputs, *p);
+  if (!why.empty()) return nullptr;
+  std::lock_guard<std::mutex> lk(mu);
+  if (cache.size() > 4096) cache.clear();  // a bound for programs that generate endless distinct expressions
+  cache.emplace(expr, p);
+  return p;
+}
+
+/// numpy broadcasting of `a` and `b` (right-aligned; dims equal or 1; -1 unknown gives -1 unless the other
+/// dim is > 1). Returns false when they cannot broadcast.
+inline bool broadcast(const Shape& a, const Shape& b, Shape& out) {
+  int r = std::max(a.rank(), b.rank());
+  std::vector<int64_t> d(static_cast<size_t>(r));
+  for (int i = 0; i < r; ++i) {
+    int64_t x = i < r - a.rank() ? 1 : a[i - (r - a.rank())];
+    int64_t y = i < r - b.rank() ? 1 : b[i - (r - b.rank())];
+    if (x < 0 || y < 0) {
+      int64_t other = x < 0 ? y : x;
+      d[size_t(i)] = other > 1 ? other : -1;
+    } else if (x == y || y == 1) {
+      d[size_t(i)] = x;
+    } else if (x == 1) {
+      d[size_t(i)] = y;
+    } else {
+      return false;
+    }
+  }
+  out = Shape(std::move(d));
+  return true;
+}
+
+/// "[2, 3], [3], [1]".
+inline std::string shapes_str(const std::vector<Shape>& s) {
+  std::string r;
+  for (auto& x : s) r += (r.empty() ? "" : ", ") + x.str();
+  return r;
+}
+
+}  // namespace fused
+
+/// Out = f(X[0], X[1], ...), f given by `expression` in postfix form (docs/expressions.md), e.g.
+/// relu(x0 * x1 + x2) is "x0 x1 mul x2 add relu". X: any shapes that broadcast (numpy rules) to Out's shape.
+struct FusedElementwise {
+  static OpDef def() {
+    return OpDef("fused_elementwise", "element-wise expression over broadcast inputs, evaluated in one pass")
+        .in("X", duplicable, "inputs x0, x1, ... of the expression; one floating dtype; shapes broadcast")
+        .out("Out", none, "the expression's value, of the broadcast shape")
+        .required_attr<std::string>("expression", "postfix program: x<i>, c:<number>, add sub mul div max min pow, neg relu ...");
+  }
+  static void infer_shape(InferShapeContext& c) {
+    size_t n = c.num_inputs("X");
+    std::string expr = c.attr<std::string>("expression");
+    fused::Program p;
+    std::string why = fused::parse(expr, n, p);
+    c.check(why.empty(), "{} in expression \"{}\"", why, expr);
+    DType t = c.dtype("X", 0);
+    c.check(is_float(t), "X must be floating-point, X[0] is {}", name(t));
+    std::vector<Shape> shapes;
+    Shape out;
+    for (size_t i = 0; i < n; ++i) {
+      c.check(c.dtype("X", i) == t, "every X must have one dtype: X[0] is {} but X[{}] is {}", name(t), i, name(c.dtype("X", i)));
+      shapes.push_back(c.shape("X", i));
+    }
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; ++i) ok = i == 0 ? (out = shapes[0], true) : fused::broadcast(out, shapes[i], out);
+    c.check(ok, "input shapes {} do not broadcast (numpy rules: right-aligned dims must be equal or 1)", fused::shapes_str(shapes));
+    c.set_output("Out", out, t);
+    c.share_lod("X", "Out");
+  }
+  /// fused_elementwise_grad(X, Out, Out@GRAD) -> X@GRAD (each reduced over its broadcast dims)
+  static std::vector<Operator> grad(const GradContext& g) {
+    Operator op("fused_elementwise_grad");
+    op.set_input("X", g.input("X")).set_input("Out", g.output("Out")).set_input("Out@GRAD", g.output_grad("Out"));
+    op.set_output("X@GRAD", g.input_grad("X"));
+    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
+    op.set_origin(g.fwd().origin());
+    return {op};
+  }
+  static void eval_cpu(KernelContext&);       // kernels/cpu/fused_elementwise.hpp
+  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/fused_elementwise.hpp
+};
+
+}  // namespace oar::ops

@@ -1,0 +1,21 @@
+// oar/ops/mean.hpp: mean, the average of every element of X as a [1] tensor (the usual loss reduction).
+#pragma once
+#include "oar/ops/op.hpp"
+
+namespace oar::ops {
+
+/// out = sum(x) / numel(x)
+/// x: any shape -> [1]. An empty X gives NaN.
+struct Mean {
+  static OpDef def() { return OpDef("mean", "mean of all elements of X, shape [1]").in("X").out("Out"); }
+  static void infer_shape(InferShapeContext& c) {
+    c.check(is_float(c.dtype("X")), "X must be a floating-point tensor, got {}", name(c.dtype("X")));
+    c.set_output("Out", Shape{1}, c.dtype("X"));
+  }
+  /// mean_grad(X, Out@GRAD) -> X@GRAD = Out@GRAD[0] / numel(X) everywhere
+  static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
+  static void eval_cpu(KernelContext&);       // kernels/cpu/mean.hpp
+  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/mean.hpp
+};
+
+}  // namespace oar::ops

@@ -1,0 +1,167 @@
+// oar/ops/shape_ops.hpp: the ops that only change a tensor's shape: reshape, flatten, squeeze, unsqueeze.
+// Their outputs share X's storage (no copy; safe because Tensor::resize never writes into shared storage),
+// and their gradients share Out@GRAD's storage the same way.
+#pragma once
+#include "oar/ops/op.hpp"
+
+namespace oar::ops {
+
+namespace tensor_detail {
+
+/// `axis` in [-rank, rank) -> [0, rank); anything else is an error through `c` naming `what`.
+template <class Ctx>
+int normalize_axis(const Ctx& c, int64_t axis, int rank, const char* what, const Shape& s) {
+  c.check(axis >= -rank && axis < rank, "{} = {} is out of range for a tensor of rank {} ({})", what, axis, rank, s.str());
+  return int(axis < 0 ? axis + rank : axis);
+}
+
+/// Fluid's reshape rule: 0 copies X's dim at that position, one -1 is inferred from the element count.
+/// `in` may hold -1 (unknown) dims at build time; the result then holds -1 where it cannot be known.
+template <class Ctx>
+Shape reshape_shape(const Ctx& c, const Shape& in, const std::vector<int64_t>& want) {
+  Shape out;
+  int infer = -1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    int64_t d = want[i];
+    if (d == -1) {
+      c.check(infer < 0, "shape [{}] has more than one -1", fmt::join(want, ", "));
+      infer = int(i);
+      out.push_back(-1);
+    } else if (d == 0) {
+      c.check(int(i) < in.rank(), "shape [{}] copies dim {} (0) but X {} has rank {}", fmt::join(want, ", "), i, in.str(), in.rank());
+      out.push_back(in[int(i)]);
+    } else {
+      c.check(d > 0, "shape [{}] has dim {} = {}; dims must be > 0, 0 (copy) or -1 (infer)", fmt::join(want, ", "), i, d);
+      out.push_back(d);
+    }
+  }
+  int64_t n = in.numel();
+  int64_t rest = 1;
+  bool rest_known = true;
+  for (int i = 0; i < out.rank(); ++i)
+    if (i != infer) {
+      if (out[i] < 0) rest_known = false;
+      else rest *= out[i];
+    }
+  if (infer >= 0) {
+    if (n >= 0 && rest_known) {
+      c.check(rest > 0 && n % rest == 0, "cannot reshape X {} ({} elements) to [{}]: {} is not a multiple of {}", in.str(), n, fmt::join(want, ", "), n, rest);
+      out[infer] = n / rest;
+    }
+  } else if (n >= 0 && rest_known) {
+    c.check(n == rest, "cannot reshape X {} ({} elements) to [{}] ({} elements)", in.str(), n, fmt::join(want, ", "), rest);
+  }
+  return out;
+}
+
+/// Flatten at `axis`: [prod(d[:axis]), prod(d[axis:])] (-1 when a factor is unknown).
+template <class Ctx>
+Shape flatten_shape(const Ctx& c, const Shape& in, int axis) {
+  c.check(axis >= 0 && axis <= in.rank(), "axis = {} is out of range [0, {}] for X {}", axis, in.rank(), in.str());
+  return Shape{in.numel(0, axis), in.numel(axis, in.rank())};
+}
+
+/// Drops dims `axes` (each must be 1); with no axes, every dim that is 1.
+template <class Ctx>
+Shape squeeze_shape(const Ctx& c, const Shape& in, const std::vector<int32_t>& axes) {
+  std::vector<bool> drop(size_t(in.rank()), false);
+  if (axes.empty()) {
+    for (int i = 0; i < in.rank(); ++i) drop[size_t(i)] = in[i] == 1;
+  } else {
+    for (int32_t a : axes) {
+      int ax = normalize_axis(c, a, in.rank(), "axes entry", in);
+      c.check(in[ax] == 1 || in[ax] < 0, "cannot squeeze dim {} of X {}: it is {}, not 1", ax, in.str(), in[ax]);
+      drop[size_t(ax)] = true;
+    }
+  }
+  Shape out;
+  for (int i = 0; i < in.rank(); ++i)
+    if (!drop[size_t(i)]) out.push_back(in[i]);
+  return out;
+}
+
+/// Inserts a dim of 1 at each of `axes` in turn (a negative axis counts from the back of the shape so far).
+template <class Ctx>
+Shape unsqueeze_shape(const Ctx& c, const Shape& in, const std::vector<int32_t>& axes) {
+  c.check(!axes.empty(), "axes must not be empty");
+  Shape out = in;
+  for (int32_t a : axes) {
+    int r = out.rank();
+    c.check(a >= -(r + 1) && a <= r, "axes entry {} is out of range [{}, {}] for a shape of rank {} ({})", a, -(r + 1), r, r, out.str());
+    out.insert(a < 0 ? a + r + 1 : a, 1);
+  }
+  return out;
+}
+
+/// The grad op of a shape op: <op>_grad(X, Out@GRAD) -> X@GRAD (X gives only the shape).
+inline std::vector<Operator> shape_op_grad(const GradContext& g) {
+  auto dx = g.input_grad("X");
+  if (dx[0] == kEmptyVarName) return {};
+  return {g.default_grad(false)};
+}
+
+}  // namespace tensor_detail
+
+/// out = x seen with shape `shape` (0 copies X's dim, one -1 is inferred).
+/// X [2, 3, 4], {shape=[0, -1]} -> Out [2, 12]. Out shares X's storage. Grad: X@GRAD = Out@GRAD reshaped.
+struct Reshape {
+  static OpDef def() {
+    return OpDef("reshape", "X with another shape of the same element count")
+        .in("X").out("Out")
+        .required_attr<std::vector<int32_t>>("shape", "new dims: 0 copies X's dim, one -1 is inferred")
+        .attr("inplace", false, "Fluid compatibility; Out always shares X's storage");
+  }
+  static void infer_shape(InferShapeContext& c) {
+    const Shape& x = c.shape("X");
+    auto s = c.attr<std::vector<int32_t>>("shape");
+    Shape out = tensor_detail::reshape_shape(c, x, {s.begin(), s.end()});
+    c.set_output("Out", out, c.dtype("X"));
+    if (x.rank() > 0 && out.rank() > 0 && x[0] == out[0]) c.share_lod("X", "Out");
+  }
+  static std::vector<Operator> grad(const GradContext& g) { return tensor_detail::shape_op_grad(g); }
+  static void eval_cpu(KernelContext&);       // kernels/cpu/shape_ops.hpp
+  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/shape_ops.hpp
+};
+
+/// out = x as a matrix: [prod(d[:axis]), prod(d[axis:])], 0 <= axis <= rank.
+/// X [2, 3, 4], {axis=1} -> Out [2, 12]. Out shares X's storage. Grad: Out@GRAD reshaped to X.
+struct Flatten {
+  static OpDef def() { return OpDef("flatten", "X as a 2-D matrix split at axis").in("X").out("Out").attr("axis", 1); }
+  static void infer_shape(InferShapeContext& c) {
+    c.set_output("Out", tensor_detail::flatten_shape(c, c.shape("X"), c.attr<int32_t>("axis")), c.dtype("X"));
+  }
+  static std::vector<Operator> grad(const GradContext& g) { return tensor_detail::shape_op_grad(g); }
+  static void eval_cpu(KernelContext&);       // kernels/cpu/shape_ops.hpp
+  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/shape_ops.hpp
+};
+
+/// out = x without the dims `axes` (each must be 1); no axes: without every dim of 1.
+/// X [3, 1, 4, 1], {axes=[1]} -> Out [3, 4, 1]. Out shares X's storage. Grad: Out@GRAD reshaped to X.
+/// NOTE: with no axes, a dim unknown at build time (-1) is kept at build time but dropped at run time if it
+/// turns out to be 1, as in Fluid; name the axes to avoid that.
+struct Squeeze {
+  static OpDef def() { return OpDef("squeeze", "X without dims of size 1").in("X").out("Out").attr("axes", std::vector<int32_t>{}); }
+  static void infer_shape(InferShapeContext& c) {
+    c.set_output("Out", tensor_detail::squeeze_shape(c, c.shape("X"), c.attr<std::vector<int32_t>>("axes")), c.dtype("X"));
+  }
+  static std::vector<Operator> grad(const GradContext& g) { return tensor_detail::shape_op_grad(g); }
+  static void eval_cpu(KernelContext&);       // kernels/cpu/shape_ops.hpp
+  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/shape_ops.hpp
+};
+
+/// out = x with a dim of 1 inserted at each of `axes`, in order.
+/// X [3, 4], {axes=[0, -1]} -> Out [1, 3, 4, 1]. Out shares X's storage. Grad: Out@GRAD reshaped to X.
+struct Unsqueeze {
+  static OpDef def() { return OpDef("unsqueeze", "X with dims of size 1 inserted").in("X").out("Out").required_attr<std::vector<int32_t>>("axes"); }
+  static void infer_shape(InferShapeContext& c) {
+    const Shape& x = c.shape("X");
+    Shape out = tensor_detail::unsqueeze_shape(c, x, c.attr<std::vector<int32_t>>("axes"));
+    c.set_output("Out", out, c.dtype("X"));
+    if (x.rank() > 0 && out[0] == x[0]) c.share_lod("X", "Out");
+  }
+  static std::vector<Operator> grad(const GradContext& g) { return tensor_detail::shape_op_grad(g); }
+  static void eval_cpu(KernelContext&);       // kernels/cpu/shape_ops.hpp
+  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/shape_ops.hpp
+};
+
+}  // namespace oar::ops

@@ -1,0 +1,45 @@
+// oar/optim/regularizer.hpp: weight decay as ops added to the gradient before the update (Fluid's
+// append_regularization_ops): L2: g' = g + coeff * p; L1: g' = g + coeff * sign(p).
+#pragma once
+#include "oar/autodiff/backward.hpp"
+#include "oar/layers/param_attr.hpp"
+
+namespace oar::optim {
+
+/// For each (param, grad): the parameter's own regularizer (ParamAttr) or else `global`; appends the decay ops
+/// to `b` and returns the pairs with the regularized gradient names.
+inline std::vector<ParamGrad> append_regularization(Block& b, const std::vector<ParamGrad>& pg, const std::optional<Regularizer>& global) {
+  std::vector<ParamGrad> out;
+  for (auto& [p, g] : pg) {
+    const Variable& pv = b.var_recursive(p);
+    std::optional<Regularizer> r = global;
+    if (pv.param() && !pv.param()->regularizer.empty())
+      r = Regularizer{pv.param()->regularizer == "l1" ? Regularizer::Kind::l1 : Regularizer::Kind::l2, pv.param()->regularizer_coeff};
+    if (!r || r->coeff == 0) {
+      out.push_back({p, g});
+      continue;
+    }
+    std::string src = p;
+    if (r->kind == Regularizer::Kind::l1) {
+      src = p + "@SIGN";
+      b.create_var(src, {.dtype = pv.dtype(), .shape = pv.shape()});
+      Operator sign("sign");
+      sign.set_input("X", {p}).set_output("Out", {src});
+      add_op(b, std::move(sign));
+    }
+    std::string decay = p + "@DECAY";
+    b.create_var(decay, {.dtype = pv.dtype(), .shape = pv.shape()});
+    Operator scale("scale");
+    scale.set_input("X", {src}).set_output("Out", {decay}).set_attr("scale", float(r->coeff));
+    add_op(b, std::move(scale));
+    std::string ng = g + "@REGULARIZED";
+    b.create_var(ng, {.dtype = pv.dtype(), .shape = pv.shape()});
+    Operator sum("sum");
+    sum.set_input("X", {g, decay}).set_output("Out", {ng});
+    add_op(b, std::move(sum));
+    out.push_back({p, ng});
+  }
+  return out;
+}
+
+}  // namespace oar::optim

@@ -1,0 +1,244 @@
+// oar/tape/tape.hpp: the Tape. Every layer call records a Creation (kind, inputs, options, the user's line)
+// on the current tape of its thread and returns a Var handle; `tape.program(outputs)` replays the creations
+// up to the last output into a fresh main + startup Program (a Topology).
+#pragma once
+#include <functional>
+#include <memory>
+#include <set>
+#include <source_location>
+
+#include "oar/core/names.hpp"
+#include "oar/layers/param_attr.hpp"
+
+namespace oar {
+
+class Tape;
+class Var;
+class LayerHelper;
+struct ReplayContext;
+
+/// An activation applied after a layer (`.act(oar::relu)`), or called as a layer on its own.
+struct Activation {
+  std::string type;
+  std::map<std::string, Attribute> attrs;
+  bool empty() const { return type.empty(); }
+};
+
+/// Options of a recorded layer, changed by the fluent setters of Var until the tape is replayed.
+struct LayerOptions {
+  std::string name;
+  Activation act;
+  std::vector<ParamAttr> params;  ///< per input (one given = used for every input)
+  std::optional<ParamAttr> bias;
+  std::map<std::string, Attribute> attrs;  ///< layer-specific options (`.set("stride", 2)`)
+  std::optional<bool> stop_gradient;
+};
+
+using ReplayFn = std::function<std::vector<std::string>(LayerHelper&)>;
+
+/// One recorded layer call.
+struct Creation {
+  std::string kind;
+  Origin origin;
+  std::vector<Var> inputs;
+  LayerOptions opts;
+  ReplayFn replay;
+  int num_outputs = 1;
+  std::vector<int> branches;    ///< open Branch scopes when recorded, outermost first
+  int parent = -1;              ///< the creation whose body (sub-tape) this one belongs to
+  std::pair<int, int> share{-1, -1};  ///< (shared-callable id, ordinal within its call) for oar::shared
+};
+
+namespace expr {
+template <class N> struct Expr;
+template <class T> struct is_expr : std::false_type {};
+template <class N> struct is_expr<Expr<N>> : std::true_type {};
+}  // namespace expr
+
+namespace detail {
+struct TapeState {
+  std::vector<Creation> creations;
+  std::vector<int> open_branches;
+  int next_branch = 0;
+  std::vector<int> body_stack;  ///< creations whose bodies are being recorded
+  std::vector<std::pair<int, int>> share_stack;  ///< (shared id, creations recorded in this call so far)
+  bool alive = true;
+  /// Parameters of the Models built from this tape's programs (api/model.hpp): they share them by name.
+  std::shared_ptr<std::weak_ptr<void>> param_slot = std::make_shared<std::weak_ptr<void>>();
+};
+inline thread_local std::vector<Tape*> tape_stack;
+}  // namespace detail
+
+/// A handle to output `output` of a recorded creation. Cheap to copy. The fluent setters change the
+/// recorded layer until the tape is replayed.
+class Var {
+ public:
+  Var() = default;
+  /// An expression (`a * b + c`) becomes a Var by recording one fused_elementwise op (layers/expr.hpp).
+  template <class E> requires expr::is_expr<E>::value
+  Var(const E& e, std::source_location loc = std::source_location::current());
+
+  bool valid() const { return state_ != nullptr; }
+  size_t index() const { return index_; }
+  int output() const { return output_; }
+  const Creation& creation() const { return state().creations[index_]; }
+  const std::string& kind() const { return creation().kind; }
+  const Origin& origin() const { return creation().origin; }
+
+  /// Applies `a` to the layer's output (fc, conv2d, ...).
+  Var& act(const Activation& a) { opts().act = a; return *this; }
+  /// Names the layer's output variable exactly `n` (and prefixes its parameters with it).
+  Var& name(std::string n) { opts().name = std::move(n); return *this; }
+  /// Parameter options of the weights (one for all inputs, or one per input when called repeatedly via params()).
+  Var& param(ParamAttr p) { opts().params = {std::move(p)}; return *this; }
+  Var& params(std::vector<ParamAttr> p) { opts().params = std::move(p); return *this; }
+  /// `false` drops the bias; a ParamAttr configures it.
+  Var& bias(ParamAttr p) { opts().bias = std::move(p); return *this; }
+  /// A layer-specific option, e.g. `.set("num_flatten_dims", 2)`; a layer that does not take it reports an error.
+  template <class V> Var& set(const std::string& key, V v) { opts().attrs[key] = to_attribute(std::move(v)); return *this; }
+  Var& stop_gradient(bool s = true) { opts().stop_gradient = s; return *this; }
+
+  friend bool operator==(const Var& a, const Var& b) { return a.state_ == b.state_ && a.index_ == b.index_ && a.output_ == b.output_; }
+  friend bool operator<(const Var& a, const Var& b) { return std::tie(a.index_, a.output_) < std::tie(b.index_, b.output_); }
+
+ private:
+  friend class Tape;
+  Var(std::shared_ptr<detail::TapeState> s, size_t i, int o) : state_(std::move(s)), index_(i), output_(o) {}
+  detail::TapeState& state() const {
+    if (!state_) throw Error("this oar::Var is empty (default-constructed): assign a layer's result to it first");
+    if (!state_->alive)
+      throw Error(fmt::format("this Var ({}) was recorded on an oar::Tape that no longer exists", state_->creations.empty() ? std::string("?") : state_->creations[index_].kind),
+                  state_->creations.empty() ? Origin{} : state_->creations[index_].origin);
+    return *state_;
+  }
+  LayerOptions& opts() { return state().creations[index_].opts; }
+  std::shared_ptr<detail::TapeState> state_;
+  size_t index_ = 0;
+  int output_ = 0;
+};
+
+/// What replaying a tape gives: the main program (forward ops), the startup program (parameter
+/// initialization), the names of the chosen outputs, the data variables (feeds) and every creation's outputs.
+struct Topology {
+  Program main;
+  Program startup;
+  std::vector<std::string> outputs;
+  std::vector<std::string> feeds;
+  std::vector<std::vector<std::string>> creation_outputs;
+  const void* tape = nullptr;
+  /// Shared by every Topology of one tape: Models built from them share parameters.
+  std::shared_ptr<std::weak_ptr<void>> param_slot;
+
+  /// The variable name a Var became in this topology; oar::Error if the Var's creation was left out.
+  const std::string& name_of(const Var& v) const {
+    if (v.index() >= creation_outputs.size() || creation_outputs[v.index()].size() <= size_t(v.output()))
+      throw Error(fmt::format("{} is not part of this program (it was recorded after the outputs, skipped or in another branch)", v.kind()), v.origin());
+    return creation_outputs[v.index()][size_t(v.output())];
+  }
+};
+
+/// Creations to leave out when replaying: `tape.program(g, oar::skip(d, e))`.
+struct Skip {
+  std::vector<Var> vars;
+};
+template <class... V> Skip skip(const V&... v) { return Skip{{v...}}; }
+
+/// A scope of the tape: creations inside a closed Branch are replayed only when an output lies inside it.
+class Branch {
+ public:
+  Branch();
+  ~Branch();
+  Branch(const Branch&) = delete;
+  Branch& operator=(const Branch&) = delete;
+
+ private:
+  Tape* tape_;
+};
+
+/// The recording. Constructing a Tape makes it the current tape of this thread (tapes nest; the destructor
+/// restores the outer one). Vars of a dead tape give a clear error when used.
+class Tape {
+ public:
+  Tape() : state_(std::make_shared<detail::TapeState>()) { detail::tape_stack.push_back(this); }
+  ~Tape() {
+    state_->alive = false;
+    std::erase(detail::tape_stack, this);
+  }
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+
+  /// The current tape of this thread; oar::Error naming the caller's line if there is none.
+  static Tape& current(const Origin& where = {}) {
+    if (detail::tape_stack.empty())
+      throw Error("no oar::Tape is alive on this thread: create one (`oar::Tape tape;`) before calling layer functions", where);
+    return *detail::tape_stack.back();
+  }
+
+  size_t size() const { return state_->creations.size(); }
+  const Creation& creation(size_t i) const { return state_->creations.at(i); }
+
+  /// Records a creation and returns a Var for each of its outputs (the first when there is one).
+  std::vector<Var> record(Creation c) {
+    for (auto& in : c.inputs) check_input(in, c);
+    c.branches = state_->open_branches;
+    c.parent = state_->body_stack.empty() ? -1 : state_->body_stack.back();
+    if (!state_->share_stack.empty()) {
+      auto& [id, count] = state_->share_stack.back();
+      c.share = {id, count++};
+    }
+    int n = c.num_outputs;
+    state_->creations.push_back(std::move(c));
+    std::vector<Var> out;
+    for (int i = 0; i < n; ++i) out.push_back(Var(state_, state_->creations.size() - 1, i));
+    return out;
+  }
+
+  /// Records the body of creation `owner` (its sub-tape): creations recorded while `body` runs belong to
+  /// `owner` and are replayed by it into a sub-block.
+  template <class F>
+  auto record_body(const Var& owner, F&& body) {
+    state_->body_stack.push_back(int(owner.index()));
+    struct Pop {
+      detail::TapeState* s;
+      ~Pop() { s->body_stack.pop_back(); }
+    } pop{state_.get()};
+    return body();
+  }
+  Creation& mutable_creation(const Var& v) { return state_->creations.at(v.index()); }
+
+  /// Replays the creations up to the last of `outputs` into a fresh Topology.
+  Topology program(const std::vector<Var>& outputs, const Skip& skip = {}) const;
+  Topology program(const Var& output, const Skip& skip = {}) const { return program(std::vector<Var>{output}, skip); }
+  Topology program(std::initializer_list<Var> outputs, const Skip& skip = {}) const { return program(std::vector<Var>(outputs), skip); }
+
+  // Used by Branch and oar::shared.
+  int open_branch() {
+    int id = state_->next_branch++;
+    state_->open_branches.push_back(id);
+    return id;
+  }
+  void close_branch() { state_->open_branches.pop_back(); }
+  void push_share(int id) { state_->share_stack.push_back({id, 0}); }
+  void pop_share() { state_->share_stack.pop_back(); }
+  bool owns(const Var& v) const { return v.state_ == state_; }
+
+ private:
+  void check_input(const Var& in, const Creation& c) const {
+    if (!in.state_) throw Error(fmt::format("{}: an input is an empty oar::Var (default-constructed)", c.kind), c.origin);
+    if (!in.state_->alive)
+      throw Error(fmt::format("{}: input {} (recorded at {}) belongs to an oar::Tape that no longer exists", c.kind, in.state_->creations[in.index_].kind,
+                              in.state_->creations[in.index_].origin.str()),
+                  c.origin);
+    if (in.state_ != state_)
+      throw Error(fmt::format("{}: input {} (recorded at {}) belongs to another oar::Tape", c.kind, in.state_->creations[in.index_].kind,
+                              in.state_->creations[in.index_].origin.str()),
+                  c.origin);
+  }
+  friend struct ReplayContext;
+  std::shared_ptr<detail::TapeState> state_;
+};
+
+inline Branch::Branch() : tape_(&Tape::current()) { tape_->open_branch(); }
+inline Branch::~Branch() { tape_->close_branch(); }
+
+}  // namespace oar

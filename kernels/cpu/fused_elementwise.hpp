@@ -1,0 +1,533 @@
+// kernels/cpu/fused_elementwise.hpp: fused_elementwise and its grad on the CPU. The postfix program runs over
+// L1-sized chunks of the output (numexpr-style): one pass over memory, no full-size temporaries.
+#pragma once
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/functors.hpp"
+#include "oar/ops/fused_elementwise.hpp"
+#include "oar/runtime/kernel_context.hpp"
+#include "oar/runtime/thread_pool.hpp"
+
+namespace oar::cpu::fused {
+
+using ops::fused::Binary;
+using ops::fused::Kind;
+using ops::fused::Node;
+using ops::fused::Program;
+using ops::fused::Unary;
+
+inline constexpr int64_t kChunk = 2048;      ///< forward: elements per chunk (a few stack buffers stay in L1)
+inline constexpr int64_t kGradChunk = 1024;  ///< grad: every node keeps a value and an adjoint buffer
+inline constexpr int64_t kMinParallel = 32768;  ///< output elements per parallel piece at least
+inline constexpr int kMaxRank = 16;
+
+/// How one input is read along the flat output: the same layout, one value, or through broadcast strides.
+struct InputMap {
+  enum Mode { contig, scalar, gather } mode = contig;
+  std::vector<int64_t> dims, strides;  ///< gather: collapsed output dims and the input's strides over them (0: broadcast)
+  int64_t numel = 0;
+};
+
+/// Maps input shape `in` onto output shape `out` (which it broadcasts to).
+inline InputMap make_map(const Shape& in, const Shape& out) {
+  InputMap m;
+  m.numel = in.numel();
+  if (m.numel == out.numel()) return m;  // broadcasting only adds 1s: same flat layout
+  if (m.numel == 1) {
+    m.mode = InputMap::scalar;
+    return m;
+  }
+  m.mode = InputMap::gather;
+  int r = out.rank(), off = r - in.rank();
+  std::vector<int64_t> st(size_t(r), 0);
+  int64_t s = 1;
+  for (int i = r - 1; i >= off; --i) {
+    int64_t d = in[i - off];
+    st[size_t(i)] = d == 1 ? 0 : s;
+    s *= d;
+  }
+  // Collapse: drop size-1 output dims, then merge a dim into its inner neighbour when the strides chain.
+  for (int i = 0; i < r; ++i)
+    if (out[i] != 1) m.dims.push_back(out[i]), m.strides.push_back(st[size_t(i)]);
+  // Dims (outer a, inner b) merge when stride_a == stride_b * dim_b (both 0 included).
+  std::vector<int64_t> d2, s2;
+  for (size_t i = 0; i < m.dims.size(); ++i) {
+    if (!d2.empty() && s2.back() == m.strides[i] * m.dims[i]) {
+      d2.back() *= m.dims[i];
+      s2.back() = m.strides[i];
+    } else {
+      d2.push_back(m.dims[i]);
+      s2.push_back(m.strides[i]);
+    }
+  }
+  m.dims = std::move(d2);
+  m.strides = std::move(s2);
+  OAR_CHECK(int(m.dims.size()) <= kMaxRank, "fused_elementwise: broadcast of {} to {} needs more than {} dims", in.str(), out.str(), kMaxRank);
+  return m;
+}
+
+/// Calls f(input offset, output position k, run length, stride) for the runs along the innermost dim that
+/// cover output elements [lo, lo + n).
+template <class F>
+inline void for_runs(const InputMap& m, int64_t lo, int64_t n, F&& f) {
+  const int r = int(m.dims.size());
+  int64_t idx[kMaxRank];
+  int64_t rest = lo;
+  for (int d = r - 1; d >= 0; --d) {
+    idx[d] = rest % m.dims[size_t(d)];
+    rest /= m.dims[size_t(d)];
+  }
+  const int64_t inner = m.dims[size_t(r - 1)], is = m.strides[size_t(r - 1)];
+  int64_t k = 0;
+  while (k < n) {
+    int64_t off = 0;
+    for (int d = 0; d < r; ++d) off += idx[d] * m.strides[size_t(d)];
+    int64_t len = std::min(n - k, inner - idx[r - 1]);
+    f(off, k, len, is);
+    k += len;
+    idx[r - 1] += len;
+    for (int d = r - 1; d > 0 && idx[d] == m.dims[size_t(d)]; --d) {
+      idx[d] = 0;
+      ++idx[d - 1];
+    }
+  }
+}
+
+/// dst[0, n) = the input's values at output elements [lo, lo + n).
+template <class T>
+inline void gather(const T* src, const InputMap& m, int64_t lo, int64_t n, T* dst) {
+  for_runs(m, lo, n, [&](int64_t off, int64_t k, int64_t len, int64_t s) {
+    if (s == 1) std::memcpy(dst + k, src + off, size_t(len) * sizeof(T));
+    else if (s == 0) std::fill(dst + k, dst + k + len, src[off]);
+    else for (int64_t j = 0; j < len; ++j) dst[k + j] = src[off + j * s];
+  });
+}
+
+/// acc[...] += the adjoint of output elements [lo, lo + n), summed onto the input elements they read.
+template <class T>
+inline void scatter_add(T* acc, const InputMap& m, int64_t lo, int64_t n, const T* adj) {
+  for_runs(m, lo, n, [&](int64_t off, int64_t k, int64_t len, int64_t s) {
+    if (s == 0) {
+      T sum = 0;
+      for (int64_t j = 0; j < len; ++j) sum += adj[k + j];
+      acc[off] += sum;
+    } else {
+      for (int64_t j = 0; j < len; ++j) acc[off + j * s] += adj[k + j];
+    }
+  });
+}
+
+/// y[i] = f(a[i]) for the unary `u`.
+template <class T>
+inline void unary(Unary u, const T* a, T* y, int64_t n) {  // in place allowed (a == y)
+  switch (u) {
+    case Unary::neg:
+      for (int64_t i = 0; i < n; ++i) y[i] = -a[i];
+      return;
+#define OAR_FUSED_CASE(tok, F)                                 \
+  case Unary::tok: {                                           \
+    const fn::F f{};                                           \
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[i]);            \
+    return;                                                    \
+  }
+      OAR_FUSED_UNARY(OAR_FUSED_CASE)
+#undef OAR_FUSED_CASE
+  }
+}
+
+/// dx[i] = dy[i] * f'(x[i]) given y = f(x), for the unary `u`.
+template <class T>
+inline void unary_grad(Unary u, const T* x, const T* y, const T* dy, T* dx, int64_t n) {
+  switch (u) {
+    case Unary::neg:
+      for (int64_t i = 0; i < n; ++i) dx[i] = -dy[i];
+      return;
+#define OAR_FUSED_CASE(tok, F)                                           \
+  case Unary::tok: {                                                     \
+    const fn::F f{};                                                     \
+    for (int64_t i = 0; i < n; ++i) dx[i] = f.grad(x[i], y[i], dy[i]);   \
+    return;                                                              \
+  }
+      OAR_FUSED_UNARY(OAR_FUSED_CASE)
+#undef OAR_FUSED_CASE
+  }
+}
+
+/// The scalar binary operators, one functor each (functors, not function pointers, so the loops inline and
+/// vectorize); max/min as Fluid's MaxFunctor/MinFunctor: a > b ? a : b.
+namespace bop {
+struct add { template <class T> T operator()(T a, T b) const { return a + b; } };
+struct sub { template <class T> T operator()(T a, T b) const { return a - b; } };
+struct mul { template <class T> T operator()(T a, T b) const { return a * b; } };
+struct div { template <class T> T operator()(T a, T b) const { return a / b; } };
+struct max { template <class T> T operator()(T a, T b) const { return a > b ? a : b; } };
+struct min { template <class T> T operator()(T a, T b) const { return a < b ? a : b; } };
+struct pow { template <class T> T operator()(T a, T b) const { return std::pow(a, b); } };
+}  // namespace bop
+
+/// y = a OP b where a (sa: a scalar) and b (sb) are not both scalars.
+template <class T, class F>
+inline void binary_loop(const T* a, bool sa, const T* b, bool sb, T* y, int64_t n, F f) {
+  if (!sa && !sb) {
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], b[i]);
+  } else if (sa) {
+    const T av = *a;
+    for (int64_t i = 0; i < n; ++i) y[i] = f(av, b[i]);
+  } else {
+    const T bv = *b;
+    for (int64_t i = 0; i < n; ++i) y[i] = f(a[i], bv);
+  }
+}
+
+template <class T>
+inline void binary(Binary op, const T* a, bool sa, const T* b, bool sb, T* y, int64_t n) {
+  switch (op) {
+#define OAR_FUSED_CASE(tok) \
+  case Binary::tok: binary_loop(a, sa, b, sb, y, n, bop::tok{}); return;
+    OAR_FUSED_BINARY(OAR_FUSED_CASE)
+#undef OAR_FUSED_CASE
+  }
+}
+
+template <class T>
+inline T binary_scalar(Binary op, T a, T b) {
+  switch (op) {
+#define OAR_FUSED_CASE(tok) \
+  case Binary::tok: return bop::tok{}(a, b);
+    OAR_FUSED_BINARY(OAR_FUSED_CASE)
+#undef OAR_FUSED_CASE
+  }
+  return T(0);
+}
+
+template <class T>
+inline const T* constant_ptr(const Node& n) {
+  if constexpr (std::is_same_v<T, float>) return &n.fvalue;
+  else return &n.value;
+}
+
+/// Per-thread scratch reused across calls (grown on demand, never shrunk).
+template <class T>
+inline T* scratch(size_t count) {
+  thread_local std::vector<double> buf;
+  size_t need = (count * sizeof(T) + sizeof(double) - 1) / sizeof(double) + 8;
+  if (buf.size() < need) buf.resize(need);
+  auto p = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<T*>((p + 63) & ~uintptr_t(63));  // 64-byte aligned: 8 doubles of slack
+}
+
+/// The broadcast shape of `xs` at run time; an oar::Error naming every shape when they do not broadcast.
+inline Shape out_shape(const KernelContext& c, const std::vector<const LoDTensor*>& xs) {
+  Shape out = xs[0]->shape();
+  bool ok = true;
+  for (size_t i = 1; i < xs.size() && ok; ++i) ok = ops::fused::broadcast(out, xs[i]->shape(), out);
+  if (!ok) {
+    std::vector<Shape> s;
+    for (auto* x : xs) s.push_back(x->shape());
+    c.fail("input shapes {} do not broadcast (numpy rules: right-aligned dims must be equal or 1)", ops::fused::shapes_str(s));
+  }
+  return out;
+}
+
+inline std::shared_ptr<const Program> program(const KernelContext& c, size_t num_inputs) {
+  const std::string expr = c.attr<std::string>("expression");
+  std::string why;
+  auto p = ops::fused::cached(expr, num_inputs, why);
+  if (!p) c.fail("{} in expression \"{}\"", why, expr);
+  return p;
+}
+
+/// Out = program(X...) over output elements; one pass, chunk by chunk.
+template <class T>
+void forward(const Program& p, const std::vector<const T*>& xs, const std::vector<InputMap>& maps, T* out, int64_t total) {
+  if (total == 0) return;
+  const auto& nodes = p.nodes;
+  const int64_t C = std::min<int64_t>(kChunk, total);
+  const int64_t nchunks = (total + C - 1) / C;
+  const size_t depth = size_t(p.max_depth);
+  parallel_for(0, nchunks, std::max<int64_t>(1, kMinParallel / C), [&](int64_t c0, int64_t c1) {
+    T* bufs = scratch<T>(depth * size_t(C) + nodes.size() + 16);
+    T* scal = bufs + depth * size_t(C);  // scalar results, one per node
+    std::vector<const T*> sp(depth + 1);  // the stack: value pointers ...
+    std::vector<unsigned char> ss(depth + 1);  // ... and whether each is a scalar
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      const int64_t lo = ch * C, n = std::min(C, total - lo);
+      for (size_t k = 0; k < nodes.size(); ++k) {
+        const Node& nd = nodes[k];
+        const size_t d = size_t(nd.depth);
+        T* buf = bufs + d * size_t(C);
+        T* dst = k + 1 == nodes.size() ? out + lo : buf;  // the root writes Out directly
+        switch (nd.kind) {
+          case Kind::input: {
+            const InputMap& m = maps[size_t(nd.input)];
+            const T* x = xs[size_t(nd.input)];
+            if (m.mode == InputMap::contig) sp[d] = x + lo, ss[d] = false;
+            else if (m.mode == InputMap::scalar) sp[d] = x, ss[d] = true;
+            else gather(x, m, lo, n, buf), sp[d] = buf, ss[d] = false;
+            break;
+          }
+          case Kind::constant:
+            sp[d] = constant_ptr<T>(nd), ss[d] = true;
+            break;
+          case Kind::unary:
+            if (ss[d]) {
+              unary(Unary(nd.code), sp[d], scal + k, 1);
+              sp[d] = scal + k;
+            } else {
+              unary(Unary(nd.code), sp[d], dst, n);
+              sp[d] = dst;
+            }
+            break;
+          case Kind::binary:
+            if (ss[d] && ss[d + 1]) {
+              scal[k] = binary_scalar(Binary(nd.code), *sp[d], *sp[d + 1]);
+              sp[d] = scal + k;
+            } else {
+              binary(Binary(nd.code), sp[d], ss[d], sp[d + 1], ss[d + 1], dst, n);
+              sp[d] = dst, ss[d] = false;
+            }
+            break;
+        }
+      }
+      if (sp[0] != out + lo) {  // the result is an input, a constant or a folded scalar
+        if (ss[0]) std::fill(out + lo, out + lo + n, *sp[0]);
+        else std::memmove(out + lo, sp[0], size_t(n) * sizeof(T));
+      }
+    }
+  });
+}
+
+/// Adjoints of a and b of node `nd` (value y, adjoint dy) where wanted (da / db non-null).
+template <class T>
+inline void binary_grad(Binary op, const T* a, const T* b, const T* y, const T* dy, T* da, T* db, int64_t n) {
+  switch (op) {
+    case Binary::add:
+    case Binary::sub:
+      if (da) std::memcpy(da, dy, size_t(n) * sizeof(T));
+      if (db) {
+        if (op == Binary::add) std::memcpy(db, dy, size_t(n) * sizeof(T));
+        else for (int64_t i = 0; i < n; ++i) db[i] = -dy[i];
+      }
+      return;
+    case Binary::mul:
+      if (da) for (int64_t i = 0; i < n; ++i) da[i] = dy[i] * b[i];
+      if (db) for (int64_t i = 0; i < n; ++i) db[i] = dy[i] * a[i];
+      return;
+    case Binary::div:  // y = a / b: da = dy / b, db = -dy * y / b
+      if (da) for (int64_t i = 0; i < n; ++i) da[i] = dy[i] / b[i];
+      if (db) for (int64_t i = 0; i < n; ++i) db[i] = -dy[i] * y[i] / b[i];
+      return;
+    case Binary::max:  // ties go to b, as Fluid's elementwise_max_grad: dx = dout * (x > y), dy = dout * (x <= y)
+      if (da) for (int64_t i = 0; i < n; ++i) da[i] = a[i] > b[i] ? dy[i] : T(0);
+      if (db) for (int64_t i = 0; i < n; ++i) db[i] = a[i] > b[i] ? T(0) : dy[i];
+      return;
+    case Binary::min:  // ties go to b, as Fluid's elementwise_min_grad: dx = dout * (x < y), dy = dout * (x >= y)
+      if (da) for (int64_t i = 0; i < n; ++i) da[i] = a[i] < b[i] ? dy[i] : T(0);
+      if (db) for (int64_t i = 0; i < n; ++i) db[i] = a[i] < b[i] ? T(0) : dy[i];
+      return;
+    case Binary::pow:  // y = a^b: da = dy * b * a^(b-1), db = dy * y * log(a) (0 where y == 0)
+      if (da) for (int64_t i = 0; i < n; ++i) da[i] = dy[i] * b[i] * std::pow(a[i], b[i] - T(1));
+      if (db) for (int64_t i = 0; i < n; ++i) db[i] = y[i] == T(0) ? T(0) : dy[i] * y[i] * std::log(a[i]);
+      return;
+  }
+}
+
+/// dX[t] for every grad target t: reverse mode over the program, chunk by chunk; adjoints of inputs that
+/// were broadcast are summed over their broadcast dims. `target[i]`: the dX index input i adds to (-1: none).
+template <class T>
+void backward(const Program& p, const std::vector<const T*>& xs, const std::vector<InputMap>& maps, const T* dout, int64_t total,
+              const std::vector<int>& target, const std::vector<T*>& dxs) {
+  const auto& nodes = p.nodes;
+  const size_t nn = nodes.size(), nt = dxs.size();
+  // needs[k]: node k's subtree reads an input whose gradient is wanted.
+  std::vector<char> needs(nn, 0);
+  for (size_t k = 0; k < nn; ++k) {
+    const Node& nd = nodes[k];
+    if (nd.kind == Kind::input) needs[k] = target[size_t(nd.input)] >= 0;
+    else if (nd.kind == Kind::unary) needs[k] = needs[size_t(nd.a)];
+    else if (nd.kind == Kind::binary) needs[k] = needs[size_t(nd.a)] || needs[size_t(nd.b)];
+  }
+  // Targets read contiguously are written chunk by chunk; the others sum into per-task accumulators.
+  std::vector<InputMap::Mode> tmode(nt, InputMap::contig);
+  std::vector<int64_t> tnumel(nt, 0), tacc(nt, -1);
+  std::vector<char> used(nt, 0);
+  for (size_t i = 0; i < target.size(); ++i)
+    if (target[i] >= 0) tmode[size_t(target[i])] = maps[i].mode, tnumel[size_t(target[i])] = maps[i].numel;
+  for (const Node& nd : nodes)
+    if (nd.kind == Kind::input && target[size_t(nd.input)] >= 0) used[size_t(target[size_t(nd.input)])] = 1;
+  int64_t acc_size = 0;
+  for (size_t t = 0; t < nt; ++t)
+    if (tmode[t] != InputMap::contig) tacc[t] = acc_size, acc_size += tnumel[t];
+  for (size_t t = 0; t < nt; ++t)
+    if (tmode[t] == InputMap::contig && !used[t]) std::fill(dxs[t], dxs[t] + tnumel[t], T(0));
+
+  const int64_t C = std::max<int64_t>(1, std::min<int64_t>(kGradChunk, total));
+  const int64_t nchunks = total == 0 ? 0 : (total + C - 1) / C;
+  // Tasks: a fixed split of the chunks (independent of the thread count, so sums are reproducible), at most
+  // as many as keep the accumulators within the output's size.
+  int64_t ntask = std::clamp<int64_t>(total / kMinParallel, 1, 64);
+  if (acc_size > 0) ntask = std::clamp<int64_t>(std::min(ntask, total / acc_size), 1, 64);
+  ntask = std::min<int64_t>(ntask, std::max<int64_t>(nchunks, 1));
+  std::vector<T> acc(size_t(acc_size * ntask), T(0));
+
+  parallel_for(0, ntask, 1, [&](int64_t t0, int64_t t1) {
+    // Per node: a value buffer and an adjoint buffer of C elements; vals/adjs point at them or alias.
+    T* bufs = scratch<T>(2 * nn * size_t(C));
+    std::vector<const T*> val(nn);
+    std::vector<const T*> adj(nn);
+    std::vector<char> written(nt);
+    auto vbuf = [&](size_t k) { return bufs + 2 * k * size_t(C); };
+    auto abuf = [&](size_t k) { return bufs + (2 * k + 1) * size_t(C); };
+    // Constants and scalar inputs: filled once per task.
+    for (size_t k = 0; k < nn; ++k) {
+      const Node& nd = nodes[k];
+      if (nd.kind == Kind::constant) std::fill(vbuf(k), vbuf(k) + C, *constant_ptr<T>(nd));
+      if (nd.kind == Kind::input && maps[size_t(nd.input)].mode == InputMap::scalar) std::fill(vbuf(k), vbuf(k) + C, *xs[size_t(nd.input)]);
+    }
+    for (int64_t task = t0; task < t1; ++task) {
+      T* tacc_base = acc.data() + task * acc_size;
+      const int64_t cb = nchunks * task / ntask, ce = nchunks * (task + 1) / ntask;
+      for (int64_t ch = cb; ch < ce; ++ch) {
+        const int64_t lo = ch * C, n = std::min(C, total - lo);
+        // Forward: every node's value over the chunk.
+        for (size_t k = 0; k < nn; ++k) {
+          const Node& nd = nodes[k];
+          switch (nd.kind) {
+            case Kind::input: {
+              const InputMap& m = maps[size_t(nd.input)];
+              const T* x = xs[size_t(nd.input)];
+              if (m.mode == InputMap::contig) val[k] = x + lo;
+              else if (m.mode == InputMap::scalar) val[k] = vbuf(k);
+              else gather(x, m, lo, n, vbuf(k)), val[k] = vbuf(k);
+              break;
+            }
+            case Kind::constant: val[k] = vbuf(k); break;
+            case Kind::unary:
+              unary(Unary(nd.code), val[size_t(nd.a)], vbuf(k), n);
+              val[k] = vbuf(k);
+              break;
+            case Kind::binary:
+              binary(Binary(nd.code), val[size_t(nd.a)], false, val[size_t(nd.b)], false, vbuf(k), n);
+              val[k] = vbuf(k);
+              break;
+          }
+        }
+        // Reverse: each node is the operand of exactly one later node, so each adjoint is written once.
+        std::fill(written.begin(), written.end(), 0);
+        adj[nn - 1] = dout + lo;
+        for (size_t k = nn; k-- > 0;) {
+          if (!needs[k]) continue;
+          const Node& nd = nodes[k];
+          if (nd.kind == Kind::unary) {
+            unary_grad(Unary(nd.code), val[size_t(nd.a)], val[k], adj[k], abuf(size_t(nd.a)), n);
+            adj[size_t(nd.a)] = abuf(size_t(nd.a));
+          } else if (nd.kind == Kind::binary) {
+            size_t a = size_t(nd.a), b = size_t(nd.b);
+            Binary op = Binary(nd.code);
+            if (op == Binary::add) {  // dA = dB = dY: alias, no copy
+              adj[a] = adj[b] = adj[k];
+              continue;
+            }
+            if (op == Binary::sub && !needs[b]) {
+              adj[a] = adj[k];
+              continue;
+            }
+            binary_grad(op, val[a], val[b], val[k], adj[k], needs[a] ? abuf(a) : nullptr, needs[b] ? abuf(b) : nullptr, n);
+            adj[a] = abuf(a);
+            adj[b] = abuf(b);
+          } else if (nd.kind == Kind::input) {
+            const int t = target[size_t(nd.input)];
+            const InputMap& m = maps[size_t(nd.input)];
+            const T* g = adj[k];
+            if (m.mode == InputMap::contig) {
+              T* dx = dxs[size_t(t)] + lo;
+              if (!written[size_t(t)]) std::memcpy(dx, g, size_t(n) * sizeof(T)), written[size_t(t)] = 1;
+              else for (int64_t i = 0; i < n; ++i) dx[i] += g[i];
+            } else if (m.mode == InputMap::scalar) {
+              T sum = 0;
+              for (int64_t i = 0; i < n; ++i) sum += g[i];
+              tacc_base[tacc[size_t(t)]] += sum;
+            } else {
+              scatter_add(tacc_base + tacc[size_t(t)], m, lo, n, g);
+            }
+          }
+        }
+      }
+    }
+  });
+  // Sum the tasks' accumulators in task order.
+  for (size_t t = 0; t < nt; ++t) {
+    if (tmode[t] == InputMap::contig) continue;
+    T* dx = dxs[t];
+    std::fill(dx, dx + tnumel[t], T(0));
+    for (int64_t task = 0; task < ntask; ++task) {
+      const T* a = acc.data() + task * acc_size + tacc[t];
+      for (int64_t j = 0; j < tnumel[t]; ++j) dx[j] += a[j];
+    }
+  }
+}
+
+}  // namespace oar::cpu::fused
+
+namespace oar::ops {
+
+inline void FusedElementwise::eval_cpu(KernelContext& c) {
+  auto xs = c.ins("X");
+  c.check(!xs.empty(), "needs at least one input X");
+  auto prog = cpu::fused::program(c, xs.size());
+  for (size_t i = 1; i < xs.size(); ++i)
+    c.check(xs[i]->dtype() == xs[0]->dtype(), "every X must have one dtype: X[0] is {} but X[{}] is {}", name(xs[0]->dtype()), i, name(xs[i]->dtype()));
+  Shape os = cpu::fused::out_shape(c, xs);
+  std::vector<cpu::fused::InputMap> maps;
+  for (auto* x : xs) maps.push_back(cpu::fused::make_map(x->shape(), os));
+  LoDTensor& out = c.out("Out");
+  c.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::vector<const T*> px;
+    for (auto* x : xs) px.push_back(x->data<T>());
+    out.resize(os, xs[0]->dtype());
+    cpu::fused::forward<T>(*prog, px, maps, out.data<T>(), os.numel());
+  });
+  if (&out != xs[0]) {  // Out shares X[0]'s LoD when it has X[0]'s shape
+    if (xs[0]->shape() == os) out.set_lod(xs[0]->lod());
+    else out.clear_lod();
+  }
+}
+
+inline void FusedElementwise::eval_grad_cpu(KernelContext& c) {
+  const size_t n = c.num_in("X");
+  std::vector<int> target(n, -1);
+  std::vector<Value*> outs;  // distinct X@GRAD variables; inputs sharing one add up
+  for (size_t i = 0; i < n && i < c.num_out("X@GRAD"); ++i) {
+    Value* v = c.out_value("X@GRAD", i);
+    if (!v) continue;
+    auto it = std::find(outs.begin(), outs.end(), v);
+    target[i] = int(it - outs.begin());
+    if (it == outs.end()) outs.push_back(v);
+  }
+  if (outs.empty()) return;
+  auto xs = c.ins("X");
+  auto prog = cpu::fused::program(c, xs.size());
+  Shape os = cpu::fused::out_shape(c, xs);
+  const LoDTensor& dout = c.in("Out@GRAD");
+  c.check(dout.shape() == os, "Out@GRAD {} does not match the broadcast shape {} of X", dout.shape().str(), os.str());
+  std::vector<cpu::fused::InputMap> maps;
+  for (auto* x : xs) maps.push_back(cpu::fused::make_map(x->shape(), os));
+  c.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::vector<const T*> px;
+    for (auto* x : xs) px.push_back(x->data<T>());
+    std::vector<T*> dxs(outs.size(), nullptr);
+    for (size_t i = 0; i < n; ++i) {
+      if (target[i] < 0 || dxs[size_t(target[i])]) continue;
+      LoDTensor& dx = c.out("X@GRAD", i);
+      dx.resize(xs[i]->shape(), xs[i]->dtype());
+      dx.set_lod(xs[i]->lod());
+      dxs[size_t(target[i])] = dx.data<T>();
+    }
+    cpu::fused::backward<T>(*prog, px, maps, dout.data<T>(), os.numel(), target, dxs);
+  });
+}
+
+}  // namespace oar::ops

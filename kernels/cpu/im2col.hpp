@@ -1,0 +1,145 @@
+// kernels/cpu/im2col.hpp: the window <-> column rearrangements behind conv2d and conv2d_transpose on the CPU
+// (im2col, its adjoint col2im), per-thread scratch buffers that outlive a call, and the batch loop with a
+// deterministic per-chunk reduction for filter gradients.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "oar/runtime/thread_pool.hpp"
+
+namespace oar::cpu {
+
+/// One window sweep: an image [c, h, w] seen through kh x kw windows (strides s, zero padding p, dilation d)
+/// at oh x ow positions; its column matrix is [c*kh*kw, oh*ow], row (ci*kh + a)*kw + b, column i*ow + j
+/// holding image[ci, i*sh - ph + a*dh, j*sw - pw + b*dw] (0 outside).
+struct ConvGeom {
+  int64_t c = 0, h = 0, w = 0;
+  int64_t kh = 1, kw = 1;
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int64_t oh = 0, ow = 0;
+
+  int64_t col_rows() const { return c * kh * kw; }
+  int64_t col_cols() const { return oh * ow; }
+  int64_t image_size() const { return c * h * w; }
+  /// The column matrix is the image itself (1x1 window, stride 1, no padding).
+  bool is_identity() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && oh == h && ow == w; }
+};
+
+namespace detail {
+/// Output columns j in [lo, hi) whose input column j*sw + off lies inside [0, w).
+inline void valid_cols(const ConvGeom& g, int64_t off, int64_t& lo, int64_t& hi) {
+  lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+  int64_t last = g.w - 1 - off;
+  hi = last < 0 ? 0 : last / g.sw + 1;
+  hi = std::min(hi, g.ow);
+  lo = std::min(lo, hi);
+}
+}  // namespace detail
+
+/// col = im2col(img). requires: img [g.c, g.h, g.w], col [g.col_rows(), g.col_cols()], no overlap.
+template <class T>
+inline void im2col(const ConvGeom& g, const T* img, T* col) {
+  const int64_t plane = g.h * g.w, cols = g.oh * g.ow;
+  for (int64_t ci = 0; ci < g.c; ++ci)
+    for (int64_t a = 0; a < g.kh; ++a)
+      for (int64_t b = 0; b < g.kw; ++b) {
+        T* row = col + ((ci * g.kh + a) * g.kw + b) * cols;
+        const T* src_plane = img + ci * plane;
+        const int64_t woff = b * g.dw - g.pw;
+        int64_t lo, hi;
+        detail::valid_cols(g, woff, lo, hi);
+        for (int64_t i = 0; i < g.oh; ++i) {
+          T* dst = row + i * g.ow;
+          const int64_t ih = i * g.sh - g.ph + a * g.dh;
+          if (ih < 0 || ih >= g.h) {
+            std::fill(dst, dst + g.ow, T(0));
+            continue;
+          }
+          std::fill(dst, dst + lo, T(0));
+          const T* src = src_plane + ih * g.w;
+          if (g.sw == 1) {
+            for (int64_t j = lo; j < hi; ++j) dst[j] = src[j + woff];  // NOTE: rows are short (8 in LeNet): a loop beats memcpy
+          } else {
+            for (int64_t j = lo; j < hi; ++j) dst[j] = src[j * g.sw + woff];
+          }
+          std::fill(dst + hi, dst + g.ow, T(0));
+        }
+      }
+}
+
+/// img += col2im(col), the adjoint of im2col (overlapping windows add up).
+/// requires: img [g.c, g.h, g.w] (accumulated into; zero it first for a plain col2im), col as in im2col.
+template <class T>
+inline void col2im(const ConvGeom& g, const T* col, T* img) {
+  const int64_t plane = g.h * g.w, cols = g.oh * g.ow;
+  for (int64_t ci = 0; ci < g.c; ++ci)
+    for (int64_t a = 0; a < g.kh; ++a)
+      for (int64_t b = 0; b < g.kw; ++b) {
+        const T* row = col + ((ci * g.kh + a) * g.kw + b) * cols;
+        T* dst_plane = img + ci * plane;
+        const int64_t woff = b * g.dw - g.pw;
+        int64_t lo, hi;
+        detail::valid_cols(g, woff, lo, hi);
+        for (int64_t i = 0; i < g.oh; ++i) {
+          const int64_t ih = i * g.sh - g.ph + a * g.dh;
+          if (ih < 0 || ih >= g.h) continue;
+          const T* src = row + i * g.ow;
+          T* dst = dst_plane + ih * g.w;
+          if (g.sw == 1) {
+            for (int64_t j = lo; j < hi; ++j) dst[j + woff] += src[j];
+          } else {
+            for (int64_t j = lo; j < hi; ++j) dst[j * g.sw + woff] += src[j];
+          }
+        }
+      }
+}
+
+/// A per-thread buffer of at least `n` elements that lives as long as the thread (pool workers are
+/// long-lived, so repeated calls allocate nothing). `Slot` tells buffers used at the same time apart.
+/// ensures: the contents are unspecified.
+template <class T, int Slot>
+inline T* thread_scratch(size_t n) {
+  thread_local std::vector<T> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+/// Runs `fn(lo, hi, acc)` over the images [0, batch) in deterministic chunks, one per thread when the batch
+/// is at least the thread count (each GEMM inside then runs single-threaded), else one chunk on the caller
+/// (GEMMs inside may then split themselves). `acc` is a zeroed buffer of `acc_size` elements private to the
+/// chunk; the chunks' buffers are summed into `out` in chunk order (so results do not depend on timing).
+/// With acc_size == 0 there is nothing to reduce and `acc` is null.
+template <class T, class F>
+inline void for_image_chunks(int64_t batch, int64_t acc_size, T* out, F&& fn) {
+  if (batch <= 0) {
+    if (acc_size > 0) std::fill(out, out + acc_size, T(0));
+    return;
+  }
+  const int threads = oar::num_threads();
+  const int64_t chunks = (threads > 1 && batch >= threads && !oar::in_parallel_region()) ? threads : 1;
+  if (acc_size > 0) std::fill(out, out + acc_size, T(0));
+  if (chunks == 1) {
+    fn(int64_t(0), batch, acc_size > 0 ? out : nullptr);
+    return;
+  }
+  // Chunk 0 accumulates straight into `out`; the others into the caller's persistent partials.
+  T* partial = acc_size > 0 ? thread_scratch<T, 7>(size_t((chunks - 1) * acc_size)) : nullptr;
+  oar::parallel_for(0, chunks, 1, [&](int64_t clo, int64_t chi) {
+    for (int64_t ch = clo; ch < chi; ++ch) {
+      const int64_t lo = batch * ch / chunks, hi = batch * (ch + 1) / chunks;
+      T* acc = nullptr;
+      if (acc_size > 0) {
+        acc = ch == 0 ? out : partial + (ch - 1) * acc_size;
+        if (ch > 0) std::fill(acc, acc + acc_size, T(0));
+      }
+      fn(lo, hi, acc);
+    }
+  });
+  for (int64_t ch = 1; ch < chunks; ++ch) {
+    const T* p = partial + (ch - 1) * acc_size;
+    for (int64_t i = 0; i < acc_size; ++i) out[i] += p[i];
+  }
+}
+
+}  // namespace oar::cpu

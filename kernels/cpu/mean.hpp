@@ -1,0 +1,37 @@
+// kernels/cpu/mean.hpp: mean and mean_grad on the CPU.
+#pragma once
+#include "kernels/cpu/sum_all.hpp"
+#include "oar/ops/mean.hpp"
+#include "oar/runtime/kernel_context.hpp"
+
+namespace oar::ops {
+
+inline void Mean::eval_cpu(KernelContext& c) {
+  const LoDTensor& x = c.in("X");
+  LoDTensor& out = c.out("Out");
+  c.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = x.data<T>();
+    double s = cpu::sum_all(x.numel(), [&](int64_t i) { return p[i]; });
+    out.resize(Shape{1}, x.dtype());
+    out.data<T>()[0] = T(s / double(x.numel()));  // 0 / 0 = NaN for an empty X
+  });
+}
+
+inline void Mean::eval_grad_cpu(KernelContext& c) {
+  if (!c.has_out("X@GRAD")) return;
+  const LoDTensor& x = c.in("X");
+  const LoDTensor& dout = c.in("Out@GRAD");
+  LoDTensor& dx = c.out("X@GRAD");
+  c.check(dout.numel() == 1, "Out@GRAD must hold one value, got {}", dout.shape().str());
+  c.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T g = T(double(dout.data<T>()[0]) / double(x.numel()));
+    dx.resize(x.shape(), x.dtype());
+    T* p = dx.data<T>();
+    parallel_for(0, x.numel(), 1 << 15, [&](int64_t lo, int64_t hi) { std::fill(p + lo, p + hi, g); });
+  });
+  dx.set_lod(x.lod());
+}
+
+}  // namespace oar::ops

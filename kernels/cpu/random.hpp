@@ -1,0 +1,96 @@
+// kernels/cpu/random.hpp: uniform_random, gaussian_random and truncated_gaussian_random on the CPU.
+// Generator: counter-based splitmix64. Element i of a tensor is a pure function of (seed, i), so results do
+// not depend on the thread count or chunking, and the fill runs in parallel.
+#pragma once
+#include <cmath>
+#include <numbers>
+
+#include "oar/ops/random.hpp"
+#include "oar/runtime/kernel_context.hpp"
+#include "oar/runtime/thread_pool.hpp"
+
+namespace oar::cpu {
+
+/// splitmix64's output function (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// Counter-based stream: draw `n` of the stream keyed by `seed` is splitmix64's n-th output from state mix64(seed).
+struct CounterRng {
+  uint64_t key;
+  explicit CounterRng(uint64_t seed) : key(mix64(seed ^ 0x6A09E667F3BCC909ull)) {}
+  uint64_t bits(uint64_t n) const { return mix64(key + (n + 1) * 0x9E3779B97F4A7C15ull); }
+  /// Uniform in [0, 1) with 53 random bits.
+  double uniform(uint64_t n) const { return double(bits(n) >> 11) * 0x1.0p-53; }
+  /// Uniform in (0, 1]: safe for log().
+  double uniform_open0(uint64_t n) const { return double((bits(n) >> 11) + 1) * 0x1.0p-53; }
+  /// A standard normal from draws 2n and 2n+1 (Box-Muller, cosine branch).
+  double normal(uint64_t n) const {
+    double r = std::sqrt(-2.0 * std::log(uniform_open0(2 * n)));
+    return r * std::cos(2.0 * std::numbers::pi * uniform(2 * n + 1));
+  }
+};
+
+/// The seed an op uses: its `seed` attribute, or the executor's next seed when that is 0.
+inline uint64_t op_seed(const KernelContext& c) {
+  int32_t s = c.attr<int32_t>("seed");
+  return s != 0 ? uint64_t(uint32_t(s)) : c.dev().next_seed();
+}
+
+inline constexpr int64_t kRandomGrain = 1 << 14;
+
+/// out[i] = gen(i) as T, in parallel over i. requires: Out's `shape` attribute known.
+template <class Gen>
+void random_fill(KernelContext& c, Gen gen) {
+  LoDTensor& out = c.out("Out");
+  Shape shape(c.attr<std::vector<int64_t>>("shape"));
+  DType dtype = DType(c.attr<int32_t>("dtype"));
+  c.dispatch(type_list<float, double>{}, dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    out.resize(shape, dtype);
+    out.clear_lod();
+    T* p = out.data<T>();
+    parallel_for(0, out.numel(), kRandomGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) p[i] = T(gen(uint64_t(i)));
+    });
+  });
+}
+
+}  // namespace oar::cpu
+
+namespace oar::ops {
+
+inline void UniformRandom::eval_cpu(KernelContext& c) {
+  const cpu::CounterRng rng(cpu::op_seed(c));
+  const double lo = c.attr<float>("min"), hi = c.attr<float>("max");
+  bool f32 = c.attr<int32_t>("dtype") == int32_t(DType::f32);
+  cpu::random_fill(c, [&](uint64_t i) {
+    double v = lo + (hi - lo) * rng.uniform(i);
+    // NOTE: rounding to float can reach max itself; keep the range half-open as Fluid documents it.
+    if (f32 && hi > lo && float(v) >= float(hi)) v = std::nextafter(float(hi), float(lo));
+    return v;
+  });
+}
+
+inline void GaussianRandom::eval_cpu(KernelContext& c) {
+  const cpu::CounterRng rng(cpu::op_seed(c));
+  const double mean = c.attr<float>("mean"), sd = c.attr<float>("std");
+  cpu::random_fill(c, [&](uint64_t i) { return mean + sd * rng.normal(i); });
+}
+
+inline void TruncatedGaussianRandom::eval_cpu(KernelContext& c) {
+  const cpu::CounterRng rng(cpu::op_seed(c));
+  const double mean = c.attr<float>("mean"), sd = c.attr<float>("std");
+  // Rejection: element i tries normals i, i + 2^40, i + 2*2^40, ... until one lies within 2 std (95.4% accept).
+  cpu::random_fill(c, [&](uint64_t i) {
+    for (uint64_t k = 0;; ++k) {
+      double z = rng.normal(i + (k << 40));
+      if (std::abs(z) <= 2.0) return mean + sd * z;
+    }
+  });
+}
+
+}  // namespace oar::ops

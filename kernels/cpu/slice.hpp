@@ -1,0 +1,82 @@
+// kernels/cpu/slice.hpp: slice and slice_grad on the CPU: each output row is one contiguous run of the input
+// (byte-wise, so every dtype shares the code), parallel over rows.
+#pragma once
+#include <cstring>
+
+#include "oar/ops/slice.hpp"
+#include "oar/runtime/kernel_context.hpp"
+#include "oar/runtime/thread_pool.hpp"
+
+namespace oar::cpu {
+
+/// Copies the box (begin[d], out_shape[d]) of a tensor of shape `full` between `full_data` and the dense
+/// `box_data`: to_box = true reads the box (slice), false writes it (slice_grad). Element size `es` bytes.
+inline void box_copy(char* full_data, const Shape& full, char* box_data, const Shape& box, const std::vector<int64_t>& begin, size_t es,
+                     bool to_box) {
+  int r = full.rank();
+  int64_t n = box.numel();
+  if (n == 0) return;
+  if (r == 0) {
+    if (to_box) std::memcpy(box_data, full_data, es);
+    else std::memcpy(full_data, box_data, es);
+    return;
+  }
+  std::vector<int64_t> stride(size_t(r), 1);
+  for (int d = r - 2; d >= 0; --d) stride[size_t(d)] = stride[size_t(d + 1)] * full[d + 1];
+  int64_t last = box[r - 1], rows = n / last;
+  size_t row_bytes = size_t(last) * es;
+  parallel_for(0, rows, std::max<int64_t>(1, (int64_t(1) << 16) / int64_t(row_bytes)), [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      int64_t rem = row, off = begin[size_t(r - 1)];
+      for (int d = r - 2; d >= 0; --d) {
+        off += (rem % box[d] + begin[size_t(d)]) * stride[size_t(d)];
+        rem /= box[d];
+      }
+      char* f = full_data + size_t(off) * es;
+      char* b = box_data + size_t(row) * row_bytes;
+      if (to_box) std::memcpy(b, f, row_bytes);
+      else std::memcpy(f, b, row_bytes);
+    }
+  });
+}
+
+}  // namespace oar::cpu
+
+namespace oar::ops {
+
+inline void Slice::eval_cpu(KernelContext& c) {
+  const LoDTensor& in = c.in("Input");
+  std::vector<int64_t> begin(size_t(in.rank()), 0);
+  Shape os = in.shape();
+  for (auto [axis, b, e] : ranges(c, in.shape())) {
+    begin[size_t(axis)] = b;
+    os[axis] = e - b;
+  }
+  LoDTensor& out = c.out("Out");
+  c.check(&out != &in, "slice cannot run in place");
+  out.resize(os, in.dtype());
+  cpu::box_copy(static_cast<char*>(in.raw()), in.shape(), static_cast<char*>(out.raw()), os, begin, size_of(in.dtype()), true);
+  if (os.rank() > 0 && in.rank() > 0 && os[0] == in.dim(0)) out.set_lod(in.lod());
+  else out.clear_lod();
+}
+
+/// Input@GRAD = zeros of Input's shape with Out@GRAD written into the box.
+inline void Slice::eval_grad_cpu(KernelContext& c) {
+  if (!c.has_out("Input@GRAD")) return;
+  const LoDTensor& in = c.in("Input");
+  const LoDTensor& dout = c.in("Out@GRAD");
+  std::vector<int64_t> begin(size_t(in.rank()), 0);
+  Shape os = in.shape();
+  for (auto [axis, b, e] : ranges(c, in.shape())) {
+    begin[size_t(axis)] = b;
+    os[axis] = e - b;
+  }
+  c.check(dout.shape() == os, "Out@GRAD {} does not match the slice {}", dout.shape().str(), os.str());
+  LoDTensor& din = c.out("Input@GRAD");
+  din.resize(in.shape(), dout.dtype());
+  if (din.bytes()) std::memset(din.raw(), 0, din.bytes());
+  cpu::box_copy(static_cast<char*>(din.raw()), in.shape(), static_cast<char*>(dout.raw()), os, begin, size_of(dout.dtype()), false);
+  din.set_lod(in.lod());
+}
+
+}  // namespace oar::ops

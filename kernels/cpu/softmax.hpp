@@ -1,0 +1,127 @@
+// kernels/cpu/softmax.hpp: softmax, log_softmax and their grads on the CPU: one pass per line along the axis,
+// lines split over the thread pool. The row helpers are shared with softmax_with_cross_entropy.
+#pragma once
+#include <cmath>
+#include <limits>
+
+#include "oar/ops/softmax.hpp"
+#include "oar/runtime/kernel_context.hpp"
+#include "oar/runtime/thread_pool.hpp"
+
+namespace oar::cpu {
+
+/// `s` seen as [pre, n, post] around `axis` (negative counts from the back).
+struct AxisSplit {
+  int64_t pre = 1, n = 1, post = 1;
+};
+inline AxisSplit split_at_axis(const Shape& s, int axis) {
+  if (axis < 0) axis += s.rank();
+  return {s.numel(0, axis), s[axis], s.numel(axis + 1, s.rank())};
+}
+
+/// Lines per parallel_for chunk so that a chunk holds about 32K elements.
+inline int64_t line_grain(int64_t n) { return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(n, 1)); }
+
+/// Max of n elements of x with stride s (NaN-propagating through the later exp; -inf for n == 0).
+template <class T>
+T line_max(const T* x, int64_t n, int64_t s) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = x[j * s] > m ? x[j * s] : m;
+  return m;
+}
+
+/// y = softmax(x) (or log_softmax when `log`) over n elements of stride s. Returns log(sum(exp(x - max))) and
+/// stores the max in `*mx`. requires: y may alias x.
+template <bool log, class T>
+T softmax_line(const T* x, T* y, int64_t n, int64_t s, T* mx = nullptr) {
+  const T m = line_max(x, n, s);
+  T sum = 0;
+  if (s == 1) {
+    for (int64_t j = 0; j < n; ++j) {
+      T e = std::exp(x[j] - m);
+      sum += e;
+      if constexpr (!log) y[j] = e;
+    }
+  } else {
+    for (int64_t j = 0; j < n; ++j) {
+      T e = std::exp(x[j * s] - m);
+      sum += e;
+      if constexpr (!log) y[j * s] = e;
+    }
+  }
+  const T lse = std::log(sum);
+  if constexpr (log) {
+    for (int64_t j = 0; j < n; ++j) y[j * s] = x[j * s] - m - lse;
+  } else {
+    const T inv = T(1) / sum;
+    for (int64_t j = 0; j < n; ++j) y[j * s] *= inv;
+  }
+  if (mx) *mx = m;
+  return lse;
+}
+
+/// Out = softmax / log_softmax of X along `axis`.
+template <bool log>
+void softmax_forward(KernelContext& c) {
+  const LoDTensor& x = c.in("X");
+  LoDTensor& out = c.out("Out");
+  int axis = c.attr<int32_t>("axis");
+  c.check(axis >= -x.rank() && axis < x.rank(), "axis = {} is out of range for X {}", axis, x.shape().str());
+  const AxisSplit sp = split_at_axis(x.shape(), axis);
+  c.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (&out != &x) out.resize(x.shape(), x.dtype());
+    const T* px = x.data<T>();
+    T* py = out.data<T>();
+    parallel_for(0, sp.pre * sp.post, line_grain(sp.n), [&](int64_t lo, int64_t hi) {
+      for (int64_t l = lo; l < hi; ++l) {
+        int64_t off = (l / sp.post) * sp.n * sp.post + l % sp.post;
+        softmax_line<log>(px + off, py + off, sp.n, sp.post);
+      }
+    });
+  });
+  if (&out != &x) out.set_lod(x.lod());
+}
+
+/// X@GRAD from Out and Out@GRAD: softmax dx = y * (dy - sum(dy * y)); log_softmax dx = dy - exp(y) * sum(dy).
+template <bool log>
+void softmax_backward(KernelContext& c) {
+  if (!c.has_out("X@GRAD")) return;
+  const LoDTensor& y = c.in("Out");
+  const LoDTensor& dy = c.in("Out@GRAD");
+  LoDTensor& dx = c.out("X@GRAD");
+  c.check(dy.shape() == y.shape(), "Out@GRAD {} does not match Out {}", dy.shape().str(), y.shape().str());
+  const AxisSplit sp = split_at_axis(y.shape(), c.attr<int32_t>("axis"));
+  c.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dx.resize(y.shape(), y.dtype());
+    const T *py = y.data<T>(), *pdy = dy.data<T>();
+    T* pdx = dx.data<T>();
+    const int64_t s = sp.post, n = sp.n;
+    parallel_for(0, sp.pre * sp.post, line_grain(n), [&](int64_t lo, int64_t hi) {
+      for (int64_t l = lo; l < hi; ++l) {
+        int64_t off = (l / s) * n * s + l % s;
+        const T *yl = py + off, *dyl = pdy + off;
+        T* dxl = pdx + off;
+        T acc = 0;
+        if constexpr (log) {
+          for (int64_t j = 0; j < n; ++j) acc += dyl[j * s];
+          for (int64_t j = 0; j < n; ++j) dxl[j * s] = dyl[j * s] - std::exp(yl[j * s]) * acc;
+        } else {
+          for (int64_t j = 0; j < n; ++j) acc += dyl[j * s] * yl[j * s];
+          for (int64_t j = 0; j < n; ++j) dxl[j * s] = yl[j * s] * (dyl[j * s] - acc);
+        }
+      }
+    });
+  });
+  dx.set_lod(y.lod());
+}
+
+}  // namespace oar::cpu
+
+namespace oar::ops {
+inline void Softmax::eval_cpu(KernelContext& c) { cpu::softmax_forward<false>(c); }
+inline void Softmax::eval_grad_cpu(KernelContext& c) { cpu::softmax_backward<false>(c); }
+inline void LogSoftmax::eval_cpu(KernelContext& c) { cpu::softmax_forward<true>(c); }
+inline void LogSoftmax::eval_grad_cpu(KernelContext& c) { cpu::softmax_backward<true>(c); }
+}  // namespace oar::ops

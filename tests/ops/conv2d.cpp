@@ -1,0 +1,156 @@
+// tests/ops/conv2d.cpp: conv2d through the op harness: forward against a 7-deep plain loop, grads against
+// finite differences, thread-count independence, error texts.
+#include "pch.hpp"
+#include "support/op_check.hpp"
+
+using namespace oar;
+using namespace oar::test;
+
+namespace {
+
+struct ConvCase {
+  int64_t n, c, h, w, m, kh, kw;
+  int s0, s1, p0, p1, d0, d1, groups;
+};
+
+/// Output[n, m, i, j] = sum_{c, a, b} Input[n, g*C/G + c, i*s0 - p0 + a*d0, j*s1 - p1 + b*d1] * Filter[m, c, a, b]
+Tensor naive_conv2d(const Tensor& x, const Tensor& f, const ConvCase& k) {
+  int64_t oh = (k.h + 2 * k.p0 - (k.d0 * (k.kh - 1) + 1)) / k.s0 + 1, ow = (k.w + 2 * k.p1 - (k.d1 * (k.kw - 1) + 1)) / k.s1 + 1;
+  int64_t cg = k.c / k.groups, mg = k.m / k.groups;
+  std::vector<double> out(size_t(k.n * k.m * oh * ow));
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t m = 0; m < k.m; ++m)
+      for (int64_t i = 0; i < oh; ++i)
+        for (int64_t j = 0; j < ow; ++j) {
+          double s = 0;
+          for (int64_t c = 0; c < cg; ++c)
+            for (int64_t a = 0; a < k.kh; ++a)
+              for (int64_t b = 0; b < k.kw; ++b) {
+                int64_t ih = i * k.s0 - k.p0 + a * k.d0, iw = j * k.s1 - k.p1 + b * k.d1;
+                if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
+                int64_t ci = (m / mg) * cg + c;
+                s += x.get(((n * k.c + ci) * k.h + ih) * k.w + iw) * f.get(((m * cg + c) * k.kh + a) * k.kw + b);
+              }
+          out[size_t(((n * k.m + m) * oh + i) * ow + j)] = s;
+        }
+  return Tensor::from<double>(out, {k.n, k.m, oh, ow});
+}
+
+OpTest conv_test(const Tensor& x, const Tensor& f, const ConvCase& k) {
+  OpTest t("conv2d");
+  t.input("Input", x).input("Filter", f);
+  t.attr("strides", std::vector<int32_t>{k.s0, k.s1}).attr("paddings", std::vector<int32_t>{k.p0, k.p1});
+  t.attr("dilations", std::vector<int32_t>{k.d0, k.d1}).attr("groups", k.groups);
+  return t;
+}
+
+const std::vector<ConvCase> kCases = {
+    {1, 3, 7, 7, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1},      // plain 3x3
+    {3, 2, 9, 8, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1},      // stride 2, pad 1, odd/even sizes
+    {3, 4, 11, 9, 6, 5, 5, 1, 2, 2, 1, 1, 1, 2},     // 5x5, groups 2, mixed strides and pads
+    {1, 2, 10, 10, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2},    // dilation 2, pad 2, groups 2
+    {3, 4, 6, 5, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2},      // 1x1 direct path, groups 2
+    {2, 3, 8, 7, 5, 1, 1, 2, 2, 0, 0, 1, 1, 1},      // 1x1 stride 2 (not direct)
+    {2, 3, 5, 5, 2, 3, 1, 2, 1, 1, 0, 1, 2, 1},      // non-square kernel, dilation on one axis
+    {3, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 1, 1, 1},   // the book net's first layer
+    {3, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 1},  // and its second
+    {1, 2, 3, 3, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1},      // one output pixel
+    {17, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},     // batch 17 (uneven thread chunks)
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("conv2d: forward matches a plain loop", T, float, double) {
+  double tol = std::is_same_v<T, float> ? 1e-4 : 1e-10;
+  int idx = 0;
+  for (const auto& k : kCases) {
+    CAPTURE(idx);
+    auto x = random_tensor<T>({k.n, k.c, k.h, k.w}, -1, 1, 11 + uint64_t(idx));
+    auto f = random_tensor<T>({k.m, k.c / k.groups, k.kh, k.kw}, -1, 1, 99 + uint64_t(idx));
+    auto out = conv_test(x, f, k).unknown_batch(idx % 2 == 1).run();
+    check_close(to_f64(out["Output"]), naive_conv2d(x, f, k), tol, tol, "conv2d case " + std::to_string(idx));
+    ++idx;
+  }
+}
+
+TEST_CASE("conv2d: large batch (book net shapes, f32)") {
+  ConvCase k{64, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 1, 1, 1};
+  auto x = random_tensor<float>({k.n, k.c, k.h, k.w}, 0, 1, 5);
+  auto f = random_tensor<float>({k.m, 1, 5, 5}, -1, 1, 6);
+  auto out = conv_test(x, f, k).unknown_batch().run();
+  CHECK(out["Output"].shape() == Shape{64, 20, 24, 24});
+  check_close(to_f64(out["Output"]), naive_conv2d(x, f, k), 1e-4, 1e-4, "conv2d book");
+}
+
+TEST_CASE("conv2d: grad matches finite differences (f64)") {
+  const std::vector<ConvCase> cases = {
+      {2, 2, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // pad 1
+      {2, 2, 5, 5, 4, 3, 3, 2, 2, 0, 0, 1, 1, 2},  // stride 2, groups 2
+      {2, 2, 6, 5, 2, 2, 3, 1, 2, 1, 2, 2, 1, 1},  // dilation, uneven pads
+      {2, 4, 4, 4, 2, 1, 1, 1, 1, 0, 0, 1, 1, 2},  // 1x1 direct
+  };
+  int idx = 0;
+  for (const auto& k : cases) {
+    CAPTURE(idx);
+    auto x = random_tensor<double>({k.n, k.c, k.h, k.w}, -1, 1, 3 + uint64_t(idx));
+    auto f = random_tensor<double>({k.m, k.c / k.groups, k.kh, k.kw}, -1, 1, 4 + uint64_t(idx));
+    conv_test(x, f, k).check_grad({"Input", "Filter"}, {"Output"});
+    ++idx;
+  }
+  // One input gradient at a time (the other is @EMPTY@ and skipped).
+  ConvCase k = cases[0];
+  auto x = random_tensor<double>({k.n, k.c, k.h, k.w}, -1, 1, 3);
+  auto f = random_tensor<double>({k.m, k.c, k.kh, k.kw}, -1, 1, 4);
+  conv_test(x, f, k).check_grad({"Filter"}, {"Output"});
+  conv_test(x, f, k).check_grad({"Input"}, {"Output"});
+}
+
+TEST_CASE("conv2d: results do not depend on the thread count") {
+  ConvCase k{9, 4, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2};
+  auto x = random_tensor<double>({k.n, k.c, k.h, k.w}, -1, 1, 1);
+  auto f = random_tensor<double>({k.m, 2, 3, 3}, -1, 1, 2);
+  int before = num_threads();
+  set_num_threads(1);
+  auto one = conv_test(x, f, k).run();
+  set_num_threads(2);
+  auto two = conv_test(x, f, k).run();
+  set_num_threads(before);
+  check_close(one["Output"], two["Output"], 1e-12, 1e-12, "1 vs 2 threads");
+}
+
+TEST_CASE("conv2d: empty batch and non-finite values do not crash") {
+  ConvCase k{0, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1};
+  auto out = conv_test(Tensor(Shape{0, 2, 5, 5}, f32), random_tensor<float>({3, 2, 3, 3}), k).run();
+  CHECK(out["Output"].shape() == Shape{0, 3, 5, 5});
+  auto x = make_tensor<float>({1, 2, 5, 5}, [](int64_t i) { return i == 3 ? NAN : i == 30 ? INFINITY : 0.5; });
+  k.n = 1;
+  auto o2 = conv_test(x, random_tensor<float>({3, 2, 3, 3}), k).run();
+  CHECK(std::isnan(o2["Output"].get(3)));
+  CHECK(std::isfinite(o2["Output"].get(24)));  // the far corner sees neither
+}
+
+TEST_CASE("conv2d: bad shapes and attributes are oar::Errors naming the shapes") {
+  auto x = random_tensor<float>({2, 3, 5, 5});
+  auto msg = error_of([&] { OpTest("conv2d").input("Input", x).input("Filter", random_tensor<float>({4, 2, 3, 3})).build(); });
+  CHECK(msg.find("conv2d") != std::string::npos);
+  CHECK(msg.find("[2, 3, 5, 5]") != std::string::npos);
+  CHECK(msg.find("[4, 2, 3, 3]") != std::string::npos);
+  CHECK(msg.find("channels") != std::string::npos);
+
+  msg = error_of([&] { OpTest("conv2d").input("Input", x).input("Filter", random_tensor<float>({4, 3, 7, 7})).build(); });
+  CHECK(msg.find("output size") != std::string::npos);
+  CHECK(msg.find("[4, 3, 7, 7]") != std::string::npos);
+
+  msg = error_of([&] { OpTest("conv2d").input("Input", x).input("Filter", random_tensor<float>({4, 3, 3, 3})).attr("data_format", "NHWC").build(); });
+  CHECK(msg.find("NHWC") != std::string::npos);
+  CHECK(msg.find("[2, 3, 5, 5]") != std::string::npos);
+
+  msg = error_of([&] { OpTest("conv2d").input("Input", x).input("Filter", random_tensor<float>({3, 1, 3, 3})).attr("groups", 3).attr("strides", std::vector<int32_t>{0, 1}).build(); });
+  CHECK(msg.find("strides") != std::string::npos);
+
+  msg = error_of([&] { OpTest("conv2d").input("Input", random_tensor<float>({2, 4, 5, 5})).input("Filter", random_tensor<float>({3, 2, 3, 3})).attr("groups", 2).build(); });
+  CHECK(msg.find("multiple of groups") != std::string::npos);
+
+  msg = error_of([&] { OpTest("conv2d").input("Input", random_tensor<float>({3, 5, 5})).input("Filter", random_tensor<float>({3, 3, 3, 3})).build(); });
+  CHECK(msg.find("[N, C, H, W]") != std::string::npos);
+}
