@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,6 +33,20 @@ struct Line {
 
 inline double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
+/// CPU seconds used by the whole process (every thread). Single-threaded settings are timed with it: on a
+/// machine shared with other jobs it leaves out the time this process waited for a core.
+inline double cpu_s() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+/// Which clock time_block uses: process CPU time when true (1-thread settings), wall time otherwise.
+inline bool& use_cpu_clock() {
+  static bool b = false;
+  return b;
+}
+
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -56,16 +71,17 @@ struct FnRunner : Runner {
   void leave() override { if (on_leave) on_leave(); }
 };
 
-/// Seconds per step of one block: a warm-up step, then steps until `min_time` has passed (at least 2).
+/// Seconds per step of one block (see use_cpu_clock): a warm-up step, then steps until `min_time` has passed (at least 2).
 inline double time_block(Runner& r, double min_time) {
   r.enter();
   r.step();
   int n = 0;
-  double t0 = now_s(), t1;
+  double (*clock)() = use_cpu_clock() ? cpu_s : now_s;
+  double t0 = clock(), t1;
   do {
     r.step();
     ++n;
-    t1 = now_s();
+    t1 = clock();
   } while (t1 - t0 < min_time || n < 2);
   r.leave();
   return (t1 - t0) / n;

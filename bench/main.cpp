@@ -39,7 +39,10 @@ struct Options {
 Options g_opt;
 constexpr int64_t kBatch = 64;
 
-bool selected(const std::string& group) { return g_opt.filter.empty() || group.find(g_opt.filter) != std::string::npos; }
+/// A group runs when the filter is a part of its name or names one of its lines (op_overhead_alloc).
+bool selected(const std::string& group) {
+  return g_opt.filter.empty() || group.find(g_opt.filter) != std::string::npos || g_opt.filter.find(group) != std::string::npos;
+}
 
 std::string json_escape(const std::string& s) {
   std::string o;
@@ -109,6 +112,13 @@ struct OarRunner : FnRunner {
   }
 };
 
+/// Selects the clock for a thread setting: process CPU time at 1 thread, wall time above.
+int clock_for(int threads) {
+  use_cpu_clock() = threads == 1;
+  return threads;
+}
+std::string clock_note(int threads) { return threads == 1 ? "time: process CPU time" : "time: wall clock"; }
+
 // ---------------------------------------------------------------- 1. sgemm
 
 void bench_sgemm() {
@@ -123,6 +133,7 @@ void bench_sgemm() {
     for (auto& v : b) v = dist(rng);
     const double flops = 2.0 * double(n) * double(n) * double(n);
     for (int thr : {1, 2}) {
+      clock_for(thr);
       OarRunner o(thr, [&] { oar::cpu::gemm<float>(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n); });
       Line l{"sgemm_n" + std::to_string(n), "GFLOP/s", 0, "", 0, thr, "", true};
 #if defined(OAR_WITH_BLAS)
@@ -137,7 +148,7 @@ void bench_sgemm() {
       l.peer = "openblas";
       l.peer_value = flops / tp * 1e-9;
       l.note = std::string("row-major NN; oar::cpu::gemm (") + oar::cpu::gemm_backend_name() + " serial, split over oar's pool) vs cblas_sgemm, openblas core " +
-               openblas_get_corename() + " via openblas_get_corename(), openblas_set_num_threads(" + std::to_string(thr) + ")";
+               openblas_get_corename() + " via openblas_get_corename(), openblas_set_num_threads(" + std::to_string(thr) + "); " + clock_note(thr);
 #else
       auto [to, tp] = interleave(o, nullptr, g_opt.reps, g_opt.min_time);
       (void)tp;
@@ -177,6 +188,7 @@ void bench_op_overhead() {
   std::vector<float> xv(16);
   for (int i = 0; i < 16; ++i) xv[size_t(i)] = float(i) / 16 - 0.4f;
   oar::FeedMap feeds{{"x", oar::LoDTensor(oar::Tensor::from<float>(xv))}};
+  clock_for(1);
   OarRunner o(1, [&] { exe.run(*prepared, scope, feeds); });
   const std::string what = std::to_string(nops) + " chained ops (relu, scale, elementwise_add) on 16 floats";
   if (!torch_peer::available()) {
@@ -189,7 +201,7 @@ void bench_op_overhead() {
     auto [to, tp] = interleave(o, p.get(), g_opt.reps, g_opt.min_time);
     emit({prealloc ? "op_overhead_prealloc" : "op_overhead_alloc", "ns/op", to / nops * 1e9, "libtorch", tp / nops * 1e9, 1,
           "oar: Executor::prepare once + run (one feed), " + what + "; libtorch 1 thread, NoGradGuard, " +
-              (prealloc ? "relu_ / mul_ in place + at::add_out into preallocated" : "torch::relu / x * 0.5 / x + x0, allocating each result"),
+              (prealloc ? "relu_ / mul_ in place + at::add_out into preallocated" : "torch::relu / x * 0.5 / x + x0, allocating each result") + "; " + clock_note(1),
           false});
   }
 }
@@ -285,9 +297,10 @@ void bench_forward(bool conv) {
   Synthetic d = make_synthetic(kBatch, 784, 7);
   OarNet net(conv, false, d, kBatch);
   for (int thr : {1, 2}) {
+    clock_for(thr);
     OarRunner o(thr, [&] { net.step(); });
     const std::string what = std::string("batch 64 f32, oar Evaluator::forward (is_test) vs ") +
-                             (conv ? "torch::nn Conv2d/BatchNorm2d/Linear eval()" : "torch::nn::Linear") + " + softmax, NoGradGuard";
+                             (conv ? "torch::nn Conv2d/BatchNorm2d/Linear eval()" : "torch::nn::Linear") + " + softmax, NoGradGuard; " + clock_note(thr);
     if (!torch_peer::available()) {
       auto [to, tp] = interleave(o, nullptr, g_opt.reps, g_opt.min_time);
       emit({name, "examples/s", kBatch / to, "", 0, thr, "LibTorch not found: no peer; " + what, true});
@@ -309,6 +322,7 @@ void bench_train(bool conv) {
   net.check_step();
   if (!net.workaround.empty()) info(name + ": " + oar_step_note(net));
   for (int thr : {1, 2}) {
+    clock_for(thr);
     OarRunner o(thr, [&] { net.step(); });
     std::vector<std::pair<std::string, std::unique_ptr<Runner>>> peers;
     std::vector<std::string> notes;
@@ -345,7 +359,9 @@ void bench_train(bool conv) {
     double to = median(t[0]);
     for (size_t i = 0; i < peers.size(); ++i)
       emit({name, "examples/s", kBatch / to, peers[i].first, kBatch / median(t[i + 1]), thr,
-            "batch 64 f32, " + rule + ", one step = forward + backward + update; " + oar_step_note(net) + "; " + notes[i], true});
+            "batch 64 f32, " + rule + ", one step = forward + backward + update; " +
+                (net.workaround.empty() ? std::string("oar Optimizer::step") : std::string("oar: forward_backward + update program (Optimizer::step fails, see header)")) +
+                "; " + notes[i] + "; " + clock_note(thr), true});
   }
 }
 

@@ -1,5 +1,6 @@
 // kernels/cpu/gemm.hpp - row-major GEMM used by mul/matmul/fc/conv (float, double).
-// OAR_WITH_BLAS: single-threaded cblas_?gemm per block, blocks spread over oar::parallel_for.
+// OAR_WITH_BLAS and an AVX2 OpenBLAS kernel: single-threaded cblas_?gemm per block, blocks spread over
+// oar::parallel_for (blas_preferred() says when).
 // Otherwise: Eigen Map-based product, also split over oar::parallel_for.
 #pragma once
 
@@ -10,10 +11,11 @@
 
 #include "oar/runtime/thread_pool.hpp"
 
+#include <Eigen/Core>
+#include <cctype>
+#include <cstdlib>
 #if defined(OAR_WITH_BLAS)
 #include <cblas.h>
-#else
-#include <Eigen/Core>
 #endif
 
 namespace oar::cpu {
@@ -27,12 +29,33 @@ inline constexpr int64_t gemm_parallel_min_work = int64_t{2} * 128 * 128 * 128;
 // How a single product is split across threads.
 enum class gemm_split { none, cols, rows, auto_ };
 
+// Whether OpenBLAS runs an AVX2-or-better kernel. NOTE: Debian's OpenBLAS 0.3.21 does not recognise
+// recent CPUs and falls back to its SSE3 "Prescott" kernels, 3-4x slower than Eigen's product compiled
+// for the machine; then oar uses Eigen. OAR_GEMM=blas or OAR_GEMM=eigen forces a path.
+inline bool blas_preferred() {
+#if defined(OAR_WITH_BLAS)
+  static const bool fast = [] {
+    if (const char* env = std::getenv("OAR_GEMM")) return std::string(env) != "eigen";
+    (void)oar::num_threads();  // pool init forces OpenBLAS single-threaded
+    std::string core = openblas_get_corename() ? openblas_get_corename() : "";
+    for (auto& ch : core) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    for (const char* good : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
+      if (core == good) return true;
+    return false;
+  }();
+  return fast;
+#else
+  return false;
+#endif
+}
+
 // One serial GEMM on a sub-block. Sizes are > 0 here.
 template <class T>
 inline void gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
                         const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
                         int64_t ldc) {
 #if defined(OAR_WITH_BLAS)
+  if (blas_preferred()) {
   // A leading dimension is meaningless for a single stored row; BLAS still validates it.
   const int64_t a_cols = trans_a ? m : k, b_cols = trans_b ? k : n;
   if ((trans_a ? k : m) == 1) lda = std::max(lda, a_cols);
@@ -49,7 +72,9 @@ inline void gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
                 static_cast<int>(k), alpha, a, static_cast<int>(lda), b, static_cast<int>(ldb),
                 beta, c, static_cast<int>(ldc));
   }
-#else
+  return;
+  }
+#endif
   using mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using cmap = Eigen::Map<const mat, Eigen::Unaligned, Eigen::OuterStride<>>;
   using map = Eigen::Map<mat, Eigen::Unaligned, Eigen::OuterStride<>>;
@@ -70,7 +95,6 @@ inline void gemm_serial(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_
   } else {
     cm.noalias() += alpha * am.transpose() * bm.transpose();
   }
-#endif
 }
 
 // C = beta*C for k == 0 (beta == 0 writes zeros without reading C).
@@ -181,7 +205,8 @@ inline std::string gemm_backend_name() {
 #if defined(OAR_WITH_BLAS)
   (void)oar::num_threads();  // pool init forces OpenBLAS single-threaded
   const char* core = openblas_get_corename();
-  return std::string("openblas (") + (core ? core : "unknown") + ")";
+  std::string blas = std::string("openblas (") + (core ? core : "unknown") + ")";
+  return detail::blas_preferred() ? blas : "eigen (" + blas + " not used: no AVX2 kernel)";
 #else
   return "eigen";
 #endif

@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/functors.hpp"
+#include "oar/runtime/cuda.hpp"
 
 namespace oar::cuda {
 

@@ -12,8 +12,8 @@ Tensor naive_transpose(const Tensor& x, const std::vector<int32_t>& perm) {
   int r = s.rank();
   Shape os;
   for (int p : perm) os.push_back(s[p]);
-  std::vector<double> out(size_t(x.numel()));
-  std::vector<int64_t> idx(size_t(r));
+  std::vector<double> out(static_cast<size_t>(x.numel()));
+  std::vector<int64_t> idx(static_cast<size_t>(r));
   for (int64_t i = 0; i < x.numel(); ++i) {
     int64_t rem = i;
     for (int d = r - 1; d >= 0; --d) idx[size_t(d)] = rem % s[d], rem /= s[d];

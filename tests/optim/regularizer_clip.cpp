@@ -1,6 +1,8 @@
 // tests/optim/regularizer_clip.cpp: weight decay (L2Decay / L1Decay, per parameter and global) and gradient
 // clipping (by value, by norm, by global norm) as appended by optim::append_update: the fetched regularized /
 // clipped gradients and the updated parameters against values computed here.
+#include <algorithm>
+
 #include "pch.hpp"
 
 using namespace oar;
@@ -137,7 +139,16 @@ TEST_CASE("regularizer: no regularizer (or coeff 0) leaves the gradient alone") 
 }
 
 TEST_CASE("clip: ClipByValue clamps each gradient element to [min, max]") {
-  Net2 n(optim::sgd(0.1).with_clip(ClipByValue(0.5)), ParamAttr(), ParamAttr().with_gradient_clip(ClipByValue(0.3, -0.1)));
+  // A bound between the magnitudes of a's gradient elements, so that some are clipped and some are not.
+  Vec mags;
+  {
+    Net2 plain(optim::sgd(0.1), ParamAttr(), ParamAttr());
+    for (double g : plain.step({"a@GRAD"})[0]) mags.push_back(std::abs(g));
+  }
+  std::sort(mags.begin(), mags.end());
+  REQUIRE(mags[2] < mags[3]);
+  const double bound = F((mags[2] + mags[3]) / 2);
+  Net2 n(optim::sgd(0.1).with_clip(ClipByValue(bound)), ParamAttr(), ParamAttr().with_gradient_clip(ClipByValue(0.3, -0.1)));
   CHECK(n.grad_used("a") == "a@GRAD@CLIP");
   Vec pa = kA0, pb = kB0;
   for (int s = 0; s < 2; ++s) {
@@ -145,9 +156,9 @@ TEST_CASE("clip: ClipByValue clamps each gradient element to [min, max]") {
     Vec ca(6), cb(6);
     int clipped = 0, kept = 0;
     for (size_t i = 0; i < 6; ++i) {
-      ca[i] = std::clamp(r[0][i], F(-0.5), F(0.5));
+      ca[i] = std::clamp(r[0][i], -bound, bound);
       cb[i] = std::clamp(r[2][i], F(-0.1), F(0.3));  // b's own clip wins
-      (std::abs(r[0][i]) > 0.5 ? clipped : kept)++;
+      (std::abs(r[0][i]) > bound ? clipped : kept)++;
     }
     if (s == 0) {
       CHECK(clipped > 0);

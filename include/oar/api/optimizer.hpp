@@ -122,7 +122,11 @@ class Optimizer {
     c.meta["reader_epoch"] = std::to_string(r ? r->epoch() : epoch_);
     c.meta["reader_position"] = std::to_string(r ? r->position() : 0);
     c.meta["threads"] = std::to_string(machines_.size());
-    for (size_t i = 0; i < machines_.size(); ++i) c.meta["rng" + std::to_string(i)] = std::to_string(machines_[i]->executor().device().counter());
+    for (size_t i = 0; i < machines_.size(); ++i) {
+      const CpuContext& d = machines_[i]->executor().device();
+      c.meta["rng" + std::to_string(i)] = std::to_string(d.counter());
+      c.meta["seed" + std::to_string(i)] = std::to_string(d.seed());
+    }
     c.blobs["main"] = serialize(model_->program());
     c.blobs["startup"] = serialize(model_->startup());
     c.blobs["update"] = serialize(*update_);
@@ -149,7 +153,11 @@ class Optimizer {
     }
     epoch_ = num("epoch");
     step_ = num("step");
-    for (size_t i = 0; i < machines_.size(); ++i) machines_[i]->executor().device().set_counter(uint64_t(num(("rng" + std::to_string(i)).c_str())));
+    for (size_t i = 0; i < machines_.size(); ++i) {
+      CpuContext& d = machines_[i]->executor().device();
+      d.set_seed(uint64_t(num(("seed" + std::to_string(i)).c_str())));
+      d.set_counter(uint64_t(num(("rng" + std::to_string(i)).c_str())));
+    }
     if (reader) reader->restore({num("reader_epoch"), num("reader_position")});
   }
 

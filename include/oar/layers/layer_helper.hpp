@@ -283,8 +283,13 @@ inline Topology Tape::program(const std::vector<Var>& outputs, const Skip& skip)
   for (size_t i = 0; i < cs.size(); ++i)
     if (cs[i].parent < 0 && ctx.included[i]) ctx.replay(i);
   for (auto& o : outputs) ctx.topo.outputs.push_back(ctx.topo.name_of(o));
+  // Feeds: the data variables some op of the program reads (a data layer nothing uses is not fed).
+  std::set<std::string> read;
+  for (size_t b = 0; b < ctx.topo.main.num_blocks(); ++b)
+    for (auto* op : ctx.topo.main.block(int(b)).ops())
+      for (auto& n : op->input_names()) read.insert(n);
   for (auto* v : ctx.topo.main.global_block().vars())
-    if (v->stop_gradient() && !v->persistable() && !v->writer() && v->kind() == VarKind::lod_tensor && v->origin().what == "data")
+    if (v->stop_gradient() && !v->persistable() && !v->writer() && v->kind() == VarKind::lod_tensor && v->origin().what == "data" && read.count(v->name()))
       ctx.topo.feeds.push_back(v->name());
   ctx.topo.tape = state_.get();
   ctx.topo.param_slot = state_->param_slot;

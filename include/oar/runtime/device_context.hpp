@@ -22,6 +22,7 @@ class CpuContext {
   }
   /// How many seeds were handed out: with the seed, the whole random state (checkpoints save it).
   uint64_t counter() const { return counter_; }
+  uint64_t seed() const { return seed_; }
   void set_counter(uint64_t c) { counter_ = c; }
 
  private:

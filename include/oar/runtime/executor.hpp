@@ -164,7 +164,7 @@ class Executor {
       for (auto& n : op->input_names()) {
         if (written.count(n) || n == "@EMPTY@") continue;
         const Variable* v = b.find_var(n);
-        if (v && !v->persistable() && v->kind() == VarKind::lod_tensor &&
+        if (v && !v->persistable() && v->kind() == VarKind::lod_tensor && !scope.find(n) &&
             std::find(p.required_feeds_.begin(), p.required_feeds_.end(), n) == p.required_feeds_.end())
           p.required_feeds_.push_back(n);
       }

@@ -17,10 +17,7 @@ struct KernelEntry {
 
 class KernelRegistry {
  public:
-  static const KernelRegistry& instance() {
-    static const KernelRegistry r;
-    return r;
-  }
+  static const KernelRegistry& instance();
   const KernelEntry* find(const std::string& type) const {
     auto it = kernels_.find(type);
     return it == kernels_.end() ? nullptr : &it->second;
@@ -37,14 +34,33 @@ class KernelRegistry {
   }
 
  private:
-  KernelRegistry() {
-    for_each_op(AllOps{}, [&]<class Op>() {
-      std::string type = Op::def().type;
-      if constexpr (requires(KernelContext& c) { Op::eval_cpu(c); }) kernels_[type].cpu = &Op::eval_cpu;
-      if constexpr (requires(KernelContext& c) { Op::eval_grad_cpu(c); }) kernels_[type + "_grad"].cpu = &Op::eval_grad_cpu;
-    });
-  }
+  KernelRegistry();
   std::unordered_map<std::string, KernelEntry> kernels_;
 };
+
+// Header-only by default: every translation unit that runs programs compiles the kernels. A project with
+// many such translation units may define OAR_SEPARATE_KERNELS everywhere and OAR_KERNELS_IMPLEMENTATION in
+// exactly one of them (before including oar), which then compiles the kernels once (the tests do this).
+#if !defined(OAR_SEPARATE_KERNELS)
+#define OAR_KERNEL_REGISTRY_LINKAGE inline
+#elif defined(OAR_KERNELS_IMPLEMENTATION)
+#define OAR_KERNEL_REGISTRY_LINKAGE
+#endif
+
+#if defined(OAR_KERNEL_REGISTRY_LINKAGE)
+OAR_KERNEL_REGISTRY_LINKAGE const KernelRegistry& KernelRegistry::instance() {
+  static const KernelRegistry r;
+  return r;
+}
+
+OAR_KERNEL_REGISTRY_LINKAGE KernelRegistry::KernelRegistry() {
+  for_each_op(AllOps{}, [&]<class Op>() {
+    std::string type = Op::def().type;
+    if constexpr (requires(KernelContext& c) { Op::eval_cpu(c); }) kernels_[type].cpu = &Op::eval_cpu;
+    if constexpr (requires(KernelContext& c) { Op::eval_grad_cpu(c); }) kernels_[type + "_grad"].cpu = &Op::eval_grad_cpu;
+  });
+}
+#undef OAR_KERNEL_REGISTRY_LINKAGE
+#endif
 
 }  // namespace oar
