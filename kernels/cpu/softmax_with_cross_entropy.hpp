@@ -60,7 +60,7 @@ inline void SoftmaxWithCrossEntropy::eval_grad_cpu(KernelContext& c) {
   c.check(dl.numel() == n, "Loss@GRAD {} must hold one value per row of Softmax {}", dl.shape().str(), sm.shape().str());
   std::vector<int64_t> hard;
   if (!soft) hard = cpu::read_hard_labels(c, label, n, d, ignore);
-  c.dispatch_float([&](auto tag) {
+  c.dispatch(type_list<float, double>{}, sm.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(sm.shape(), sm.dtype());
     const T *ps = sm.data<T>(), *pdl = dl.data<T>();

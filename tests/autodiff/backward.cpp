@@ -85,13 +85,13 @@ struct Harness {
 
 }  // namespace
 
-TEST_CASE("backward: fc-tanh-fc-softmax_with_cross_entropy-mean matches finite differences of every parameter") {
+TEST_CASE("backward: fc-tanh-fc-softmax-cross_entropy-mean matches finite differences of every parameter") {
   Tape tape;
   auto x = data("x", f64, {-1, 4});
   auto label = data("label", i64, {-1, 1});
   auto h = fc(x, 5).act(oar::tanh);
-  auto logits = fc(h, 3);
-  auto loss = mean(softmax_with_cross_entropy(logits, label));
+  auto prob = fc(h, 3).act(softmax);
+  auto loss = mean(cross_entropy(prob, label));
   Topology t = tape.program(loss);
   auto pg = append_backward(t.main, t.outputs[0]);
   REQUIRE(pg.size() == 4);
@@ -103,15 +103,33 @@ TEST_CASE("backward: fc-tanh-fc-softmax_with_cross_entropy-mean matches finite d
     got.insert(p);
   }
   CHECK(got == std::set<std::string>{"fc_0.w_0", "fc_0.b_0", "fc_1.w_0", "fc_1.b_0"});
-  // The seed: fill_constant 1.0 into loss@GRAD, right after the forward ops.
+  // The seed: fill_constant 1.0 into loss@GRAD, right after the 8 forward ops.
   auto types = op_types(t.main);
-  REQUIRE(types.size() > 7);
-  CHECK(types[7] == "fill_constant");
-  CHECK(t.main.global_block().op(7).output("Out") == std::vector<std::string>{t.outputs[0] + "@GRAD"});
+  REQUIRE(types.size() > 8);
+  CHECK(types[8] == "fill_constant");
+  CHECK(t.main.global_block().op(8).output("Out") == std::vector<std::string>{t.outputs[0] + "@GRAD"});
+  CHECK(t.main.global_block().op(8).attr<float>("value") == 1.0f);
   CHECK(count(types, "mul_grad") == 2);
   CHECK(count(types, "tanh_grad") == 1);
-  CHECK(count(types, "softmax_with_cross_entropy_grad") == 1);
+  CHECK(count(types, "softmax_grad") == 1);
+  CHECK(count(types, "cross_entropy_grad") == 1);
+  CHECK_FALSE(t.main.global_block().has_var("label@GRAD"));
 
+  Harness hs(t, {{"x", random_f64({6, 4}, 1)}, {"label", labels_i64({0, 2, 1, 1, 0, 2})}}, t.outputs[0]);
+  for (auto& [p, g] : pg) hs.check(p);
+}
+
+TEST_CASE("backward: fc-tanh-fc-softmax_with_cross_entropy-mean matches finite differences") {
+  Tape tape;
+  auto x = data("x", f64, {-1, 4});
+  auto label = data("label", i64, {-1, 1});
+  auto h = fc(x, 5).act(oar::tanh);
+  auto logits = fc(h, 3);
+  auto loss = mean(softmax_with_cross_entropy(logits, label));
+  Topology t = tape.program(loss);
+  auto pg = append_backward(t.main, t.outputs[0]);
+  REQUIRE(pg.size() == 4);
+  CHECK(count(op_types(t.main), "softmax_with_cross_entropy_grad") == 1);
   Harness hs(t, {{"x", random_f64({6, 4}, 1)}, {"label", labels_i64({0, 2, 1, 1, 0, 2})}}, t.outputs[0]);
   for (auto& [p, g] : pg) hs.check(p);
 }

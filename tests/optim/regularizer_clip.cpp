@@ -143,7 +143,8 @@ TEST_CASE("clip: ClipByValue clamps each gradient element to [min, max]") {
   Vec mags;
   {
     Net2 plain(optim::sgd(0.1), ParamAttr(), ParamAttr());
-    for (double g : plain.step({"a@GRAD"})[0]) mags.push_back(std::abs(g));
+    auto r = plain.step({"a@GRAD"});
+    for (double g : r[0]) mags.push_back(std::abs(g));
   }
   std::sort(mags.begin(), mags.end());
   REQUIRE(mags[2] < mags[3]);
