@@ -77,7 +77,7 @@ inline Var one_hot(const Var& x, int depth, OAR_HERE) {
 }
 /// Index of the maximum along `axis` (i64).
 inline Var argmax(const Var& x, int axis = -1, OAR_HERE) {
-  return record_op_layer("argmax", "argmax", {{"X", {x}}}, {{"axis", axis}}, {{"Out", i64, true}}, loc)[0];
+  return record_op_layer("argmax", "arg_max", {{"X", {x}}}, {{"axis", axis}}, {{"Out", i64, true}}, loc)[0];
 }
 /// The k largest values along the last dim and their indices.
 inline std::vector<Var> topk(const Var& x, int k, OAR_HERE) {
