@@ -128,7 +128,7 @@ TEST_CASE("reduce_max / reduce_min: ties send the gradient to every equal elemen
     for (auto& g : op_def(type).grad(gc)) add_op(b, g);
     Scope scope;
     Executor exe;
-    auto r = exe.run(p, scope, {{"X_0", x}, {"Out_0@GRAD", Tensor::from<double>({2.0})}}, {"X_0@GRAD"});
+    auto r = exe.run(p, scope, {{"X_0", x}, {"Out_0@GRAD", Tensor::from<double>({2.0}, Shape{1})}}, {"X_0@GRAD"});
     std::vector<double> want = std::string(type) == "reduce_max" ? std::vector<double>{0, 2, 2, 0} : std::vector<double>{0, 0, 0, 2};
     CHECK(r[0].to_vector<double>() == want);
   }
