@@ -61,7 +61,7 @@ inline void CrossEntropy::eval_cpu(KernelContext& c) {
   std::vector<int64_t> hard;
   if (soft) c.check(label.shape() == x.shape(), "soft_label needs Label {} shaped like X {}", label.shape().str(), x.shape().str());
   else hard = cpu::read_hard_labels(c, label, n, d, ignore);
-  c.dispatch_float([&](auto tag) {
+  c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     y.resize(ys, x.dtype());
     const T* px = x.data<T>();
@@ -97,7 +97,7 @@ inline void CrossEntropy::eval_grad_cpu(KernelContext& c) {
   c.check(dy.numel() == n, "Y@GRAD {} must hold one value per row of X {}", dy.shape().str(), x.shape().str());
   std::vector<int64_t> hard;
   if (!soft) hard = cpu::read_hard_labels(c, label, n, d, ignore);
-  c.dispatch_float([&](auto tag) {
+  c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(x.shape(), x.dtype());
     const T *px = x.data<T>(), *pdy = dy.data<T>();

@@ -20,7 +20,7 @@ inline void SoftmaxWithCrossEntropy::eval_cpu(KernelContext& c) {
   std::vector<int64_t> hard;
   if (soft) c.check(label.shape() == x.shape(), "soft_label needs Label {} shaped like Logits {}", label.shape().str(), x.shape().str());
   else hard = cpu::read_hard_labels(c, label, n, d, ignore);
-  c.dispatch_float([&](auto tag) {
+  c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     sm.resize(x.shape(), x.dtype());
     loss.resize(ls, x.dtype());

@@ -13,7 +13,7 @@ struct BnRef {
 };
 /// Plain-loop batch_norm in double (NCHW).
 BnRef naive_bn(const Tensor& x, const Tensor& scale, const Tensor& bias, const Tensor& rmean, const Tensor& rvar, bool global,
-               double momentum = 0.9, double eps = 1e-5) {
+               double momentum = double(0.9f), double eps = double(1e-5f)) {  // the attrs are f32
   int64_t n = x.dim(0), c = x.dim(1), s = x.numel() / std::max<int64_t>(n * c, 1);
   if (n * c == 0) s = 0;
   std::vector<double> mean(static_cast<size_t>(c)), var(static_cast<size_t>(c)), y(size_t(x.numel())), mo(static_cast<size_t>(c)), vo(static_cast<size_t>(c)), istd(static_cast<size_t>(c));

@@ -36,7 +36,7 @@ TEST_CASE("gather: an index out of range is an oar::Error naming it; bad Index d
   auto m = error_of([&] { OpTest("gather").input("X", x).input("Index", Tensor::from<int64_t>({1, 7, 2})).run(); });
   CHECK(m.find("gather") != std::string::npos);
   CHECK(m.find("Index[1] = 7 is out of range [0, 5)") != std::string::npos);
-  auto m2 = error_of([&] { OpTest("gather").input("X", x).input("Index", Tensor::from<int32_t>({-1})).run(); });
+  auto m2 = error_of([&] { OpTest("gather").input("X", x).input("Index", Tensor::from<int32_t>({-1}, Shape{1})).run(); });
   CHECK(m2.find("Index[0] = -1") != std::string::npos);
   auto m3 = error_of([&] { OpTest("gather").input("X", x).input("Index", random_tensor<float>({2})).build(); });
   CHECK(m3.find("Index must be i32 or i64") != std::string::npos);

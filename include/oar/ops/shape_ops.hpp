@@ -35,21 +35,26 @@ Shape reshape_shape(const Ctx& c, const Shape& in, const std::vector<int64_t>& w
       out.push_back(d);
     }
   }
-  int64_t n = in.numel();
-  int64_t rest = 1;
-  bool rest_known = true;
-  for (int i = 0; i < out.rank(); ++i)
-    if (i != infer) {
-      if (out[i] < 0) rest_known = false;
-      else rest *= out[i];
-    }
+  // Compare X without the copied dims (0 entries) against the explicit dims: that works even when a copied
+  // dim is unknown (the batch at build time), so [?, 3, 4] -> [0, -1] infers [?, 12].
+  std::vector<bool> copied(size_t(in.rank()), false);
+  int64_t explicit_n = 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] == 0) copied[i] = true;
+    else if (want[i] > 0) explicit_n *= want[i];
+  }
+  int64_t rest_n = 1;  // X's elements outside the copied dims; -1 when unknown
+  for (int i = 0; i < in.rank(); ++i)
+    if (!copied[size_t(i)]) rest_n = in[i] < 0 || rest_n < 0 ? -1 : rest_n * in[i];
   if (infer >= 0) {
-    if (n >= 0 && rest_known) {
-      c.check(rest > 0 && n % rest == 0, "cannot reshape X {} ({} elements) to [{}]: {} is not a multiple of {}", in.str(), n, fmt::join(want, ", "), n, rest);
-      out[infer] = n / rest;
+    if (rest_n >= 0) {
+      c.check(explicit_n > 0 && rest_n % explicit_n == 0, "cannot reshape X {} to [{}]: {} elements outside the copied dims are not a multiple of {}",
+              in.str(), fmt::join(want, ", "), rest_n, explicit_n);
+      out[infer] = rest_n / explicit_n;
     }
-  } else if (n >= 0 && rest_known) {
-    c.check(n == rest, "cannot reshape X {} ({} elements) to [{}] ({} elements)", in.str(), n, fmt::join(want, ", "), rest);
+  } else if (rest_n >= 0) {
+    c.check(rest_n == explicit_n, "cannot reshape X {} to [{}]: {} elements outside the copied dims, {} in the new dims", in.str(),
+            fmt::join(want, ", "), rest_n, explicit_n);
   }
   return out;
 }
