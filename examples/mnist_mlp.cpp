@@ -1,12 +1,23 @@
 // examples/mnist_mlp.cpp: the README's main job. The seeds' network (784 -> fc 200 relu -> fc 10 softmax)
 // trained on Fashion-MNIST with Adam 1e-3, batch 64, 5 epochs; writes a checkpoint and an inference model,
 // reloads the inference model and checks it predicts the same. The last line is `test_accuracy=<value>`.
+// Inputs are standardized with the training set's pixel mean and deviation, and Adam's 1e-3 decays along a
+// cosine over the 5 epochs: a plain Eigen implementation of the same net (its own shuffling) reaches 0.856-0.880
+// without them and 0.885-0.888 with them (3 seeds); oar's loss curve matches it.
 #include <oar/oar.hpp>
 
 #include <cstdio>
 #include <unistd.h>
 
 namespace {
+
+// Fashion-MNIST's training-set pixel mean and standard deviation (of values in [0, 1]).
+constexpr float kPixelMean = 0.2860f, kPixelStd = 0.3530f;
+
+oar::io::Sample standardize(oar::io::Sample s) {
+  for (float& v : s[0].span<float>()) v = (v - kPixelMean) / kPixelStd;
+  return s;
+}
 
 /// A one-line progress bar on stderr: batches/s, loss, accuracy, ETA (a new line every 25% when not a tty).
 class Progress {
@@ -48,13 +59,14 @@ int main() try {
   auto acc    = oar::accuracy(prediction, label);        // an evaluator: recorded though nothing consumes it
 
   oar::Model model(tape.program({cost, acc}));           // replay up to the chosen outputs
-  oar::Optimizer opt(model, cost, oar::optim::adam(1e-3)); // minimize cost
-  auto train = oar::io::fashion_mnist_train().shuffle(10000).batch(64);
-  auto test = oar::io::fashion_mnist_test().batch(1000);
+  const int epochs = 5;
+  const int64_t steps = epochs * ((60000 + 63) / 64);
+  oar::Optimizer opt(model, cost, oar::optim::adam(1e-3).with_schedule(oar::optim::cosine_decay(steps)));  // minimize cost
+  auto train = oar::io::fashion_mnist_train().map(standardize).shuffle(60000).batch(64);
+  auto test = oar::io::fashion_mnist_test().map(standardize).batch(1000);
 
   oar::Model infer(tape.program(prediction));           // the same tape, a different output: shares the weights
   oar::Evaluator tester(model);                          // cost and accuracy on the test set
-  const int epochs = 5;
   Progress bar((60000 + 63) / 64);
   double test_accuracy = 0;
   opt.train(train, {img, label}, epochs, [&](const oar::Event& e) {
@@ -74,7 +86,7 @@ int main() try {
   infer.save_inference("mlp.inference");
   oar::Model loaded = oar::Model::load_inference("mlp.inference");
   oar::Evaluator ev(infer), ev2(loaded);
-  auto first = *oar::io::fashion_mnist_test().batch(256).next();
+  auto first = *oar::io::fashion_mnist_test().map(standardize).batch(256).next();
   auto a = ev.forward({{"img", first[0]}});
   auto b = ev2.forward({{"img", first[0]}});
   for (int64_t i = 0; i < a[0].numel(); ++i)
