@@ -1,6 +1,7 @@
 // examples/mnist_conv.cpp: Fluid's book conv net on Fashion-MNIST: conv 5x5x20 relu + max pool 2, batch
-// norm, conv 5x5x50 relu + max pool 2, fc 10 softmax; Adam 1e-3, batch 64, 5 epochs (OAR_EPOCHS overrides).
-// Prints the test accuracy per epoch; the last line is `test_accuracy=<value>` (target >= 0.90).
+// norm, conv 5x5x50 relu + max pool 2, fc 10 softmax; Adam 1e-3 decaying along a cosine, batch 64, 5 epochs
+// (OAR_EPOCHS overrides), inputs standardized as in mnist_mlp.cpp (with plain Adam 1e-3 on raw pixels the net
+// ends at 0.893). Prints the test accuracy per epoch; the last line is `test_accuracy=<value>` (target >= 0.90).
 #include <oar/oar.hpp>
 
 #include <cstdio>
@@ -19,15 +20,16 @@ int main() try {
   auto acc = oar::accuracy(prediction, label);
 
   oar::Model model(tape.program({cost, acc}));
-  oar::Optimizer opt(model, cost, oar::optim::adam(1e-3));
-  auto to_image = [](oar::io::Sample s) {  // [784] -> [1, 28, 28]
+  const int epochs = std::getenv("OAR_EPOCHS") ? std::atoi(std::getenv("OAR_EPOCHS")) : 5;
+  oar::Optimizer opt(model, cost, oar::optim::adam(1e-3).with_schedule(oar::optim::cosine_decay(epochs * 938)));
+  auto to_image = [](oar::io::Sample s) {  // standardized [784] -> [1, 28, 28]
+    for (float& v : s[0].span<float>()) v = (v - 0.2860f) / 0.3530f;  // the training set's pixel mean and deviation
     s[0] = s[0].view({1, 28, 28});
     return s;
   };
-  auto train = oar::io::fashion_mnist_train().map(to_image).shuffle(10000).batch(64);
+  auto train = oar::io::fashion_mnist_train().map(to_image).shuffle(60000).batch(64);
   auto test = oar::io::fashion_mnist_test().map(to_image).batch(500);
   oar::Evaluator tester(model);
-  int epochs = std::getenv("OAR_EPOCHS") ? std::atoi(std::getenv("OAR_EPOCHS")) : 5;
   double test_accuracy = 0;
   opt.train(train, {img, label}, epochs, [&](const oar::Event& e) {
     if (e.kind == oar::Event::Kind::end_iteration && (e.iteration + 1) % 100 == 0)

@@ -8,9 +8,9 @@ namespace oar::ops {
 inline void Accuracy::eval_cpu(KernelContext& c) {
   const LoDTensor& ind = c.in("Indices");
   const LoDTensor& label = c.in("Label");
-  c.check(ind.rank() == 2, "Indices must be [N, k], got {}", ind.shape().str());
+  c.check(ind.rank() == 2, "Indices must be [N, k], got {}", ind.shape());
   const int64_t n = ind.dim(0), k = ind.dim(1);
-  c.check(label.numel() == n, "Label {} must hold one label per row of Indices {}", label.shape().str(), ind.shape().str());
+  c.check(label.numel() == n, "Label {} must hold one label per row of Indices {}", label.shape(), ind.shape());
   int64_t correct = 0;
   c.dispatch(type_list<int64_t, int32_t>{}, ind.dtype(), [&](auto it) {
     using I = typename decltype(it)::type;

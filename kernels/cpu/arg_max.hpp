@@ -28,10 +28,10 @@ bool before_desc(T va, int64_t a, T vb, int64_t b) {
 template <bool Max>
 void arg_reduce(KernelContext& c) {
   const LoDTensor& x = c.in("X");
-  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape().str());
+  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
   int axis = ops::tensor_detail::normalize_axis(c, c.attr<int64_t>("axis"), x.rank(), "axis", x.shape());
   const int64_t outer = x.shape().numel(0, axis), n = x.dim(axis), inner = x.shape().numel(axis + 1, x.rank());
-  c.check(n > 0 || outer * inner == 0, "{} over an empty axis {} of X {}", c.op().type(), axis, x.shape().str());
+  c.check(n > 0 || outer * inner == 0, "{} over an empty axis {} of X {}", c.op().type(), axis, x.shape());
   Shape os = x.shape();
   if (c.attr<bool>("keepdims")) os[axis] = 1;
   else os.erase(axis);
@@ -66,9 +66,9 @@ inline void ArgMin::eval_cpu(KernelContext& c) { cpu::arg_reduce<false>(c); }
 
 inline void TopK::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
-  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape().str());
+  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
   const int64_t k = c.attr<int32_t>("k"), n = x.dim(x.rank() - 1), rows = n ? x.numel() / n : x.shape().numel(0, x.rank() - 1);
-  c.check(k <= n, "k = {} is more than the last dim of X {}", k, x.shape().str());
+  c.check(k <= n, "k = {} is more than the last dim of X {}", k, x.shape());
   Shape os = x.shape();
   os[os.rank() - 1] = k;
   LoDTensor& out = c.out("Out");

@@ -33,7 +33,7 @@ inline void Assign::eval_cpu(KernelContext& c) {
 inline void Increment::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
   LoDTensor& out = c.out("Out");
-  c.check(x.numel() == 1, "X must hold exactly one element, X is {}", x.shape().str());
+  c.check(x.numel() == 1, "X must hold exactly one element, X is {}", x.shape());
   const float step = c.attr<float>("step");
   c.dispatch(type_list<float, double, int32_t, int64_t, int16_t, int8_t, uint8_t>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

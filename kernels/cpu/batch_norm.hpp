@@ -36,10 +36,10 @@ inline void BatchNorm::eval_cpu(KernelContext& c) {
   const LoDTensor& mean_in = c.in("Mean");
   const LoDTensor& var_in = c.in("Variance");
   c.check(c.attr<std::string>("data_layout") == "NCHW", "data_layout {} is not supported (only NCHW)", c.attr<std::string>("data_layout"));
-  c.check(x.rank() >= 2 && x.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", x.shape().str());
+  c.check(x.rank() >= 2 && x.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", x.shape());
   const cpu::NcsDims dm = cpu::ncs(x.shape());
   for (auto* p : {&scale, &bias, &mean_in, &var_in})
-    c.check(p->rank() == 1 && p->dim(0) == dm.c, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", dm.c, x.shape().str(), p->shape().str());
+    c.check(p->rank() == 1 && p->dim(0) == dm.c, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", dm.c, x.shape(), p->shape());
   const float momentum = c.attr<float>("momentum");
   const double eps = c.attr<float>("epsilon");
   const bool global = c.attr<bool>("is_test") || c.attr<bool>("use_global_stats");
@@ -112,7 +112,7 @@ inline void BatchNorm::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& smean = c.in("SavedMean");
   const LoDTensor& sistd = c.in("SavedVariance");
   const LoDTensor& dy = c.in("Y@GRAD");
-  c.check(dy.shape() == x.shape(), "Y@GRAD {} does not match X {}", dy.shape().str(), x.shape().str());
+  c.check(dy.shape() == x.shape(), "Y@GRAD {} does not match X {}", dy.shape(), x.shape());
   const cpu::NcsDims dm = cpu::ncs(x.shape());
   const bool global = c.attr<bool>("is_test") || c.attr<bool>("use_global_stats");
   const int64_t m = dm.n * dm.s;

@@ -56,7 +56,7 @@ inline void Concat::eval_cpu(KernelContext& c) {
     const Shape& si = xs[i]->shape();
     bool ok = si.rank() == s0.rank() && xs[i]->dtype() == xs[0]->dtype();
     for (int d = 0; ok && d < s0.rank(); ++d) ok = d == axis || si[d] == s0[d];
-    c.check(ok, "X[{}] {} {} does not fit X[0] {} {} (only axis {} may differ)", i, si.str(), name(xs[i]->dtype()), s0.str(), name(xs[0]->dtype()), axis);
+    c.check(ok, "X[{}] {} {} does not fit X[0] {} {} (only axis {} may differ)", i, si, name(xs[i]->dtype()), s0, name(xs[0]->dtype()), axis);
     os[axis] += si[axis];
     pieces.push_back({static_cast<char*>(xs[i]->raw()), size_t(si[axis] * inner) * es});
   }
@@ -90,7 +90,7 @@ inline void Concat::eval_grad_cpu(KernelContext& c) {
     }
     pieces.push_back({p, size_t(x.dim(axis) * inner) * es});
   }
-  c.check(dout.rank() == s0.rank() && dout.dim(axis) == total, "Out@GRAD {} does not match the inputs joined on axis {}", dout.shape().str(), axis);
+  c.check(dout.rank() == s0.rank() && dout.dim(axis) == total, "Out@GRAD {} does not match the inputs joined on axis {}", dout.shape(), axis);
   cpu::join_rows(static_cast<char*>(dout.raw()), s0.numel(0, axis), pieces, false);
 }
 
@@ -123,8 +123,8 @@ inline void Stack::eval_cpu(KernelContext& c) {
   auto xs = c.ins("X");
   const Shape& s0 = xs[0]->shape();
   for (size_t i = 1; i < xs.size(); ++i)
-    c.check(xs[i]->shape() == s0 && xs[i]->dtype() == xs[0]->dtype(), "X[{}] {} {} differs from X[0] {} {}", i, xs[i]->shape().str(),
-            name(xs[i]->dtype()), s0.str(), name(xs[0]->dtype()));
+    c.check(xs[i]->shape() == s0 && xs[i]->dtype() == xs[0]->dtype(), "X[{}] {} {} differs from X[0] {} {}", i, xs[i]->shape(),
+            name(xs[i]->dtype()), s0, name(xs[0]->dtype()));
   Shape ys = x_with_axis(c, s0, int64_t(xs.size()));
   int axis = c.attr<int32_t>("axis");
   if (axis < 0) axis += s0.rank() + 1;
@@ -145,7 +145,7 @@ inline void Stack::eval_grad_cpu(KernelContext& c) {
   int r = dy.rank() - 1;
   int axis = c.attr<int32_t>("axis");
   if (axis < 0) axis += r + 1;
-  c.check(axis >= 0 && axis <= r && dy.dim(axis) == int64_t(n), "Y@GRAD {} does not hold {} slices on axis {}", dy.shape().str(), n, axis);
+  c.check(axis >= 0 && axis <= r && dy.dim(axis) == int64_t(n), "Y@GRAD {} does not hold {} slices on axis {}", dy.shape(), n, axis);
   Shape xs = dy.shape();
   xs.erase(axis);
   size_t row = size_t(xs.numel(axis, r)) * size_of(dy.dtype());

@@ -11,8 +11,8 @@ namespace detail {
 /// The sweep of the transposed conv's Output [N, M, H', W'] whose columns [M*kh*kw, H*W] line up with Input's pixels.
 inline cpu::ConvGeom conv2d_transpose_geom(const KernelContext& c, const Shape& x, const Shape& f) {
   int64_t groups = c.attr<int32_t>("groups");
-  c.check(x.rank() == 4 && f.rank() == 4, "Input {} and Filter {} must both be rank 4", x.str(), f.str());
-  c.check(x[1] == f[0] && f[0] % groups == 0, "Input {} has {} channels but Filter {} has {} input channels (groups = {})", x.str(), x[1], f.str(), f[0],
+  c.check(x.rank() == 4 && f.rank() == 4, "Input {} and Filter {} must both be rank 4", x, f);
+  c.check(x[1] == f[0] && f[0] % groups == 0, "Input {} has {} channels but Filter {} has {} input channels (groups = {})", x, x[1], f, f[0],
           groups);
   auto os = c.attr<std::vector<int32_t>>("output_size");
   cpu::ConvGeom g = conv_geom(c, Shape{x[0], f[1] * groups, 0, 0}, f[2], f[3]);
@@ -20,7 +20,7 @@ inline cpu::ConvGeom conv2d_transpose_geom(const KernelContext& c, const Shape& 
   g.w = Conv2dTranspose::out_size(x[3], g.kw, g.pw, g.sw, g.dw, os.empty() ? 0 : os[1]);
   g.oh = x[2], g.ow = x[3];
   c.check(g.h > 0 && g.w > 0 && conv_out_size(g.h, g.kh, g.ph, g.sh, g.dh) == g.oh && conv_out_size(g.w, g.kw, g.pw, g.sw, g.dw) == g.ow,
-          "output size [{}, {}] does not fit Input {} and Filter {}", g.h, g.w, x.str(), f.str());
+          "output size [{}, {}] does not fit Input {} and Filter {}", g.h, g.w, x, f);
   return g;
 }
 
@@ -63,7 +63,7 @@ inline void Conv2dTranspose::eval_grad_cpu(KernelContext& c) {
   const cpu::ConvGeom g = detail::conv2d_transpose_geom(c, x.shape(), f.shape());
   const int64_t n = x.dim(0), cin = x.dim(1), groups = c.attr<int32_t>("groups");
   const int64_t cg = cin / groups, k = g.col_rows() / groups, cols = g.col_cols();
-  c.check(dout.shape() == Shape{n, g.c, g.h, g.w}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape().str(), n, g.c, g.h, g.w);
+  c.check(dout.shape() == Shape{n, g.c, g.h, g.w}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), n, g.c, g.h, g.w);
   const bool want_dx = c.has_out("Input@GRAD"), want_dw = c.has_out("Filter@GRAD");
   if (!want_dx && !want_dw) return;
   c.dispatch_float([&](auto tag) {

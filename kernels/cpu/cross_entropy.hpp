@@ -28,7 +28,7 @@ inline std::pair<int64_t, int64_t> rows_cols(const Shape& s) {
 
 /// Hard labels as int64, each checked to be in [0, d) or equal to `ignore`; an oar::Error names the first bad row.
 inline std::vector<int64_t> read_hard_labels(const KernelContext& c, const LoDTensor& label, int64_t rows, int64_t d, int64_t ignore) {
-  c.check(label.numel() == rows, "Label {} must hold one class index per row ({} rows)", label.shape().str(), rows);
+  c.check(label.numel() == rows, "Label {} must hold one class index per row ({} rows)", label.shape(), rows);
   std::vector<int64_t> out(static_cast<size_t>(rows));
   c.dispatch(type_list<int64_t, int32_t>{}, label.dtype(), [&](auto tag) {
     using L = typename decltype(tag)::type;
@@ -59,7 +59,7 @@ inline void CrossEntropy::eval_cpu(KernelContext& c) {
   Shape ys = x.shape();
   ys[ys.rank() - 1] = 1;
   std::vector<int64_t> hard;
-  if (soft) c.check(label.shape() == x.shape(), "soft_label needs Label {} shaped like X {}", label.shape().str(), x.shape().str());
+  if (soft) c.check(label.shape() == x.shape(), "soft_label needs Label {} shaped like X {}", label.shape(), x.shape());
   else hard = cpu::read_hard_labels(c, label, n, d, ignore);
   c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -94,7 +94,7 @@ inline void CrossEntropy::eval_grad_cpu(KernelContext& c) {
   const bool soft = c.attr<bool>("soft_label");
   const int64_t ignore = c.attr<int32_t>("ignore_index");
   auto [n, d] = cpu::rows_cols(x.shape());
-  c.check(dy.numel() == n, "Y@GRAD {} must hold one value per row of X {}", dy.shape().str(), x.shape().str());
+  c.check(dy.numel() == n, "Y@GRAD {} must hold one value per row of X {}", dy.shape(), x.shape());
   std::vector<int64_t> hard;
   if (!soft) hard = cpu::read_hard_labels(c, label, n, d, ignore);
   c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {

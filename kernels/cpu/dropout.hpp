@@ -72,7 +72,7 @@ inline void Dropout::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& mask = c.in("Mask");
   const LoDTensor& dout = c.in("Out@GRAD");
   LoDTensor& dx = c.out("X@GRAD");
-  c.check(dout.shape() == mask.shape(), "Out@GRAD {} does not match Mask {}", dout.shape().str(), mask.shape().str());
+  c.check(dout.shape() == mask.shape(), "Out@GRAD {} does not match Mask {}", dout.shape(), mask.shape());
   const double p = c.attr<float>("dropout_prob");
   const bool upscale = c.attr<std::string>("dropout_implementation") == "upscale_in_train";
   const bool test = c.attr<bool>("is_test");

@@ -45,7 +45,7 @@ void unary_backward(KernelContext& c, const char* a0, const char* a1) {
   const LoDTensor& y = c.in("Out");
   const LoDTensor& dy = c.in("Out@GRAD");
   LoDTensor& dx = c.out("X@GRAD");
-  c.check(dy.shape() == x.shape(), "Out@GRAD {} does not match X {}", dy.shape().str(), x.shape().str());
+  c.check(dy.shape() == x.shape(), "Out@GRAD {} does not match X {}", dy.shape(), x.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(x.shape(), x.dtype());

@@ -105,7 +105,7 @@ void binary_forward(KernelContext& c) {
   const LoDTensor& y = c.in("Y");
   LoDTensor& out = c.out("Out");
   const ops::BroadcastDims b = detail::run_broadcast(c, x, y);
-  c.check(&out != &y || b.same, "Out may share Y only when X and Y have the same shape (X {}, Y {})", x.shape().str(), y.shape().str());
+  c.check(&out != &y || b.same, "Out may share Y only when X and Y have the same shape (X {}, Y {})", x.shape(), y.shape());
   detail::dispatch_binary<F>(c, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (&out != &x && &out != &y) out.resize(x.shape(), x.dtype());
@@ -124,7 +124,7 @@ void binary_backward(KernelContext& c) {
   const LoDTensor& y = c.in("Y");
   const LoDTensor& dout = c.in("Out@GRAD");
   const ops::BroadcastDims b = detail::run_broadcast(c, x, y);
-  c.check(dout.shape() == x.shape(), "Out@GRAD {} does not match X {}", dout.shape().str(), x.shape().str());
+  c.check(dout.shape() == x.shape(), "Out@GRAD {} does not match X {}", dout.shape(), x.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *px = x.data<T>(), *py = y.data<T>(), *pd = dout.data<T>();

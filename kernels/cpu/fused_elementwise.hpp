@@ -511,7 +511,7 @@ inline void FusedElementwise::eval_grad_cpu(KernelContext& c) {
   auto prog = cpu::fused::program(c, xs.size());
   Shape os = cpu::fused::out_shape(c, xs);
   const LoDTensor& dout = c.in("Out@GRAD");
-  c.check(dout.shape() == os, "Out@GRAD {} does not match the broadcast shape {} of X", dout.shape().str(), os.str());
+  c.check(dout.shape() == os, "Out@GRAD {} does not match the broadcast shape {} of X", dout.shape(), os);
   std::vector<cpu::fused::InputMap> maps;
   for (auto* x : xs) maps.push_back(cpu::fused::make_map(x->shape(), os));
   c.dispatch_float([&](auto tag) {

@@ -31,7 +31,7 @@ namespace oar::ops {
 inline void Gather::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
   const LoDTensor& index = c.in("Index");
-  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape().str());
+  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
   auto idx = cpu::checked_indices(c, index, x.dim(0), "Index", fmt::format("the rows of X {}", x.shape().str()).c_str());
   Shape os = x.shape();
   os[0] = int64_t(idx.size());
@@ -56,7 +56,7 @@ inline void Gather::eval_grad_cpu(KernelContext& c) {
   auto idx = cpu::checked_indices(c, c.in("Index"), x.dim(0), "Index", fmt::format("the rows of X {}", x.shape().str()).c_str());
   LoDTensor& dx = c.out("X@GRAD");
   int64_t d = x.shape().numel(1, x.rank());
-  c.check(dout.numel() == int64_t(idx.size()) * d, "Out@GRAD {} does not match {} rows of X {}", dout.shape().str(), idx.size(), x.shape().str());
+  c.check(dout.numel() == int64_t(idx.size()) * d, "Out@GRAD {} does not match {} rows of X {}", dout.shape(), idx.size(), x.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(x.shape(), x.dtype());

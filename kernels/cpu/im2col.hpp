@@ -37,10 +37,11 @@ inline void valid_cols(const ConvGeom& g, int64_t off, int64_t& lo, int64_t& hi)
 }
 }  // namespace detail
 
-/// col = im2col(img). requires: img [g.c, g.h, g.w], col [g.col_rows(), g.col_cols()], no overlap.
+/// col = im2col(img). requires: img [g.c, g.h, g.w], col [g.col_rows(), g.col_cols()] with rows `ld` apart
+/// (0: g.col_cols(); a larger ld lays several images side by side), no overlap.
 template <class T>
-inline void im2col(const ConvGeom& g, const T* img, T* col) {
-  const int64_t plane = g.h * g.w, cols = g.oh * g.ow;
+inline void im2col(const ConvGeom& g, const T* img, T* col, int64_t ld = 0) {
+  const int64_t plane = g.h * g.w, cols = ld > 0 ? ld : g.oh * g.ow;
   for (int64_t ci = 0; ci < g.c; ++ci)
     for (int64_t a = 0; a < g.kh; ++a)
       for (int64_t b = 0; b < g.kw; ++b) {
@@ -71,8 +72,8 @@ inline void im2col(const ConvGeom& g, const T* img, T* col) {
 /// img += col2im(col), the adjoint of im2col (overlapping windows add up).
 /// requires: img [g.c, g.h, g.w] (accumulated into; zero it first for a plain col2im), col as in im2col.
 template <class T>
-inline void col2im(const ConvGeom& g, const T* col, T* img) {
-  const int64_t plane = g.h * g.w, cols = g.oh * g.ow;
+inline void col2im(const ConvGeom& g, const T* col, T* img, int64_t ld = 0) {
+  const int64_t plane = g.h * g.w, cols = ld > 0 ? ld : g.oh * g.ow;
   for (int64_t ci = 0; ci < g.c; ++ci)
     for (int64_t a = 0; a < g.kh; ++a)
       for (int64_t b = 0; b < g.kw; ++b) {
@@ -103,6 +104,13 @@ inline T* thread_scratch(size_t n) {
   thread_local std::vector<T> buf;
   if (buf.size() < n) buf.resize(n);
   return buf.data();
+}
+
+/// Images per sub-batch of a column matrix of `per_image` elements an image: about a megabyte of columns, so
+/// that one GEMM covers several images (a wide N) while the columns stay in the L2 cache.
+inline int64_t images_per_gemm(int64_t per_image, int64_t chunk) {
+  const int64_t target = int64_t{1} << 18;
+  return std::clamp<int64_t>(target / std::max<int64_t>(per_image, 1), 1, std::max<int64_t>(chunk, 1));
 }
 
 /// Runs `fn(lo, hi, acc)` over the images [0, batch) in deterministic chunks, one per thread when the batch

@@ -15,12 +15,12 @@ inline void LayerNorm::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
   const int b = c.attr<int32_t>("begin_norm_axis");
   const double eps = c.attr<float>("epsilon");
-  c.check(b < x.rank(), "begin_norm_axis = {} needs X of rank > {}, X is {}", b, b, x.shape().str());
+  c.check(b < x.rank(), "begin_norm_axis = {} needs X of rank > {}, X is {}", b, b, x.shape());
   const int64_t rows = x.shape().numel(0, b), k = x.shape().numel(b, x.rank());
   const LoDTensor* scale = c.has_in("Scale") ? &c.in("Scale") : nullptr;
   const LoDTensor* bias = c.has_in("Bias") ? &c.in("Bias") : nullptr;
   for (auto* p : {scale, bias})
-    if (p) c.check(p->numel() == k, "Scale and Bias must have {} elements (X {} from dim {} on), got {}", k, x.shape().str(), b, p->shape().str());
+    if (p) c.check(p->numel() == k, "Scale and Bias must have {} elements (X {} from dim {} on), got {}", k, x.shape(), b, p->shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     LoDTensor& y = c.out("Y");
@@ -60,7 +60,7 @@ inline void LayerNorm::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& mean = c.in("Mean");
   const LoDTensor& var = c.in("Variance");
   const LoDTensor& dy = c.in("Y@GRAD");
-  c.check(dy.shape() == x.shape(), "Y@GRAD {} does not match X {}", dy.shape().str(), x.shape().str());
+  c.check(dy.shape() == x.shape(), "Y@GRAD {} does not match X {}", dy.shape(), x.shape());
   const int b = c.attr<int32_t>("begin_norm_axis");
   const double eps = c.attr<float>("epsilon");
   const int64_t rows = x.shape().numel(0, b), k = x.shape().numel(b, x.rank());

@@ -32,11 +32,11 @@ namespace oar::ops {
 inline void LookupTable::eval_cpu(KernelContext& c) {
   const LoDTensor& w = c.in("W");
   const LoDTensor& ids_t = c.in("Ids");
-  c.check(w.rank() == 2, "W must be [V, D], got {}", w.shape().str());
+  c.check(w.rank() == 2, "W must be [V, D], got {}", w.shape());
   const int64_t v = w.dim(0), d = w.dim(1), pad = cpu::padding_row(c, v);
   auto ids = cpu::lookup_ids(c, ids_t, v, pad);
   Shape os = ids_t.shape();
-  c.check(os.rank() >= 1 && os[os.rank() - 1] == 1, "Ids must end in a dim of 1 ([N, 1]), got {}", os.str());
+  c.check(os.rank() >= 1 && os[os.rank() - 1] == 1, "Ids must end in a dim of 1 ([N, 1]), got {}", os);
   os[os.rank() - 1] = d;
   LoDTensor& out = c.out("Out");
   c.dispatch(type_list<float, double>{}, w.dtype(), [&](auto tag) {
@@ -65,7 +65,7 @@ inline void LookupTable::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& dout = c.in("Out@GRAD");
   const int64_t v = w.dim(0), d = w.dim(1), pad = cpu::padding_row(c, v);
   auto ids = cpu::lookup_ids(c, ids_t, v, pad);
-  c.check(dout.numel() == int64_t(ids.size()) * d, "Out@GRAD {} does not hold {} rows of {}", dout.shape().str(), ids.size(), d);
+  c.check(dout.numel() == int64_t(ids.size()) * d, "Out@GRAD {} does not hold {} rows of {}", dout.shape(), ids.size(), d);
   c.dispatch(type_list<float, double>{}, w.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* g = dout.data<T>();

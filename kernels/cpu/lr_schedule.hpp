@@ -7,7 +7,7 @@ namespace oar::ops {
 
 inline void LrSchedule::eval_cpu(KernelContext& c) {
   const LoDTensor& step = c.in("Step");
-  c.check(step.numel() == 1, "Step must have one element, got {}", step.shape().str());
+  c.check(step.numel() == 1, "Step must have one element, got {}", step.shape());
   if (c.op().attr<std::string>("kind") == "piecewise") {
     auto b = c.attr<std::vector<float>>("boundaries");
     auto v = c.attr<std::vector<float>>("values");

@@ -83,7 +83,7 @@ inline void Matmul::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& y = c.in("Y");
   const LoDTensor& dout = c.in("Out@GRAD");
   const detail::MatmulPlan p = detail::matmul_plan(c, x, y);
-  c.check(dout.numel() == p.batch * p.m * p.n, "Out@GRAD {} does not match Out {}", dout.shape().str(), p.out.str());
+  c.check(dout.numel() == p.batch * p.m * p.n, "Out@GRAD {} does not match Out {}", dout.shape(), p.out);
   const float alpha = c.attr<float>("alpha");
   const bool tx = p.x.trans, ty = p.y.trans;
   c.dispatch_float([&](auto tag) {

@@ -23,7 +23,7 @@ inline void Mean::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
   const LoDTensor& dout = c.in("Out@GRAD");
   LoDTensor& dx = c.out("X@GRAD");
-  c.check(dout.numel() == 1, "Out@GRAD must hold one value, got {}", dout.shape().str());
+  c.check(dout.numel() == 1, "Out@GRAD must hold one value, got {}", dout.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T g = T(double(dout.data<T>()[0]) / double(x.numel()));

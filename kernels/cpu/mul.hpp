@@ -18,7 +18,7 @@ inline void Mul::eval_cpu(KernelContext& c) {
   int xd = c.attr<int32_t>("x_num_col_dims"), yd = c.attr<int32_t>("y_num_col_dims");
   auto [m, k] = detail::flat2(x.shape(), xd);
   auto [k2, n] = detail::flat2(y.shape(), yd);
-  c.check(k == k2, "X {} has {} columns at x_num_col_dims={}, Y {} has {} rows at y_num_col_dims={}", x.shape().str(), k, xd, y.shape().str(), k2, yd);
+  c.check(k == k2, "X {} has {} columns at x_num_col_dims={}, Y {} has {} rows at y_num_col_dims={}", x.shape(), k, xd, y.shape(), k2, yd);
   Shape os = x.shape().slice(0, xd);
   for (int i = yd; i < y.rank(); ++i) os.push_back(y.dim(i));
   c.dispatch_float([&](auto tag) {

@@ -16,7 +16,7 @@ inline constexpr int64_t kGrain = 1 << 14;
 /// The value of a one-element input (LearningRate, Beta1Pow, ...), whatever its float dtype.
 inline double scalar(const KernelContext& c, std::string_view slot) {
   const LoDTensor& t = c.in(slot);
-  c.check(t.numel() == 1, "{} must hold one value, got shape {}", slot, t.shape().str());
+  c.check(t.numel() == 1, "{} must hold one value, got shape {}", slot, t.shape());
   c.check(t.dtype() == DType::f32 || t.dtype() == DType::f64, "{} must be float32 or float64, got {}", slot, name(t.dtype()));
   return t.get(0);
 }
@@ -24,7 +24,7 @@ inline double scalar(const KernelContext& c, std::string_view slot) {
 /// Input `slot`, checked to have Param's shape and dtype.
 inline const LoDTensor& like_param(const KernelContext& c, std::string_view slot, const LoDTensor& p) {
   const LoDTensor& t = c.in(slot);
-  c.check(t.shape() == p.shape(), "{} {} must have Param's shape {}", slot, t.shape().str(), p.shape().str());
+  c.check(t.shape() == p.shape(), "{} {} must have Param's shape {}", slot, t.shape(), p.shape());
   c.check(t.dtype() == p.dtype(), "{} is {} but Param is {}", slot, name(t.dtype()), name(p.dtype()));
   return t;
 }
@@ -76,14 +76,14 @@ void for_range(int64_t n, F&& f) {
 /// A SelectedRows gradient checked against Param [height, w...]: rows in range, value [rows, w...], dtype.
 /// Returns the row width w.
 inline int64_t check_sparse(const KernelContext& c, const SelectedRows& g, const LoDTensor& p) {
-  c.check(p.rank() >= 1, "Param {} must have rank >= 1 for a SelectedRows Grad", p.shape().str());
+  c.check(p.rank() >= 1, "Param {} must have rank >= 1 for a SelectedRows Grad", p.shape());
   int64_t height = p.dim(0), width = p.shape().numel(1, p.rank());
-  c.check(g.height == 0 || g.height == height, "SelectedRows Grad has height {} but Param {} has {} rows", g.height, p.shape().str(), height);
+  c.check(g.height == 0 || g.height == height, "SelectedRows Grad has height {} but Param {} has {} rows", g.height, p.shape(), height);
   c.check(g.value.initialized(), "SelectedRows Grad has no value");
   c.check(g.value.dtype() == p.dtype(), "Grad is {} but Param is {}", name(g.value.dtype()), name(p.dtype()));
   c.check(g.value.numel() == int64_t(g.rows.size()) * width, "SelectedRows Grad value {} does not hold {} rows of width {} (Param {})",
-          g.value.shape().str(), g.rows.size(), width, p.shape().str());
-  for (int64_t r : g.rows) c.check(r >= 0 && r < height, "SelectedRows Grad row {} is out of range for Param {}", r, p.shape().str());
+          g.value.shape(), g.rows.size(), width, p.shape());
+  for (int64_t r : g.rows) c.check(r >= 0 && r < height, "SelectedRows Grad row {} is out of range for Param {}", r, p.shape());
   return width;
 }
 

@@ -27,7 +27,7 @@ struct PoolGeom {
 };
 
 inline PoolGeom pool_geom(const KernelContext& c, const Shape& x) {
-  c.check(x.rank() == 4, "X must be [N, C, H, W], got {}", x.str());
+  c.check(x.rank() == 4, "X must be [N, C, H, W], got {}", x);
   c.check(!c.attr<bool>("adaptive"), "adaptive pooling is not supported");
   auto k = c.attr<std::vector<int32_t>>("ksize");
   auto s = c.attr<std::vector<int32_t>>("strides");
@@ -44,7 +44,7 @@ inline PoolGeom pool_geom(const KernelContext& c, const Shape& x) {
   bool ceil_mode = c.attr<bool>("ceil_mode");
   g.oh = Pool2d::out_size(g.h, g.kh, g.ph, g.sh, ceil_mode);
   g.ow = Pool2d::out_size(g.w, g.kw, g.pw, g.sw, ceil_mode);
-  c.check(g.oh > 0 && g.ow > 0, "output size [{}, {}] <= 0 for X {}", g.oh, g.ow, x.str());
+  c.check(g.oh > 0 && g.ow > 0, "output size [{}, {}] <= 0 for X {}", g.oh, g.ow, x);
   return g;
 }
 
@@ -80,6 +80,88 @@ inline int64_t pool_argmax(const PoolGeom& g, const T* plane, int64_t i, int64_t
   return at;
 }
 
+/// The common LeNet / VGG case: 2x2 max windows, stride 2, no padding, no partial window at the edges.
+inline bool is_max_2x2(const PoolGeom& g) {
+  return g.max && g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.oh == g.h / 2 && g.ow == g.w / 2;
+}
+
+/// Max of a, b, c, d propagating NaN, and which of them (0..3, row-major) is the first equal to it (the first
+/// NaN when there is one): what pool_max / pool_argmax give for a 2x2 window, without the loops.
+template <class T>
+inline T max4(T a, T b, T c, T d, int& at) {
+  T m = a;
+  m = b > m ? b : m;
+  m = c > m ? c : m;
+  m = d > m ? d : m;
+  if (a != a || b != b || c != c || d != d) [[unlikely]] {
+    at = a != a ? 0 : b != b ? 1 : c != c ? 2 : 3;
+    return std::numeric_limits<T>::quiet_NaN();
+  }
+  at = a == m ? 0 : b == m ? 1 : c == m ? 2 : 3;
+  return m;
+}
+
+/// Forward of one plane under is_max_2x2.
+template <class T>
+inline void max_pool_2x2(const PoolGeom& g, const T* plane, T* o) {
+  for (int64_t i = 0; i < g.oh; ++i) {
+    const T* r0 = plane + 2 * i * g.w;
+    const T* r1 = r0 + g.w;
+    T* oi = o + i * g.ow;
+    for (int64_t j = 0; j < g.ow; ++j) {
+      const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+      T m = a;
+      m = b > m ? b : m;
+      m = c > m ? c : m;
+      m = d > m ? d : m;
+      const bool nan = (a != a) | (b != b) | (c != c) | (d != d);
+      oi[j] = nan ? std::numeric_limits<T>::quiet_NaN() : m;
+    }
+  }
+}
+
+/// Gradient of one plane under is_max_2x2: each window's d goes to its max, the rest of the plane is 0.
+/// Branch-free selects (the compiler vectorizes them); a plane holding a NaN takes the exact path of max4,
+/// which sends the gradient to the window's first NaN.
+template <class T>
+inline void max_pool_2x2_grad(const PoolGeom& g, const T* plane, const T* d, T* dx) {
+  if (g.h % 2 || g.w % 2) std::fill(dx, dx + g.h * g.w, T(0));  // a last row or column no window covers
+  bool nan = false;
+  for (int64_t e = 0; e < g.h * g.w; ++e) nan |= plane[e] != plane[e];
+  for (int64_t i = 0; i < g.oh; ++i) {
+    const T* r0 = plane + 2 * i * g.w;
+    const T* r1 = r0 + g.w;
+    T* d0 = dx + 2 * i * g.w;
+    T* d1 = d0 + g.w;
+    const T* di = d + i * g.ow;
+    if (nan) [[unlikely]] {
+      for (int64_t j = 0; j < g.ow; ++j) {
+        int at = 0;
+        max4(r0[2 * j], r0[2 * j + 1], r1[2 * j], r1[2 * j + 1], at);
+        const T dv = di[j];
+        d0[2 * j] = at == 0 ? dv : T(0);
+        d0[2 * j + 1] = at == 1 ? dv : T(0);
+        d1[2 * j] = at == 2 ? dv : T(0);
+        d1[2 * j + 1] = at == 3 ? dv : T(0);
+      }
+      continue;
+    }
+    for (int64_t j = 0; j < g.ow; ++j) {
+      const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], e = r1[2 * j + 1];
+      T m = a;
+      m = b > m ? b : m;
+      m = c > m ? c : m;
+      m = e > m ? e : m;
+      const bool ia = a == m, ib = !ia & (b == m), ic = !ia & !ib & (c == m), ie = !ia & !ib & !ic;
+      const T dv = di[j];
+      d0[2 * j] = ia ? dv : T(0);
+      d0[2 * j + 1] = ib ? dv : T(0);
+      d1[2 * j] = ic ? dv : T(0);
+      d1[2 * j + 1] = ie ? dv : T(0);
+    }
+  }
+}
+
 /// Planes per parallel chunk: enough window work to pay for a hand-off.
 inline int64_t pool_grain(const PoolGeom& g) { return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, g.oh * g.ow * g.kh * g.kw)); }
 
@@ -94,10 +176,15 @@ inline void Pool2d::eval_cpu(KernelContext& c) {
     out.resize({x.dim(0), x.dim(1), g.oh, g.ow}, x.dtype());
     const T* xp = x.data<T>();
     T* op = out.data<T>();
+    const bool fast = detail::is_max_2x2(g);
     parallel_for(0, g.planes, detail::pool_grain(g), [&](int64_t lo, int64_t hi) {
       for (int64_t pl = lo; pl < hi; ++pl) {
         const T* plane = xp + pl * g.h * g.w;
         T* o = op + pl * g.oh * g.ow;
+        if (fast) {
+          detail::max_pool_2x2(g, plane, o);
+          continue;
+        }
         for (int64_t i = 0; i < g.oh; ++i)
           for (int64_t j = 0; j < g.ow; ++j) {
             T v = T(0);  // NOTE: a window wholly in the padding (ceil_mode) gives 0
@@ -123,7 +210,7 @@ inline void Pool2d::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
   const LoDTensor& dout = c.in("Out@GRAD");
   const detail::PoolGeom g = detail::pool_geom(c, x.shape());
-  c.check(dout.shape() == Shape{x.dim(0), x.dim(1), g.oh, g.ow}, "Out@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape().str(), x.dim(0), x.dim(1), g.oh,
+  c.check(dout.shape() == Shape{x.dim(0), x.dim(1), g.oh, g.ow}, "Out@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), x.dim(0), x.dim(1), g.oh,
           g.ow);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -132,11 +219,16 @@ inline void Pool2d::eval_grad_cpu(KernelContext& c) {
     const T* xp = x.data<T>();
     const T* dop = dout.data<T>();
     T* dxp = dx.data<T>();
+    const bool fast = detail::is_max_2x2(g);
     parallel_for(0, g.planes, detail::pool_grain(g), [&](int64_t lo, int64_t hi) {
       for (int64_t pl = lo; pl < hi; ++pl) {
         const T* plane = xp + pl * g.h * g.w;
         const T* d = dop + pl * g.oh * g.ow;
         T* dxl = dxp + pl * g.h * g.w;
+        if (fast) {
+          detail::max_pool_2x2_grad(g, plane, d, dxl);
+          continue;
+        }
         std::fill(dxl, dxl + g.h * g.w, T(0));
         for (int64_t i = 0; i < g.oh; ++i)
           for (int64_t j = 0; j < g.ow; ++j) {

@@ -193,7 +193,7 @@ void reduce_grad_kernel(KernelContext& c) {
   auto axes = ops::reduce_axes(x.shape(), c.attr<std::vector<int32_t>>("dim"), c.attr<bool>("reduce_all"), why);
   c.check(why.empty(), "{}", why);
   const ReducePlan p = make_reduce_plan(x.shape(), axes);
-  c.check(dout.numel() == p.out_numel, "Out@GRAD {} does not match the reduced shape of X {}", dout.shape().str(), x.shape().str());
+  c.check(dout.numel() == p.out_numel, "Out@GRAD {} does not match the reduced shape of X {}", dout.shape(), x.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(x.shape(), x.dtype());

@@ -19,7 +19,7 @@ inline void shape_op_backward(KernelContext& c) {
   if (!c.has_out("X@GRAD")) return;
   const LoDTensor& x = c.in("X");
   const LoDTensor& dout = c.in("Out@GRAD");
-  c.check(dout.numel() == x.numel(), "Out@GRAD {} does not have the {} elements of X {}", dout.shape().str(), x.numel(), x.shape().str());
+  c.check(dout.numel() == x.numel(), "Out@GRAD {} does not have the {} elements of X {}", dout.shape(), x.numel(), x.shape());
   LoDTensor& dx = c.out("X@GRAD");
   dx = LoDTensor(dout.view(x.shape()), x.lod());
 }

@@ -12,7 +12,7 @@ inline void SigmoidCrossEntropyWithLogits::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
   const LoDTensor& label = c.in("Label");
   LoDTensor& out = c.out("Out");
-  c.check(label.shape() == x.shape(), "Label {} must have X's shape {}", label.shape().str(), x.shape().str());
+  c.check(label.shape() == x.shape(), "Label {} must have X's shape {}", label.shape(), x.shape());
   const int ignore = c.attr<int32_t>("ignore_index");
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -37,7 +37,7 @@ inline void SigmoidCrossEntropyWithLogits::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& label = c.in("Label");
   const LoDTensor& dout = c.in("Out@GRAD");
   LoDTensor& dx = c.out("X@GRAD");
-  c.check(dout.shape() == x.shape(), "Out@GRAD {} does not match X {}", dout.shape().str(), x.shape().str());
+  c.check(dout.shape() == x.shape(), "Out@GRAD {} does not match X {}", dout.shape(), x.shape());
   const int ignore = c.attr<int32_t>("ignore_index");
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;

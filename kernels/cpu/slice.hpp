@@ -71,7 +71,7 @@ inline void Slice::eval_grad_cpu(KernelContext& c) {
     begin[size_t(axis)] = b;
     os[axis] = e - b;
   }
-  c.check(dout.shape() == os, "Out@GRAD {} does not match the slice {}", dout.shape().str(), os.str());
+  c.check(dout.shape() == os, "Out@GRAD {} does not match the slice {}", dout.shape(), os);
   LoDTensor& din = c.out("Input@GRAD");
   din.resize(in.shape(), dout.dtype());
   if (din.bytes()) std::memset(din.raw(), 0, din.bytes());

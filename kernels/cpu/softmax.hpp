@@ -66,7 +66,7 @@ void softmax_forward(KernelContext& c) {
   const LoDTensor& x = c.in("X");
   LoDTensor& out = c.out("Out");
   int axis = c.attr<int32_t>("axis");
-  c.check(axis >= -x.rank() && axis < x.rank(), "axis = {} is out of range for X {}", axis, x.shape().str());
+  c.check(axis >= -x.rank() && axis < x.rank(), "axis = {} is out of range for X {}", axis, x.shape());
   const AxisSplit sp = split_at_axis(x.shape(), axis);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -90,7 +90,7 @@ void softmax_backward(KernelContext& c) {
   const LoDTensor& y = c.in("Out");
   const LoDTensor& dy = c.in("Out@GRAD");
   LoDTensor& dx = c.out("X@GRAD");
-  c.check(dy.shape() == y.shape(), "Out@GRAD {} does not match Out {}", dy.shape().str(), y.shape().str());
+  c.check(dy.shape() == y.shape(), "Out@GRAD {} does not match Out {}", dy.shape(), y.shape());
   const AxisSplit sp = split_at_axis(y.shape(), c.attr<int32_t>("axis"));
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -18,7 +18,7 @@ inline void SoftmaxWithCrossEntropy::eval_cpu(KernelContext& c) {
   Shape ls = x.shape();
   ls[ls.rank() - 1] = 1;
   std::vector<int64_t> hard;
-  if (soft) c.check(label.shape() == x.shape(), "soft_label needs Label {} shaped like Logits {}", label.shape().str(), x.shape().str());
+  if (soft) c.check(label.shape() == x.shape(), "soft_label needs Label {} shaped like Logits {}", label.shape(), x.shape());
   else hard = cpu::read_hard_labels(c, label, n, d, ignore);
   c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -57,7 +57,7 @@ inline void SoftmaxWithCrossEntropy::eval_grad_cpu(KernelContext& c) {
   const bool soft = c.attr<bool>("soft_label");
   const int64_t ignore = c.attr<int32_t>("ignore_index");
   auto [n, d] = cpu::rows_cols(sm.shape());
-  c.check(dl.numel() == n, "Loss@GRAD {} must hold one value per row of Softmax {}", dl.shape().str(), sm.shape().str());
+  c.check(dl.numel() == n, "Loss@GRAD {} must hold one value per row of Softmax {}", dl.shape(), sm.shape());
   std::vector<int64_t> hard;
   if (!soft) hard = cpu::read_hard_labels(c, label, n, d, ignore);
   c.dispatch(type_list<float, double>{}, sm.dtype(), [&](auto tag) {

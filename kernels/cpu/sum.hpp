@@ -13,7 +13,7 @@ inline void Sum::eval_cpu(KernelContext& c) {
   LoDTensor& out = c.out("Out");
   const LoDTensor& x0 = *xs[0];
   for (size_t i = 1; i < xs.size(); ++i) {
-    c.check(xs[i]->shape() == x0.shape(), "X[{}] {} does not have the shape of X[0] {}", i, xs[i]->shape().str(), x0.shape().str());
+    c.check(xs[i]->shape() == x0.shape(), "X[{}] {} does not have the shape of X[0] {}", i, xs[i]->shape(), x0.shape());
     c.check(xs[i]->dtype() == x0.dtype(), "X[{}] is {} but X[0] is {}", i, name(xs[i]->dtype()), name(x0.dtype()));
   }
   LoD lod = x0.lod();

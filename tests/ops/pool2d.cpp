@@ -72,6 +72,7 @@ std::vector<PCase> cases() {
     v.push_back({t, 3, 2, 5, 6, 1, 1, 1, 1, 0, 0, false, true, true});  // global
     v.push_back({t, 17, 3, 9, 9, 3, 3, 3, 3, 0, 0});              // batch 17
     v.push_back({t, 64, 20, 24, 24, 2, 2, 2, 2, 0, 0});           // the book net, full batch
+    v.push_back({t, 2, 3, 5, 7, 2, 2, 2, 2, 0, 0});               // 2x2/2 on odd sizes: a last row and column outside every window
   }
   return v;
 }

@@ -111,3 +111,110 @@ TEST_CASE("executor: a prepared block allocates nothing when shapes repeat") {
   CHECK(memory_stats().allocations.load() == allocs);
   CHECK(memory_stats().peak.load() >= 10 * 32 * 64 * 4);
 }
+
+TEST_CASE("executor: recycled buffers hold the live tensors only, give the same results, and allocate nothing") {
+  // x -> 12 chained ops (tanh, relu, scale) on [32, 64]; h5 is fetched mid-chain, h11 at the end.
+  Program p;
+  Block& b = p.global_block();
+  b.create_var("x", {.dtype = f32, .shape = Shape{-1, 64}});
+  std::string cur = "x";
+  for (int i = 0; i < 12; ++i) {
+    Operator op(i % 3 == 0 ? "tanh" : i % 3 == 1 ? "relu" : "scale");
+    if (i % 3 == 2) op.set_attr("scale", 1.5f);
+    std::string next = "h" + std::to_string(i);
+    op.set_input("X", {cur}).set_output("Out", {next});
+    add_op(b, op);
+    cur = next;
+  }
+  std::vector<float> xv(32 * 64);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(i % 97) / 50.0f - 0.9f;
+  auto x = Tensor::from<float>(xv, {32, 64});
+  const size_t tensor_bytes = 32 * 64 * 4;
+  auto held = [](Scope& s) {  // bytes of the temporaries' storage (distinct buffers)
+    std::set<const Storage*> seen;
+    size_t n = 0;
+    for (int i = 0; i < 12; ++i) {
+      const LoDTensor& t = s.find("h" + std::to_string(i))->tensor();
+      if (t.initialized() && seen.insert(t.storage().get()).second) n += t.storage()->bytes();
+    }
+    return n;
+  };
+
+  Scope plain_scope;
+  Executor exe;
+  auto plain = exe.prepare(p, plain_scope);
+  auto want = exe.run(*plain, plain_scope, {{"x", x}}, {"h5", "h11"});
+
+  Scope scope;
+  auto rec = exe.prepare(p, scope);
+  rec->recycle_buffers({"h8"});
+  auto got = exe.run(*rec, scope, {{"x", x}}, {"h5", "h11"});
+  for (int k = 0; k < 2; ++k) CHECK(got[size_t(k)].to_vector<float>() == want[size_t(k)].to_vector<float>());
+  got.clear();
+  const int64_t allocs = memory_stats().allocations.load();
+  for (int r = 0; r < 3; ++r) {
+    auto again = exe.run(*rec, scope, {{"x", x}}, {"h5", "h11"});
+    CHECK(again[0].to_vector<float>() == want[0].to_vector<float>());
+    CHECK(again[1].to_vector<float>() == want[1].to_vector<float>());
+  }
+  CHECK(memory_stats().allocations.load() == allocs);  // the free list serves every temporary
+  // The plain block holds all 12 temporaries; the recycled one the fetched h5 and h11, the kept h8, and the
+  // free list (an op's input and output at most are alive besides them).
+  CHECK(held(*plain->local_scope()) == 12 * tensor_bytes);  // temporaries live in the block's child scope
+  CHECK(held(*rec->local_scope()) == 3 * tensor_bytes);
+  CHECK(rec->free_bytes() <= 2 * tensor_bytes);
+  CHECK(rec->free_bytes() > 0);
+  // h3 (neither kept nor fetched) gave its buffer away and has no value.
+  CHECK(!rec->local_scope()->find("h3")->tensor().initialized());
+  CHECK(rec->free_bytes() > 0);
+}
+
+TEST_CASE("executor: conditional_block runs its sub-block only when the condition holds") {
+  Tape tape;
+  auto x = data("x", f32, {-1, 4});
+  auto flag = data("flag", boolean, {1});
+  auto y = cond(flag, [&] { return fc(x, 3).act(relu); });
+  Model model(tape.program(y));
+  auto xv = Tensor::from<float>({0.5f, -1.f, 2.f, 0.25f, -0.5f, 1.5f, -2.f, 1.f}, {2, 4});
+  auto flag_of = [](bool v) {
+    Tensor t(Shape{1}, boolean);
+    t.data<bool>()[0] = v;
+    return t;
+  };
+  // The reference: relu(x W + b) from the model's parameters.
+  auto w = model.scope().tensor("fc_0.w_0").to_vector<float>();
+  auto bias = model.scope().tensor("fc_0.b_0").to_vector<float>();
+  auto xs = xv.to_vector<float>();
+  std::vector<float> want(6);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      float acc = bias[size_t(j)];
+      for (int k = 0; k < 4; ++k) acc += xs[size_t(i * 4 + k)] * w[size_t(k * 3 + j)];
+      want[size_t(i * 3 + j)] = std::max(acc, 0.0f);
+    }
+
+  Evaluator ev(model);
+  auto on = ev.forward({{"x", xv}, {"flag", flag_of(true)}});
+  REQUIRE(on[0].shape() == Shape{2, 3});
+  for (int e = 0; e < 6; ++e) CHECK(on[0].get(e) == doctest::Approx(want[size_t(e)]).epsilon(1e-6));
+
+  // False: the sub-block does not run, so a fresh evaluator has no value to fetch.
+  Evaluator fresh(model);
+  std::string msg;
+  try {
+    fresh.forward({{"x", xv}, {"flag", flag_of(false)}});
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("has no value after the run") != std::string::npos);
+  // A wrong condition type is an error naming the op.
+  msg.clear();
+  try {
+    Tensor two(Shape{2}, boolean);
+    two.data<bool>()[0] = two.data<bool>()[1] = true;
+    ev.forward({{"x", xv}, {"flag", two}});
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  CHECK(!msg.empty());
+}

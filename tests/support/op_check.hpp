@@ -140,8 +140,10 @@ class OpTest {
     return result;
   }
 
-  /// Fluid's check_grad: loss = mean over `outputs` of mean(output); numeric gradients of each input in
-  /// `check` by central differences (delta) against the grad kernels' results. Inputs must be f64.
+  /// Fluid's check_grad with a weighted loss: loss = mean over `outputs` of mean(w * output), w a fixed random
+  /// tensor in [0.5, 1.5) per output (a plain mean gives every output element the same gradient, which hides
+  /// layout bugs and gives zero gradients for softmax rows and normalized batches); numeric gradients of each
+  /// input in `check` by central differences (delta) against the grad kernels' results. Inputs must be f64.
   void check_grad(const std::vector<std::string>& check, const std::vector<std::string>& outputs, double delta = 0.005,
                   double max_relative_error = 0.005, const std::set<std::string>& no_grad = {}) const {
     Program p = build();
@@ -168,16 +170,23 @@ class OpTest {
     // Forward values of the outputs give the seeds' shapes.
     auto fwd_out = run_outputs(feeds);
     double n_out = double(outputs.size());
+    std::map<std::string, Tensor> weight;  // by output var name
+    uint64_t wseed = 1000;
+    for (auto& o : outputs) {
+      const std::string n = var_name(o, 0);
+      weight[n] = random_tensor<double>(fwd_out.at(n).shape(), 0.5, 1.5, wseed++);
+    }
     for (auto& s : fwd.outputs())
       for (size_t i = 0; i < s.args.size(); ++i) {
         std::string g = grad_var_name(s.args[i]);
         const LoDTensor& o = fwd_out.at(s.args[i]);
-        bool seeded = std::find(outputs.begin(), outputs.end(), s.slot) != outputs.end();
-        double v = seeded ? 1.0 / (double(o.numel()) * n_out) : 0.0;
+        const bool seeded = i == 0 && std::find(outputs.begin(), outputs.end(), s.slot) != outputs.end();
+        const Tensor* w = seeded ? &weight.at(s.args[i]) : nullptr;
+        auto v = [&](int64_t j) { return w ? w->get(j) / (double(o.numel()) * n_out) : 0.0; };
         Tensor t = visit_dtype(o.dtype(), [&](auto tag) -> Tensor {
           using T = typename decltype(tag)::type;
-          if constexpr (std::is_floating_point_v<T>) return make_tensor<T>(o.shape(), [&](int64_t) { return v; });
-          else return make_tensor<float>(o.shape(), [&](int64_t) { return v; });
+          if constexpr (std::is_floating_point_v<T>) return make_tensor<T>(o.shape(), [&](int64_t j) { return T(v(j)); });
+          else return make_tensor<float>(o.shape(), [&](int64_t j) { return float(v(j)); });
         });
         feeds[g] = LoDTensor(t, o.lod());
       }
@@ -204,8 +213,9 @@ class OpTest {
             double loss = 0;
             for (auto& o : outputs) {
               const LoDTensor& t = outs.at(var_name(o, 0));
+              const Tensor& w = weight.at(var_name(o, 0));
               double sum = 0;
-              for (int64_t j = 0; j < t.numel(); ++j) sum += t.get(j);
+              for (int64_t j = 0; j < t.numel(); ++j) sum += w.get(j) * t.get(j);
               loss += sum / double(t.numel());
             }
             return loss / n_out;

@@ -20,6 +20,7 @@ class GradientMachine {
     for (auto& f : fetch)
       if (f != loss_) fetch_.push_back(f);
     prepared_ = exe_.prepare(program_, model.scope());
+    keep({});
   }
   GradientMachine(const GradientMachine&) = delete;
   GradientMachine& operator=(const GradientMachine&) = delete;
@@ -31,6 +32,17 @@ class GradientMachine {
   const std::string& loss() const { return loss_; }
   const Program& program() const { return *program_; }
   const std::vector<ParamGrad>& params_grads() const { return params_grads_; }
+  /// Temporaries share buffers by a liveness plan (PreparedBlock::recycle_buffers): after forward_backward
+  /// the gradients, the fetched outputs and the variables named here keep their values; other activations
+  /// in scope() do not (name them here to read them).
+  void keep(const std::vector<std::string>& names) {
+    keep_.insert(names.begin(), names.end());
+    std::set<std::string> k = keep_;
+    for (auto& pg : params_grads_) k.insert(pg.grad);
+    k.insert(fetch_.begin(), fetch_.end());
+    prepared_->recycle_buffers(std::move(k));
+  }
+
   /// The scope holding this machine's activations and gradients.
   Scope& scope() const { return *prepared_->local_scope(); }
   Executor& executor() { return exe_; }
@@ -54,6 +66,7 @@ class GradientMachine {
   std::vector<ParamGrad> params_grads_;
   std::vector<std::string> fetch_;
   std::shared_ptr<PreparedBlock> prepared_;
+  std::set<std::string> keep_;
 };
 
 }  // namespace oar

@@ -120,17 +120,21 @@ class Operator {
   void rename_input(const std::string& from, const std::string& to) { rename(inputs_, from, to); }
   void rename_output(const std::string& from, const std::string& to) { rename(outputs_, from, to); }
 
-  const std::map<std::string, Attribute>& attrs() const { return attrs_; }
-  bool has_attr(const std::string& n) const { return attrs_.count(n) != 0; }
-  const Attribute& attr(const std::string& n) const {
+  /// Attributes by name (ordered; looked up by string_view without building a std::string).
+  using AttrMap = std::map<std::string, Attribute, std::less<>>;
+  const AttrMap& attrs() const { return attrs_; }
+  bool has_attr(std::string_view n) const { return attrs_.find(n) != attrs_.end(); }
+  const Attribute& attr(std::string_view n) const {
     auto it = attrs_.find(n);
     if (it == attrs_.end()) throw Error(fmt::format("op '{}' has no attribute '{}'", type_, n), origin_);
     return it->second;
   }
-  template <class T> T attr(const std::string& n) const { return attr_as<T>(attr(n), n); }
-  template <class T> T attr_or(const std::string& n, T dflt) const { return has_attr(n) ? attr<T>(n) : dflt; }
+  template <class T> T attr(std::string_view n) const { return attr_as<T>(attr(n), n); }
+  template <class T> T attr_or(std::string_view n, T dflt) const { return has_attr(n) ? attr<T>(n) : dflt; }
   template <class V> Operator& set_attr(const std::string& n, V v) { attrs_[n] = to_attribute(std::move(v)); return *this; }
-  void remove_attr(const std::string& n) { attrs_.erase(n); }
+  void remove_attr(std::string_view n) {
+    if (auto it = attrs_.find(n); it != attrs_.end()) attrs_.erase(it);
+  }
   /// The sub-block index of a control-flow op (its `sub_block` attribute), or -1.
   int sub_block() const {
     auto it = attrs_.find("sub_block");
@@ -167,7 +171,7 @@ class Operator {
 
   std::string type_;
   std::vector<SlotArgs> inputs_, outputs_;
-  std::map<std::string, Attribute> attrs_;
+  AttrMap attrs_;
   bool is_target_ = false;
   Origin origin_;
 };

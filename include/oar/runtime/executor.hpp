@@ -22,13 +22,122 @@ class PreparedBlock {
   const std::vector<std::string>& required_feeds() const { return required_feeds_; }
   Scope* local_scope() const { return local_; }
 
+  /// Turns on buffer recycling by a liveness plan: the storage of a temporary goes back to a free list after
+  /// the last op that reads it, and the next temporary an op writes takes the best-fitting free buffer, so
+  /// the block's peak memory is that of the tensors alive at one time rather than of all of them, and a
+  /// repeated run with the same shapes still allocates nothing. Only the fetched variables and those named in
+  /// `keep` keep their values after a run (fed, persistable and outer-scope variables are never touched).
+  void recycle_buffers(std::set<std::string> keep) {
+    recycle_ = true;
+    keep_ = std::move(keep);
+    plan();
+  }
+  /// Bytes held by the free list (buffers of dead temporaries waiting for the next run).
+  size_t free_bytes() const {
+    size_t n = 0;
+    for (auto& b : free_) n += b->bytes();
+    return n;
+  }
+
  private:
   friend class Executor;
   struct Step {
     const Operator* op;
     KernelFn fn = nullptr;
     KernelContext ctx;
+    std::vector<int> acquire, release;  // indices into slots_: temporaries first written / last used here
+    std::shared_ptr<PreparedBlock> sub;  // a control-flow op's sub-block, prepared on first use
   };
+  struct Slot {
+    Value* value;
+    const Variable* var;
+    size_t bytes = 0;  // the storage it held when it died last run: what it will need next run
+  };
+
+  /// Fills the steps' acquire / release lists from first writes and last uses (a no-op unless recycling).
+  void plan() {
+    for (auto& s : steps_) s.acquire.clear(), s.release.clear();
+    slots_.clear();
+    if (!recycle_) return;
+    const Block& b = program_->block(block_);
+    std::map<std::string, int> first_write, first_read, last_use;
+    std::set<std::string> excluded(keep_.begin(), keep_.end());
+    excluded.insert(required_feeds_.begin(), required_feeds_.end());
+    for (int i = 0; i < int(steps_.size()); ++i) {
+      const Operator& op = *steps_[size_t(i)].op;
+      const bool control = op.sub_block() >= 0 || !steps_[size_t(i)].fn;
+      for (auto& n : op.input_names()) {
+        first_read.emplace(n, i);
+        last_use[n] = i;
+        if (control) excluded.insert(n);
+      }
+      for (auto& n : op.output_names()) {
+        first_write.emplace(n, i);
+        last_use[n] = i;
+        if (control) excluded.insert(n);
+      }
+    }
+    for (auto& [n, w] : first_write) {
+      if (excluded.count(n)) continue;
+      const Variable* v = b.find_var(n);
+      if (!v || v->persistable() || v->kind() != VarKind::lod_tensor) continue;
+      Value* val = local_->find_local(n);
+      if (!val) continue;  // lives in an outer scope
+      if (auto r = first_read.find(n); r != first_read.end() && r->second <= w) continue;  // read before written
+      const int slot = int(slots_.size());
+      slots_.push_back({val, v});
+      steps_[size_t(w)].acquire.push_back(slot);
+      steps_[size_t(last_use[n])].release.push_back(slot);
+    }
+  }
+
+  /// Bytes a temporary will need: what it held last run, or on the first run its declared shape with the
+  /// unknown dims (-1) taken as `batch` (a guess: a kernel whose output is larger simply allocates).
+  size_t expected_bytes(const Slot& sl, int64_t batch) const {
+    if (sl.bytes) return sl.bytes;
+    int64_t n = 1;
+    for (int64_t d : sl.var->shape()) n *= d < 0 ? batch : d;
+    return n > 0 ? size_t(n) * size_of(sl.var->dtype()) : 0;
+  }
+  /// Before a step: its new temporaries take the smallest free buffer that holds what they need.
+  void acquire(const Step& s, int64_t batch) {
+    for (int k : s.acquire) {
+      Slot& sl = slots_[size_t(k)];
+      LoDTensor& t = sl.value->tensor();
+      const size_t need = expected_bytes(sl, batch);
+      if (t.initialized() || need == 0) continue;
+      size_t best = free_.size();
+      for (size_t j = 0; j < free_.size(); ++j)
+        if (free_[j]->bytes() >= need && (best == free_.size() || free_[j]->bytes() < free_[best]->bytes())) best = j;
+      if (best == free_.size()) continue;
+      t.adopt_storage(std::move(free_[best]));
+      free_[best] = std::move(free_.back());
+      free_.pop_back();
+    }
+  }
+  /// Before a run: the temporaries still holding storage (last run's fetches) give it back, unless the caller
+  /// still holds those tensors.
+  void reclaim() {
+    for (Slot& sl : slots_) {
+      LoDTensor& t = sl.value->tensor();
+      if (!t.initialized()) continue;
+      std::shared_ptr<Storage> st = t.release_storage();
+      sl.bytes = st->bytes();
+      if (st.use_count() == 1) free_.push_back(std::move(st));
+    }
+  }
+  /// After a step: the temporaries it used last give their storage back (unless fetched).
+  void release(const Step& s, const std::vector<const Value*>& fetched) {
+    for (int k : s.release) {
+      Slot& sl = slots_[size_t(k)];
+      if (std::find(fetched.begin(), fetched.end(), sl.value) != fetched.end()) continue;
+      LoDTensor& t = sl.value->tensor();
+      if (!t.initialized()) continue;
+      std::shared_ptr<Storage> st = t.release_storage();
+      sl.bytes = st->bytes();
+      if (st.use_count() == 1) free_.push_back(std::move(st));  // a view elsewhere keeps it otherwise
+    }
+  }
   std::shared_ptr<const Program> program_;
   int block_ = 0;
   Scope* scope_ = nullptr;  // the scope the steps are resolved in
@@ -36,6 +145,10 @@ class PreparedBlock {
   std::vector<Step> steps_;
   std::vector<std::string> required_feeds_;
   std::set<std::string> fed_by_op_;  // targets of the program's own feed ops
+  bool recycle_ = false;
+  std::set<std::string> keep_;
+  std::vector<Slot> slots_;
+  std::vector<std::shared_ptr<Storage>> free_;
 };
 
 class Executor {
@@ -76,11 +189,22 @@ class Executor {
       }
     for (auto& name : fetch)
       if (!b.find_var(name) && !p.local_->find(name)) throw Error(fmt::format("cannot fetch '{}': no such variable in the program", name));
+    std::vector<const Value*> fetched;
+    const int64_t batch = !feeds.empty() && feeds.begin()->second.rank() > 0 ? feeds.begin()->second.dim(0) : 1;
+    if (p.recycle_) p.reclaim();
+    if (p.recycle_)
+      for (auto& name : fetch)
+        if (const Value* v = p.local_->find(name)) fetched.push_back(v);
     for (size_t i = 0; i < p.steps_.size(); ++i) {
       auto& s = p.steps_[i];
-      if (!s.fn) continue;
+      if (!s.fn) {
+        if (s.op->sub_block() >= 0) run_control(p, s, int(i));
+        continue;
+      }
       try {
+        if (p.recycle_) p.acquire(s, batch);
         s.fn(s.ctx);
+        if (p.recycle_) p.release(s, fetched);
       } catch (Error& e) {
         e.add_context(fmt::format("while running op #{} '{}' of block {}", i, s.op->type(), p.block_), s.op->origin());
         throw;
@@ -96,6 +220,30 @@ class Executor {
       out.push_back(v->tensor());
     }
     return out;
+  }
+
+  /// A control-flow op: conditional_block runs its sub-block, in a child scope of the block's temporaries
+  /// (the sub-block's own variables live there; it reads and writes the outer ones through scope lookup),
+  /// when its condition holds: a scalar bool that is true (is_scalar_condition), or else every Cond tensor
+  /// non-empty. Fluid's rule; the outputs keep their previous values when it does not run.
+  void run_control(PreparedBlock& p, PreparedBlock::Step& s, int index) {
+    const KernelContext& c = s.ctx;
+    bool go = true;
+    if (c.attr<bool>("is_scalar_condition")) {
+      const LoDTensor& cond = c.in("Cond");
+      c.check(cond.dtype() == DType::boolean && cond.numel() == 1, "Cond must be one bool, got {} {}", oar::name(cond.dtype()), cond.shape());
+      go = cond.data<bool>()[0];
+    } else {
+      for (size_t k = 0; k < c.num_in("Cond"); ++k) go = go && c.in("Cond", k).numel() > 0;
+    }
+    if (!go) return;
+    try {
+      if (!s.sub) s.sub = prepare(p.program_, *p.local_, s.op->sub_block());
+      run(*s.sub, *p.local_);
+    } catch (Error& e) {
+      e.add_context(fmt::format("while running op #{} '{}' of block {}", index, s.op->type(), p.block_), s.op->origin());
+      throw;
+    }
   }
 
   /// Runs `block` of `program` once (a startup program, say): no feeds or fetches.
@@ -174,10 +322,12 @@ class Executor {
       const OpDef& d = op_def(op->type());
       KernelFn fn = nullptr;
       if (!d.kernel_free) fn = KernelRegistry::instance().get(op->type(), place_, op->origin());
-      else if (op->type() != "feed" && op->type() != "fetch")
+      else if (op->type() != "feed" && op->type() != "fetch" && op->type() != "conditional_block")
         throw Error(fmt::format("op '{}' is not supported by this executor yet", op->type()), op->origin());
-      p.steps_.push_back({op, fn, KernelContext(*op, *p.local_, dev_)});
+      p.steps_.push_back({op, fn, KernelContext(*op, *p.local_, dev_), {}, {}});
     }
+    p.free_.clear();
+    p.plan();
   }
 
   Place place_;

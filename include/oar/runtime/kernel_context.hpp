@@ -54,7 +54,7 @@ class KernelContext {
   const std::string& in_name(std::string_view slot, size_t i = 0) const { return name_of(ins_, slot, i); }
   const std::string& out_name(std::string_view slot, size_t i = 0) const { return name_of(outs_, slot, i); }
 
-  template <class T> T attr(const std::string& n) const { return op_->attr<T>(n); }
+  template <class T> T attr(std::string_view n) const { return op_->attr<T>(n); }
 
   /// The dtype kernels dispatch on: the first input tensor's (or f32 for ops without tensor inputs).
   DType dtype() const {

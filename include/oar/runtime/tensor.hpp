@@ -89,23 +89,35 @@ class Tensor {
 
   /// Makes this tensor `shape` x `dtype`. Reuses the storage when it is large enough and not shared with
   /// another tensor, so a repeated run with the same shapes allocates nothing.
-  Tensor& resize(Shape shape, DType dtype, Place place = {}) {
-    OAR_CHECK(shape.known(), "cannot allocate a tensor of unknown shape {}", shape.str());
-    size_t need = size_t(shape.numel()) * size_of(dtype);
-    bool reuse = storage_ && storage_.use_count() == 1 && storage_->place() == place && offset_ + need <= storage_->bytes();
-    if (!reuse) {
-      storage_ = std::make_shared<Storage>(need, place);
-      offset_ = 0;
-    }
-    shape_ = std::move(shape);
+  Tensor& resize(const Shape& shape, DType dtype, Place place = {}) {
+    reserve(shape, dtype, place);
+    if (shape_ != shape) shape_ = shape;  // copy-assign keeps shape_'s buffer: no allocation in steady state
     dtype_ = dtype;
     return *this;
   }
-  Tensor& resize(Shape shape) { return resize(std::move(shape), dtype_, place()); }
+  Tensor& resize(Shape&& shape, DType dtype, Place place = {}) {
+    reserve(shape, dtype, place);
+    if (shape_ != shape) shape_ = std::move(shape);
+    dtype_ = dtype;
+    return *this;
+  }
+  Tensor& resize(const Shape& shape) { return resize(shape, dtype_, place()); }
   /// Like resize, but always keeps the current dtype and reuses shared storage too (for in-place kernels).
   void set_shape(Shape shape) {
     OAR_CHECK(size_t(shape.numel()) * size_of(dtype_) + offset_ <= (storage_ ? storage_->bytes() : 0), "set_shape {} exceeds storage", shape.str());
     shape_ = std::move(shape);
+  }
+
+  /// Gives up the storage (the tensor keeps its shape but is no longer initialized); for the executor's
+  /// buffer recycling.
+  std::shared_ptr<Storage> release_storage() {
+    offset_ = 0;
+    return std::move(storage_);
+  }
+  /// Takes `s` as the storage the next resize may reuse.
+  void adopt_storage(std::shared_ptr<Storage> s) {
+    storage_ = std::move(s);
+    offset_ = 0;
   }
 
   void* raw() const { return storage_ ? static_cast<char*>(storage_->data()) + offset_ : nullptr; }
@@ -164,6 +176,17 @@ class Tensor {
   void share_from(const Tensor& src) { *this = src; }
 
  private:
+  /// Makes the storage hold `shape` x `dtype` on `place`, reusing it when it is ours alone and large enough.
+  void reserve(const Shape& shape, DType dtype, Place place) {
+    if (!shape.known()) [[unlikely]]
+      throw Error(fmt::format("cannot allocate a tensor of unknown shape {}", shape.str()));
+    size_t need = size_t(shape.numel()) * size_of(dtype);
+    bool reuse = storage_ && storage_.use_count() == 1 && storage_->place() == place && offset_ + need <= storage_->bytes();
+    if (!reuse) {
+      storage_ = std::make_shared<Storage>(need, place);
+      offset_ = 0;
+    }
+  }
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;
   Shape shape_;
@@ -194,7 +217,15 @@ class LoDTensor : public Tensor {
   LoDTensor(Tensor t, LoD lod = {}) : Tensor(std::move(t)) { set_lod(std::move(lod)); }
   const LoD& lod() const { return lod_; }
   /// Sets the LoD, checking it against the tensor's rows.
-  void set_lod(LoD lod) {
+  void set_lod(const LoD& lod) {
+    if (lod.empty() && lod_.empty()) return;  // the common case: no sequences, nothing to copy
+    if (!lod.empty()) {
+      std::string why = lod_error(lod, rank() > 0 ? dim(0) : 0);
+      OAR_CHECK(why.empty(), "invalid LoD: {}", why);
+    }
+    lod_ = lod;
+  }
+  void set_lod(LoD&& lod) {
     if (!lod.empty()) {
       std::string why = lod_error(lod, rank() > 0 ? dim(0) : 0);
       OAR_CHECK(why.empty(), "invalid LoD: {}", why);

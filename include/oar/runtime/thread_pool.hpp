@@ -261,6 +261,13 @@ inline bool in_parallel_region() { return detail::tls_in_parallel; }
 // first one wins; chunks not yet started are skipped).
 template <class F>
 inline void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& fn) {
+  // Fewer than two grains make one chunk whatever the thread count: run it here without touching the pool.
+  const int64_t len = end - begin;
+  if (len <= 0) return;
+  if (len < 2 * std::max<int64_t>(grain, 1)) {
+    fn(begin, end);
+    return;
+  }
   detail::pool().parallel_for(begin, end, grain, std::forward<F>(fn));
 }
 
