@@ -1,7 +1,9 @@
 // kernels/cpu/pool2d.hpp: pool2d and pool2d_grad on the CPU, one (n, c) plane at a time over the thread pool.
 #pragma once
 #include <algorithm>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "oar/ops/pool2d.hpp"
 #include "oar/runtime/kernel_context.hpp"
@@ -120,14 +122,29 @@ inline void max_pool_2x2(const PoolGeom& g, const T* plane, T* o) {
   }
 }
 
-/// Gradient of one plane under is_max_2x2: each window's d goes to its max, the rest of the plane is 0.
-/// Branch-free selects (the compiler vectorizes them); a plane holding a NaN takes the exact path of max4,
-/// which sends the gradient to the window's first NaN.
+/// Whether a plane holds a NaN, by the bit patterns (an integer max that vectorizes, unlike a bool reduction).
+template <class T>
+inline bool has_nan(const T* p, int64_t n) {
+  using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  constexpr U abs_mask = ~(U(1) << (8 * sizeof(T) - 1));
+  constexpr U inf = sizeof(T) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  U mx = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    U b;
+    std::memcpy(&b, p + e, sizeof b);
+    b &= abs_mask;
+    mx = b > mx ? b : mx;
+  }
+  return mx > inf;
+}
+
+/// Gradient of one plane under is_max_2x2: each window's d goes to its max (the first of a tie, row-major),
+/// the rest of the plane is 0; a plane holding a NaN takes max4's exact path, which sends the gradient to the
+/// window's first NaN.
 template <class T>
 inline void max_pool_2x2_grad(const PoolGeom& g, const T* plane, const T* d, T* dx) {
   if (g.h % 2 || g.w % 2) std::fill(dx, dx + g.h * g.w, T(0));  // a last row or column no window covers
-  bool nan = false;
-  for (int64_t e = 0; e < g.h * g.w; ++e) nan |= plane[e] != plane[e];
+  const bool nan = has_nan(plane, g.h * g.w);
   for (int64_t i = 0; i < g.oh; ++i) {
     const T* r0 = plane + 2 * i * g.w;
     const T* r1 = r0 + g.w;
