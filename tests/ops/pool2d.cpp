@@ -180,3 +180,11 @@ TEST_CASE("pool2d: bad shapes and attributes are oar::Errors naming the shapes")
   msg = error_of([&] { pool_test(random_tensor<float>({3, 5, 5}), {"avg", 2, 3, 5, 5, 2, 2, 2, 2, 0, 0}).build(); });
   CHECK(msg.find("[3, 5, 5]") != std::string::npos);
 }
+
+TEST_CASE("pool2d: 2x2 max gradient goes to the first NaN of a window, and to the first maximum elsewhere") {
+  PCase q{"max", 1, 1, 2, 6, 2, 2, 2, 2, 0, 0};
+  // windows (row-major inside each): {1, 5, 3, 5} -> first 5; {NaN, 2, 7, NaN} -> first NaN; {0, 0, 0, 0} -> first
+  auto x = Tensor::from<double>({1, 5, NAN, 2, 0, 0, 3, 5, 7, NAN, 0, 0}, {1, 1, 2, 6});
+  auto dx = run_pool_grad(pool_test(x, q), x, Tensor::from<double>({10, 20, 30}, {1, 1, 1, 3}));
+  check_close(dx, Tensor::from<double>({0, 10, 20, 0, 30, 0, 0, 0, 0, 0, 0, 0}, {1, 1, 2, 6}), 0, 0, "nan and ties");
+}
