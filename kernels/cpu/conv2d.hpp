@@ -1,5 +1,5 @@
-// kernels/cpu/conv2d.hpp: conv2d and conv2d_grad on the CPU: per image, im2col then one GEMM per group
-// (a 1x1, stride-1, unpadded conv uses the image as its column matrix), images spread over the thread pool.
+// kernels/cpu/conv2d.hpp: conv2d and conv2d_grad on the CPU: im2col of several images side by side, then one
+// GEMM per group; images spread over the thread pool.
 #pragma once
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/im2col.hpp"
@@ -38,6 +38,10 @@ inline cpu::ConvGeom conv2d_geom(const KernelContext& c, const Shape& x, const S
 
 }  // namespace detail
 
+// Both directions lay several images' column matrices side by side, col [groups * k, nb * cols] with image b
+// in columns b*cols.., so that each group's GEMM has a wide N (LeNet-sized layers have small per-image
+// products) and the filter gradient is one GEMM with a long K per sub-batch.
+
 inline void Conv2d::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("Input");
   const LoDTensor& f = c.in("Filter");
@@ -51,32 +55,17 @@ inline void Conv2d::eval_cpu(KernelContext& c) {
     const T* xp = x.data<T>();
     const T* wp = f.data<T>();
     T* op = out.data<T>();
-    const bool direct = g.is_identity();
-    if (groups == 1 && !direct) {
-      // Several images per GEMM: col [k, nb*cols] (image b in columns b*cols..), out_b = W col_b taken from
-      // the product's column block b.
-      cpu::for_image_chunks<T>(n, 0, nullptr, [&](int64_t lo, int64_t hi, T*) {
-        const int64_t per = cpu::images_per_gemm(k * cols, hi - lo);
-        T* col = cpu::thread_scratch<T, 0>(size_t(k * per * cols));
-        T* prod = cpu::thread_scratch<T, 1>(size_t(m * per * cols));
-        for (int64_t i0 = lo; i0 < hi; i0 += per) {
-          const int64_t nb = std::min(per, hi - i0), ld = nb * cols;
-          for (int64_t b = 0; b < nb; ++b) cpu::im2col(g, xp + (i0 + b) * g.image_size(), col + b * cols, ld);
-          cpu::gemm<T>(false, false, m, ld, k, T(1), wp, k, col, ld, T(0), prod, ld);
-          for (int64_t b = 0; b < nb; ++b)
-            for (int64_t r = 0; r < m; ++r) std::copy_n(prod + r * ld + b * cols, cols, op + ((i0 + b) * m + r) * cols);
-        }
-      });
-      return;
-    }
     cpu::for_image_chunks<T>(n, 0, nullptr, [&](int64_t lo, int64_t hi, T*) {
-      T* col = direct ? nullptr : cpu::thread_scratch<T, 0>(size_t(g.col_rows() * cols));
-      for (int64_t i = lo; i < hi; ++i) {
-        const T* xi = xp + i * g.image_size();
-        if (!direct) cpu::im2col(g, xi, col);
-        const T* ci = direct ? xi : col;
-        for (int64_t gi = 0; gi < groups; ++gi)
-          cpu::gemm<T>(false, false, mg, cols, k, T(1), wp + gi * mg * k, k, ci + gi * k * cols, cols, T(0), op + (i * m + gi * mg) * cols, cols);
+      const int64_t per = cpu::images_per_gemm(g.col_rows() * cols, hi - lo);
+      T* col = cpu::thread_scratch<T, 0>(size_t(g.col_rows() * per * cols));
+      T* prod = cpu::thread_scratch<T, 1>(size_t(m * per * cols));
+      for (int64_t i0 = lo; i0 < hi; i0 += per) {
+        const int64_t nb = std::min(per, hi - i0), ld = nb * cols;
+        for (int64_t b = 0; b < nb; ++b) cpu::im2col(g, xp + (i0 + b) * g.image_size(), col + b * cols, ld);
+        for (int64_t gi = 0; gi < groups; ++gi)  // prod rows gi*mg.. = W_g col_g
+          cpu::gemm<T>(false, false, mg, ld, k, T(1), wp + gi * mg * k, k, col + gi * k * ld, ld, T(0), prod + gi * mg * ld, ld);
+        for (int64_t b = 0; b < nb; ++b)
+          for (int64_t r = 0; r < m; ++r) std::copy_n(prod + r * ld + b * cols, cols, op + ((i0 + b) * m + r) * cols);
       }
     });
   });
@@ -101,54 +90,28 @@ inline void Conv2d::eval_grad_cpu(KernelContext& c) {
     const T* xp = x.data<T>();
     const T* wp = f.data<T>();
     const T* dop = dout.data<T>();
-    const bool direct = g.is_identity();
-    if (groups == 1 && !direct) {
-      // Several images per GEMM, as in the forward: dOut of the sub-batch gathered to [m, nb*cols];
-      // dW += dOut col^T (one GEMM with a long k), dcol = W^T dOut, then col2im per image.
-      cpu::for_image_chunks<T>(n, want_dw ? f.numel() : 0, dwp, [&](int64_t lo, int64_t hi, T* dw) {
-        const int64_t per = cpu::images_per_gemm(k * cols, hi - lo);
-        T* col = cpu::thread_scratch<T, 0>(size_t(k * per * cols));
-        T* dbuf = cpu::thread_scratch<T, 1>(size_t(m * per * cols));
-        for (int64_t i0 = lo; i0 < hi; i0 += per) {
-          const int64_t nb = std::min(per, hi - i0), ld = nb * cols;
-          for (int64_t b = 0; b < nb; ++b)
-            for (int64_t r = 0; r < m; ++r) std::copy_n(dop + ((i0 + b) * m + r) * cols, cols, dbuf + r * ld + b * cols);
-          if (want_dw) {
-            for (int64_t b = 0; b < nb; ++b) cpu::im2col(g, xp + (i0 + b) * g.image_size(), col + b * cols, ld);
-            cpu::gemm<T>(false, true, m, k, ld, T(1), dbuf, ld, col, ld, T(1), dw, k);
-          }
-          if (want_dx) {
-            cpu::gemm<T>(true, false, k, ld, m, T(1), wp, k, dbuf, ld, T(0), col, ld);
-            for (int64_t b = 0; b < nb; ++b) {
-              T* dxi = dxp + (i0 + b) * g.image_size();
-              std::fill(dxi, dxi + g.image_size(), T(0));
-              cpu::col2im(g, col + b * cols, dxi, ld);
-            }
-          }
-        }
-      });
-      if (want_dx) c.out("Input@GRAD").set_lod(x.lod());
-      return;
-    }
+    // dOut of a sub-batch gathered to dbuf [m, nb*cols]; per group: dW_g += dOut_g col_g^T,
+    // dcol_g = W_g^T dOut_g; then col2im per image.
     cpu::for_image_chunks<T>(n, want_dw ? f.numel() : 0, dwp, [&](int64_t lo, int64_t hi, T* dw) {
-      T* col = direct ? nullptr : cpu::thread_scratch<T, 0>(size_t(g.col_rows() * cols));
-      for (int64_t i = lo; i < hi; ++i) {
-        const T* doi = dop + i * m * cols;
-        if (want_dw) {  // dW_g += dOut_g [mg, cols] * col_g^T [cols, k]
-          const T* xi = xp + i * g.image_size();
-          if (!direct) cpu::im2col(g, xi, col);
-          const T* ci = direct ? xi : col;
+      const int64_t per = cpu::images_per_gemm(g.col_rows() * cols, hi - lo);
+      T* col = cpu::thread_scratch<T, 0>(size_t(g.col_rows() * per * cols));
+      T* dbuf = cpu::thread_scratch<T, 1>(size_t(m * per * cols));
+      for (int64_t i0 = lo; i0 < hi; i0 += per) {
+        const int64_t nb = std::min(per, hi - i0), ld = nb * cols;
+        for (int64_t b = 0; b < nb; ++b)
+          for (int64_t r = 0; r < m; ++r) std::copy_n(dop + ((i0 + b) * m + r) * cols, cols, dbuf + r * ld + b * cols);
+        if (want_dw) {
+          for (int64_t b = 0; b < nb; ++b) cpu::im2col(g, xp + (i0 + b) * g.image_size(), col + b * cols, ld);
           for (int64_t gi = 0; gi < groups; ++gi)
-            cpu::gemm<T>(false, true, mg, k, cols, T(1), doi + gi * mg * cols, cols, ci + gi * k * cols, cols, T(1), dw + gi * mg * k, k);
+            cpu::gemm<T>(false, true, mg, k, ld, T(1), dbuf + gi * mg * ld, ld, col + gi * k * ld, ld, T(1), dw + gi * mg * k, k);
         }
-        if (want_dx) {  // dcol_g = W_g^T [k, mg] * dOut_g [mg, cols]; dX = col2im(dcol)
-          T* dxi = dxp + i * g.image_size();
-          T* dcol = direct ? dxi : col;
+        if (want_dx) {
           for (int64_t gi = 0; gi < groups; ++gi)
-            cpu::gemm<T>(true, false, k, cols, mg, T(1), wp + gi * mg * k, k, doi + gi * mg * cols, cols, T(0), dcol + gi * k * cols, cols);
-          if (!direct) {
+            cpu::gemm<T>(true, false, k, ld, mg, T(1), wp + gi * mg * k, k, dbuf + gi * mg * ld, ld, T(0), col + gi * k * ld, ld);
+          for (int64_t b = 0; b < nb; ++b) {
+            T* dxi = dxp + (i0 + b) * g.image_size();
             std::fill(dxi, dxi + g.image_size(), T(0));
-            cpu::col2im(g, dcol, dxi);
+            cpu::col2im(g, col + b * cols, dxi, ld);
           }
         }
       }

@@ -89,12 +89,18 @@ inline bool is_max_2x2(const PoolGeom& g) {
 
 /// Max of a, b, c, d propagating NaN, and which of them (0..3, row-major) is the first equal to it (the first
 /// NaN when there is one): what pool_max / pool_argmax give for a 2x2 window, without the loops.
+/// max(a, b, c, d) by plain compares (a NaN is not propagated: callers check for NaN themselves).
 template <class T>
-inline T max4(T a, T b, T c, T d, int& at) {
+inline T max_of4(T a, T b, T c, T d) {
   T m = a;
   m = b > m ? b : m;
   m = c > m ? c : m;
-  m = d > m ? d : m;
+  return d > m ? d : m;
+}
+
+template <class T>
+inline T max4(T a, T b, T c, T d, int& at) {
+  const T m = max_of4(a, b, c, d);
   if (a != a || b != b || c != c || d != d) [[unlikely]] {
     at = a != a ? 0 : b != b ? 1 : c != c ? 2 : 3;
     return std::numeric_limits<T>::quiet_NaN();
@@ -112,10 +118,7 @@ inline void max_pool_2x2(const PoolGeom& g, const T* plane, T* o) {
     T* oi = o + i * g.ow;
     for (int64_t j = 0; j < g.ow; ++j) {
       const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-      T m = a;
-      m = b > m ? b : m;
-      m = c > m ? c : m;
-      m = d > m ? d : m;
+      const T m = max_of4(a, b, c, d);
       const bool nan = (a != a) | (b != b) | (c != c) | (d != d);
       oi[j] = nan ? std::numeric_limits<T>::quiet_NaN() : m;
     }
@@ -165,10 +168,7 @@ inline void max_pool_2x2_grad(const PoolGeom& g, const T* plane, const T* d, T* 
     }
     for (int64_t j = 0; j < g.ow; ++j) {
       const T a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], e = r1[2 * j + 1];
-      T m = a;
-      m = b > m ? b : m;
-      m = c > m ? c : m;
-      m = e > m ? e : m;
+      const T m = max_of4(a, b, c, e);
       const bool ia = a == m, ib = !ia & (b == m), ic = !ia & !ib & (c == m), ie = !ia & !ib & !ic;
       const T dv = di[j];
       d0[2 * j] = ia ? dv : T(0);

@@ -89,18 +89,27 @@ TEST_CASE("executor: feed checks, missing feeds, unknown fetches, kernel errors 
   CHECK(msg.find("no mul kernel on cpu for dtype i64 (kernels exist for: f32, f64)") != std::string::npos);
 }
 
-TEST_CASE("executor: a prepared block allocates nothing when shapes repeat") {
+namespace {
+/// x (f32 [-1, 64]) -> h0 -> h1 -> ... -> h(n-1): op i is `types[i % types.size()]` ("scale" scales by 1.5).
+Program chain_program(int n, const std::vector<std::string>& types) {
   Program p;
   Block& b = p.global_block();
   b.create_var("x", {.dtype = f32, .shape = Shape{-1, 64}});
   std::string cur = "x";
-  for (int i = 0; i < 10; ++i) {
-    Operator op(i % 2 ? "relu" : "tanh");
+  for (int i = 0; i < n; ++i) {
+    Operator op(types[size_t(i) % types.size()]);
+    if (op.type() == "scale") op.set_attr("scale", 1.5f);
     std::string next = "h" + std::to_string(i);
     op.set_input("X", {cur}).set_output("Out", {next});
     add_op(b, op);
     cur = next;
   }
+  return p;
+}
+}  // namespace
+
+TEST_CASE("executor: a prepared block allocates nothing when shapes repeat") {
+  Program p = chain_program(10, {"tanh", "relu"});
   Scope scope;
   Executor exe;
   auto prepared = exe.prepare(p, scope);
@@ -114,18 +123,7 @@ TEST_CASE("executor: a prepared block allocates nothing when shapes repeat") {
 
 TEST_CASE("executor: recycled buffers hold the live tensors only, give the same results, and allocate nothing") {
   // x -> 12 chained ops (tanh, relu, scale) on [32, 64]; h5 is fetched mid-chain, h11 at the end.
-  Program p;
-  Block& b = p.global_block();
-  b.create_var("x", {.dtype = f32, .shape = Shape{-1, 64}});
-  std::string cur = "x";
-  for (int i = 0; i < 12; ++i) {
-    Operator op(i % 3 == 0 ? "tanh" : i % 3 == 1 ? "relu" : "scale");
-    if (i % 3 == 2) op.set_attr("scale", 1.5f);
-    std::string next = "h" + std::to_string(i);
-    op.set_input("X", {cur}).set_output("Out", {next});
-    add_op(b, op);
-    cur = next;
-  }
+  Program p = chain_program(12, {"tanh", "relu", "scale"});
   std::vector<float> xv(32 * 64);
   for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(i % 97) / 50.0f - 0.9f;
   auto x = Tensor::from<float>(xv, {32, 64});

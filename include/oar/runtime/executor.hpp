@@ -118,25 +118,23 @@ class PreparedBlock {
   /// Before a run: the temporaries still holding storage (last run's fetches) give it back, unless the caller
   /// still holds those tensors.
   void reclaim() {
-    for (Slot& sl : slots_) {
-      LoDTensor& t = sl.value->tensor();
-      if (!t.initialized()) continue;
-      std::shared_ptr<Storage> st = t.release_storage();
-      sl.bytes = st->bytes();
-      if (st.use_count() == 1) free_.push_back(std::move(st));
-    }
+    for (Slot& sl : slots_) give_back(sl);
   }
   /// After a step: the temporaries it used last give their storage back (unless fetched).
   void release(const Step& s, const std::vector<const Value*>& fetched) {
     for (int k : s.release) {
       Slot& sl = slots_[size_t(k)];
-      if (std::find(fetched.begin(), fetched.end(), sl.value) != fetched.end()) continue;
-      LoDTensor& t = sl.value->tensor();
-      if (!t.initialized()) continue;
-      std::shared_ptr<Storage> st = t.release_storage();
-      sl.bytes = st->bytes();
-      if (st.use_count() == 1) free_.push_back(std::move(st));  // a view elsewhere keeps it otherwise
+      if (std::find(fetched.begin(), fetched.end(), sl.value) == fetched.end()) give_back(sl);
     }
+  }
+  /// Takes a temporary's storage (remembering its size for the next run) into the free list; storage that
+  /// another tensor still shares (a view, a caller's fetch) is only let go.
+  void give_back(Slot& sl) {
+    LoDTensor& t = sl.value->tensor();
+    if (!t.initialized()) return;
+    std::shared_ptr<Storage> st = t.release_storage();
+    sl.bytes = st->bytes();
+    if (st.use_count() == 1) free_.push_back(std::move(st));
   }
   std::shared_ptr<const Program> program_;
   int block_ = 0;
@@ -189,12 +187,14 @@ class Executor {
       }
     for (auto& name : fetch)
       if (!b.find_var(name) && !p.local_->find(name)) throw Error(fmt::format("cannot fetch '{}': no such variable in the program", name));
-    std::vector<const Value*> fetched;
-    const int64_t batch = !feeds.empty() && feeds.begin()->second.rank() > 0 ? feeds.begin()->second.dim(0) : 1;
-    if (p.recycle_) p.reclaim();
-    if (p.recycle_)
+    std::vector<const Value*> fetched;  // with recycling: what must survive the run
+    int64_t batch = 1;                    // with recycling: the first-run size guess for unknown dims
+    if (p.recycle_) {
+      p.reclaim();
       for (auto& name : fetch)
         if (const Value* v = p.local_->find(name)) fetched.push_back(v);
+      if (!feeds.empty() && feeds.begin()->second.rank() > 0) batch = feeds.begin()->second.dim(0);
+    }
     for (size_t i = 0; i < p.steps_.size(); ++i) {
       auto& s = p.steps_[i];
       if (!s.fn) {

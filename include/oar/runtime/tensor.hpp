@@ -95,12 +95,6 @@ class Tensor {
     dtype_ = dtype;
     return *this;
   }
-  Tensor& resize(Shape&& shape, DType dtype, Place place = {}) {
-    reserve(shape, dtype, place);
-    if (shape_ != shape) shape_ = std::move(shape);
-    dtype_ = dtype;
-    return *this;
-  }
   Tensor& resize(const Shape& shape) { return resize(shape, dtype_, place()); }
   /// Like resize, but always keeps the current dtype and reuses shared storage too (for in-place kernels).
   void set_shape(Shape shape) {
@@ -219,23 +213,22 @@ class LoDTensor : public Tensor {
   /// Sets the LoD, checking it against the tensor's rows.
   void set_lod(const LoD& lod) {
     if (lod.empty() && lod_.empty()) return;  // the common case: no sequences, nothing to copy
-    if (!lod.empty()) {
-      std::string why = lod_error(lod, rank() > 0 ? dim(0) : 0);
-      OAR_CHECK(why.empty(), "invalid LoD: {}", why);
-    }
+    check_lod(lod);
     lod_ = lod;
   }
   void set_lod(LoD&& lod) {
-    if (!lod.empty()) {
-      std::string why = lod_error(lod, rank() > 0 ? dim(0) : 0);
-      OAR_CHECK(why.empty(), "invalid LoD: {}", why);
-    }
+    check_lod(lod);
     lod_ = std::move(lod);
   }
   void clear_lod() { lod_.clear(); }
   int lod_level() const { return int(lod_.size()); }
 
  private:
+  void check_lod(const LoD& lod) const {
+    if (lod.empty()) return;
+    std::string why = lod_error(lod, rank() > 0 ? dim(0) : 0);
+    OAR_CHECK(why.empty(), "invalid LoD: {}", why);
+  }
   LoD lod_;
 };
 
