@@ -75,14 +75,22 @@ void reduce_broadcast(const ops::BroadcastDims& b, T* dy, G&& g) {
       for (int64_t j = 0; j < n; ++j) dy[j] += part[size_t(ch * n + j)];
     return;
   }
-  // post > 1: each dy[j] is independent; parallel over j.
+  // post > 1: each dy[j] is independent; parallel over j. The sum runs in kLanes partial sums (a vector
+  // register's worth), which the compiler vectorizes: one running sum is a chain of dependent adds (a bias
+  // gradient of LeNet's first conv: 1.0 -> 0.2 ms).
+  constexpr int64_t kLanes = 16;
   parallel_for(0, n, std::max<int64_t>(1, kBinaryGrain / (pre * post)), [&](int64_t lo, int64_t hi) {
     for (int64_t j = lo; j < hi; ++j) {
+      T lane[kLanes] = {};
       T s = T(0);
       for (int64_t i = 0; i < pre; ++i) {
         const int64_t base = (i * n + j) * post;
-        for (int64_t k = 0; k < post; ++k) s += g(base + k, j);
+        int64_t k = 0;
+        for (; k + kLanes <= post; k += kLanes)
+          for (int64_t l = 0; l < kLanes; ++l) lane[l] += g(base + k + l, j);
+        for (; k < post; ++k) s += g(base + k, j);
       }
+      for (int64_t l = 0; l < kLanes; ++l) s += lane[l];
       dy[j] = s;
     }
   });
