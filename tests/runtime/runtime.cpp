@@ -167,6 +167,43 @@ TEST_CASE("executor: recycled buffers hold the live tensors only, give the same 
   CHECK(rec->free_bytes() > 0);
 }
 
+TEST_CASE("profiler: counts every kernel run per op type or per op, only while it lives") {
+  Program p = chain_program(6, {"tanh", "relu", "scale"});  // 2 of each
+  Scope scope;
+  Executor exe;
+  auto prepared = exe.prepare(p, scope);
+  auto x = Tensor::from<float>(std::vector<float>(4 * 64, 0.5f), {4, 64});
+  exe.run(*prepared, scope, {{"x", x}}, {});  // not profiled
+  {
+    Profiler prof;
+    for (int r = 0; r < 3; ++r) exe.run(*prepared, scope, {{"x", x}}, {});
+    auto t = prof.times();
+    REQUIRE(t.size() == 3);
+    for (auto& op : t) {
+      CHECK(op.calls == 6);  // 2 ops of the type x 3 runs
+      CHECK(op.min_ns <= op.max_ns);
+      CHECK(op.total_ns >= op.max_ns);
+      CHECK(op.average_ns() == doctest::Approx(double(op.total_ns) / 6));
+    }
+    CHECK(t[0].total_ns >= t[1].total_ns);  // largest total first
+    std::string r = prof.report();
+    CHECK(r.find("tanh") != std::string::npos);
+    CHECK(r.find("total") != std::string::npos);
+  }
+  {
+    Profiler per_op(true);
+    exe.run(*prepared, scope, {{"x", x}}, {});
+    auto t = per_op.times();
+    REQUIRE(t.size() == 6);  // a line per op: "tanh -> h0", ...
+    for (auto& op : t) CHECK(op.calls == 1);
+    CHECK(per_op.report().find("relu -> h1") != std::string::npos);
+  }
+  // No live profiler: nothing more is recorded (a new one starts empty).
+  exe.run(*prepared, scope, {{"x", x}}, {});
+  Profiler fresh;
+  CHECK(fresh.times().empty());
+}
+
 TEST_CASE("executor: conditional_block runs its sub-block only when the condition holds") {
   Tape tape;
   auto x = data("x", f32, {-1, 4});

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "oar/runtime/kernel_registry.hpp"
+#include "oar/runtime/profiler.hpp"
 
 namespace oar {
 
@@ -203,7 +204,7 @@ class Executor {
       }
       try {
         if (p.recycle_) p.acquire(s, batch);
-        s.fn(s.ctx);
+        detail::timed_op(*s.op, [&] { s.fn(s.ctx); });
         if (p.recycle_) p.release(s, fetched);
       } catch (Error& e) {
         e.add_context(fmt::format("while running op #{} '{}' of block {}", i, s.op->type(), p.block_), s.op->origin());
