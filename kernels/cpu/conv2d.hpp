@@ -4,6 +4,7 @@
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/im2col.hpp"
 #include "oar/ops/conv2d.hpp"
+#include "oar/ops/conv2d_fusion.hpp"
 #include "oar/runtime/kernel_context.hpp"
 
 namespace oar::ops {
@@ -42,18 +43,24 @@ inline cpu::ConvGeom conv2d_geom(const KernelContext& c, const Shape& x, const S
 // in columns b*cols.., so that each group's GEMM has a wide N (LeNet-sized layers have small per-image
 // products) and the filter gradient is one GEMM with a long K per sub-batch.
 
-inline void Conv2d::eval_cpu(KernelContext& c) {
+namespace detail {
+
+/// Output = act(conv2d(Input, Filter) + bias) for conv2d (no bias, identity) and conv2d_fusion: the bias and
+/// relu are applied as each sub-batch's product is copied out, while it is in cache.
+inline void conv2d_forward(KernelContext& c, const LoDTensor* bias, bool relu) {
   const LoDTensor& x = c.in("Input");
   const LoDTensor& f = c.in("Filter");
   LoDTensor& out = c.out("Output");
   const cpu::ConvGeom g = detail::conv2d_geom(c, x.shape(), f.shape());
   const int64_t n = x.dim(0), m = f.dim(0), groups = c.attr<int32_t>("groups");
   const int64_t mg = m / groups, k = g.col_rows() / groups, cols = g.col_cols();
+  if (bias) c.check(bias->numel() == m && bias->dtype() == x.dtype(), "Bias {} {} does not fit Filter {}", name(bias->dtype()), bias->shape(), f.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     out.resize({n, m, g.oh, g.ow}, x.dtype());
     const T* xp = x.data<T>();
     const T* wp = f.data<T>();
+    const T* bp = bias ? bias->data<T>() : nullptr;
     T* op = out.data<T>();
     cpu::for_image_chunks<T>(n, 0, nullptr, [&](int64_t lo, int64_t hi, T*) {
       const int64_t per = cpu::images_per_gemm(g.col_rows() * cols, hi - lo);
@@ -65,11 +72,32 @@ inline void Conv2d::eval_cpu(KernelContext& c) {
         for (int64_t gi = 0; gi < groups; ++gi)  // prod rows gi*mg.. = W_g col_g
           cpu::gemm<T>(false, false, mg, ld, k, T(1), wp + gi * mg * k, k, col + gi * k * ld, ld, T(0), prod + gi * mg * ld, ld);
         for (int64_t b = 0; b < nb; ++b)
-          for (int64_t r = 0; r < m; ++r) std::copy_n(prod + r * ld + b * cols, cols, op + ((i0 + b) * m + r) * cols);
+          for (int64_t r = 0; r < m; ++r) {
+            const T* src = prod + r * ld + b * cols;
+            T* dst = op + ((i0 + b) * m + r) * cols;
+            if (!bp) {
+              std::copy_n(src, cols, dst);
+              continue;
+            }
+            const T br = bp[r];
+            if (relu)  // as elementwise_add then relu compute it (NaN -> 0 like fn::Relu)
+              for (int64_t q = 0; q < cols; ++q) {
+                const T v = src[q] + br;
+                dst[q] = v > T(0) ? v : T(0);
+              }
+            else
+              for (int64_t q = 0; q < cols; ++q) dst[q] = src[q] + br;
+          }
       }
     });
   });
 }
+
+}  // namespace detail
+
+inline void Conv2d::eval_cpu(KernelContext& c) { detail::conv2d_forward(c, nullptr, false); }
+
+inline void Conv2dFusion::eval_cpu(KernelContext& c) { detail::conv2d_forward(c, &c.in("Bias"), c.attr<std::string>("activation") == "relu"); }
 
 inline void Conv2d::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("Input");

@@ -36,8 +36,8 @@ Tensor naive_conv2d(const Tensor& x, const Tensor& f, const ConvCase& k) {
   return Tensor::from<double>(out, {k.n, k.m, oh, ow});
 }
 
-OpTest conv_test(const Tensor& x, const Tensor& f, const ConvCase& k) {
-  OpTest t("conv2d");
+OpTest conv_test(const Tensor& x, const Tensor& f, const ConvCase& k, const char* type = "conv2d") {
+  OpTest t(type);
   t.input("Input", x).input("Filter", f);
   t.attr("strides", std::vector<int32_t>{k.s0, k.s1}).attr("paddings", std::vector<int32_t>{k.p0, k.p1});
   t.attr("dilations", std::vector<int32_t>{k.d0, k.d1}).attr("groups", k.groups);
@@ -153,4 +153,42 @@ TEST_CASE("conv2d: bad shapes and attributes are oar::Errors naming the shapes")
 
   msg = error_of([&] { OpTest("conv2d").input("Input", random_tensor<float>({3, 5, 5})).input("Filter", random_tensor<float>({3, 3, 3, 3})).build(); });
   CHECK(msg.find("[N, C, H, W]") != std::string::npos);
+}
+
+TEST_CASE_TEMPLATE("conv2d_fusion: act(conv2d + bias) matches conv2d, bias add and relu done apart", T, float, double) {
+  double tol = std::is_same_v<T, float> ? 1e-4 : 1e-10;
+  int idx = 0;
+  for (const auto& k : kCases) {
+    CAPTURE(idx);
+    auto x = random_tensor<T>({k.n, k.c, k.h, k.w}, -1, 1, 21 + uint64_t(idx));
+    auto f = random_tensor<T>({k.m, k.c / k.groups, k.kh, k.kw}, -1, 1, 31 + uint64_t(idx));
+    auto bias = random_tensor<T>({k.m}, -1, 1, 41 + uint64_t(idx));
+    Tensor want = naive_conv2d(x, f, k);
+    const int64_t plane = want.numel() / std::max<int64_t>(1, k.n * k.m);
+    for (const char* act : {"relu", "identity"}) {
+      std::vector<double> w = want.to_vector<double>();
+      for (size_t i = 0; i < w.size(); ++i) {
+        w[i] += bias.get(int64_t(i) / plane % k.m);
+        if (std::string(act) == "relu") w[i] = std::max(w[i], 0.0);
+      }
+      OpTest t = conv_test(x, f, k, "conv2d_fusion");
+      t.input("Bias", bias).attr("activation", std::string(act));
+      auto out = t.unknown_batch(idx % 2 == 0).run();
+      check_close(to_f64(out["Output"]), Tensor::from<double>(w, want.shape()), tol, tol, std::string("conv2d_fusion ") + act);
+    }
+    ++idx;
+  }
+}
+
+TEST_CASE("conv2d_fusion: a bias that does not fit the filter, or an unknown activation, is an oar::Error") {
+  auto x = random_tensor<float>({2, 3, 5, 5});
+  auto f = random_tensor<float>({4, 3, 3, 3});
+  auto msg = error_of([&] { OpTest("conv2d_fusion").input("Input", x).input("Filter", f).input("Bias", random_tensor<float>({5})).build(); });
+  CHECK(msg.find("Bias must be [M] = [4]") != std::string::npos);
+  CHECK(msg.find("[5]") != std::string::npos);
+  msg = error_of([&] {
+    OpTest("conv2d_fusion").input("Input", x).input("Filter", f).input("Bias", random_tensor<float>({4})).attr("activation", std::string("gelu")).build();
+  });
+  CHECK(msg.find("activation") != std::string::npos);
+  CHECK(msg.find("identity or relu") != std::string::npos);
 }

@@ -2,18 +2,30 @@
 // once, one per thread, with no locks and no copy of the weights: each has its own executor and scope of
 // temporaries; parameters are only read (the program is the model's, cloned for test: is_test = true).
 #pragma once
+#include "oar/api/fuse.hpp"
 #include "oar/api/metrics.hpp"
 #include "oar/api/model.hpp"
 #include "oar/io/dataset.hpp"
 
 namespace oar {
 
+struct EvaluatorOptions {
+  /// Runs the program through fuse_for_inference (api/fuse.hpp), keeping the fetched variables: faster, the
+  /// same values, but the fused-away intermediates are no activation() any more.
+  bool fuse = false;
+};
+
 class Evaluator {
  public:
   /// Evaluates `model`'s outputs (or `fetch`).
-  explicit Evaluator(const Model& model, std::vector<std::string> fetch = {})
+  explicit Evaluator(const Model& model, std::vector<std::string> fetch = {}, EvaluatorOptions options = {})
       : model_(&model), fetch_(fetch.empty() ? model.outputs() : std::move(fetch)) {
-    program_ = std::make_shared<const Program>(model.program().clone(/*for_test=*/true));
+    Program test = model.program().clone(/*for_test=*/true);
+    if (options.fuse) {
+      FuseReport r = fuse_for_inference(test, std::set<std::string>(fetch_.begin(), fetch_.end()));
+      fused_away_.insert(r.removed.begin(), r.removed.end());
+    }
+    program_ = std::make_shared<const Program>(std::move(test));
     prepared_ = exe_.prepare(program_, model.scope());
   }
   Evaluator(const Evaluator&) = delete;
@@ -24,6 +36,8 @@ class Evaluator {
 
   const Model& model() const { return *model_; }
   const std::vector<std::string>& fetch_names() const { return fetch_; }
+  /// The program this evaluator runs (the model's, cloned for test, fused when asked).
+  const Program& program() const { return *program_; }
 
   /// Runs the model on `feeds`; returns the fetched outputs.
   std::vector<LoDTensor> forward(const FeedMap& feeds) { return exe_.run(*prepared_, model_->scope(), feeds, fetch_); }
@@ -33,6 +47,8 @@ class Evaluator {
   }
   /// Any variable of the last forward pass (an activation), e.g. activation("prediction").
   const LoDTensor& activation(const std::string& name) const {
+    if (fused_away_.count(name))
+      throw Error(fmt::format("no activation '{}': this Evaluator fused it away (EvaluatorOptions::fuse); fetch it, or build one without fuse", name));
     Value* v = prepared_->local_scope()->find(name);
     if (!v || !v->is_tensor() || !v->tensor().initialized())
       throw Error(fmt::format("no activation '{}' (run forward first; is it a variable of the model's program?)", name));
@@ -76,6 +92,7 @@ class Evaluator {
  private:
   const Model* model_;
   std::vector<std::string> fetch_;
+  std::set<std::string> fused_away_;
   std::shared_ptr<const Program> program_;
   Executor exe_;
   std::shared_ptr<PreparedBlock> prepared_;

@@ -2,6 +2,7 @@
 // ops keep their part in ops/list_nn_norm.hpp.
 #pragma once
 #include "oar/ops/conv2d.hpp"
+#include "oar/ops/conv2d_fusion.hpp"
 #include "oar/ops/conv2d_transpose.hpp"
 #include "oar/ops/list_nn_norm.hpp"
 #include "oar/ops/op.hpp"
@@ -9,6 +10,6 @@
 
 namespace oar {
 
-using NnOps = op_list_concat<op_list<ops::Conv2d, ops::Conv2dTranspose, ops::Pool2d>, NnNormOps>::type;
+using NnOps = op_list_concat<op_list<ops::Conv2d, ops::Conv2dFusion, ops::Conv2dTranspose, ops::Pool2d>, NnNormOps>::type;
 
 }  // namespace oar

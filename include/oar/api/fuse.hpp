@@ -1,0 +1,100 @@
+// oar/api/fuse.hpp: inference-time fusion, a program transformation like Fluid's inference passes
+// (conv_elementwise_add_act_fuse_pass): conv2d -> elementwise_add (channel bias) [-> relu] becomes one
+// conv2d_fusion op, so the bias and the activation are applied while the convolution's output is in cache
+// instead of in two more passes over memory. The fused program computes the same values (the same float
+// operations in the same order); the intermediate variables disappear from it.
+#pragma once
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "oar/ops/registry.hpp"
+
+namespace oar {
+
+/// What fuse_for_inference changed.
+struct FuseReport {
+  int conv_bias_act = 0;               ///< conv2d + bias [+ relu] groups turned into conv2d_fusion
+  std::vector<std::string> removed;    ///< the intermediate variables that no longer exist
+};
+
+namespace detail {
+
+/// Readers and writers of each variable of `p`'s global block, counted over every block (a sub-block may
+/// read an outer variable).
+struct VarUses {
+  std::map<std::string, int> readers, writers;
+  explicit VarUses(const Program& p) {
+    for (size_t bi = 0; bi < p.num_blocks(); ++bi)
+      for (auto* op : p.block(int(bi)).ops()) {
+        for (auto& n : op->input_names()) ++readers[n];
+        for (auto& n : op->output_names()) ++writers[n];
+      }
+  }
+  /// Read by exactly one op, written by exactly one.
+  bool single(const std::string& n) const {
+    auto r = readers.find(n), w = writers.find(n);
+    return r != readers.end() && r->second == 1 && w != writers.end() && w->second == 1;
+  }
+};
+
+/// The index of the op of `b` after `from` that reads `name`, or -1.
+inline int reader_of(const Block& b, size_t from, const std::string& name) {
+  for (size_t i = from + 1; i < b.num_ops(); ++i)
+    for (auto& n : b.op(i).input_names())
+      if (n == name) return int(i);
+  return -1;
+}
+
+}  // namespace detail
+
+/// Fuses conv2d -> elementwise_add(X = conv output, Y = a [M] bias, axis 1) [-> relu] in `program`'s global
+/// block into conv2d_fusion, where each intermediate has that one reader and is not named in `keep` (what the
+/// caller will fetch or inspect). Returns what it did.
+inline FuseReport fuse_for_inference(Program& program, const std::set<std::string>& keep = {}) {
+  FuseReport report;
+  Block& b = program.global_block();
+  for (size_t i = 0; i < b.num_ops(); ++i) {
+    Operator& conv = b.op(i);
+    if (conv.type() != "conv2d" || conv.output("Output").size() != 1) continue;
+    const detail::VarUses uses(program);
+    const std::string conv_out = conv.output("Output")[0];
+    if (keep.count(conv_out) || !uses.single(conv_out)) continue;
+    const int ai = detail::reader_of(b, i, conv_out);
+    if (ai < 0) continue;
+    const Operator& add = b.op(size_t(ai));
+    if (add.type() != "elementwise_add" || add.input("X") != std::vector<std::string>{conv_out} || add.attr_or<int32_t>("axis", -1) != 1) continue;
+    const std::string bias = add.input("Y")[0], add_out = add.output("Out")[0];
+    const Variable* bv = b.find_var(bias);
+    const Variable* fv = b.find_var(conv.input("Filter")[0]);
+    if (!bv || !fv || bv->shape().rank() != 1 || bv->shape()[0] < 0 || bv->shape()[0] != fv->shape()[0] || bv->dtype() != fv->dtype()) continue;
+    if (!uses.writers.count(add_out) || uses.writers.at(add_out) != 1) continue;
+    std::vector<size_t> drop{size_t(ai)};
+    std::vector<std::string> gone{conv_out};
+    std::string out = add_out, act = "identity";
+    if (!keep.count(add_out) && uses.single(add_out)) {
+      const int ri = detail::reader_of(b, size_t(ai), add_out);
+      if (ri >= 0 && b.op(size_t(ri)).type() == "relu" && uses.writers.count(b.op(size_t(ri)).output("Out")[0]) &&
+          uses.writers.at(b.op(size_t(ri)).output("Out")[0]) == 1) {
+        drop.push_back(size_t(ri));
+        gone.push_back(add_out);
+        out = b.op(size_t(ri)).output("Out")[0];
+        act = "relu";
+      }
+    }
+    conv.set_type("conv2d_fusion");
+    conv.set_input("Bias", {bias});
+    conv.set_output("Output", {out});
+    conv.set_attr("activation", act);
+    validate_op(conv);
+    for (auto it = drop.rbegin(); it != drop.rend(); ++it) b.remove_op(*it);  // later index first
+    for (auto& n : gone) b.remove_var(n);
+    b.refresh_writers();
+    ++report.conv_bias_act;
+    report.removed.insert(report.removed.end(), gone.begin(), gone.end());
+  }
+  return report;
+}
+
+}  // namespace oar
