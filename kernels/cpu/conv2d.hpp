@@ -45,6 +45,24 @@ inline cpu::ConvGeom conv2d_geom(const KernelContext& c, const Shape& x, const S
 
 namespace detail {
 
+/// dst[0, n) = act(src + bias[r]) (a plain copy without bias): how conv2d / conv2d_fusion store a row of
+/// output channel r, with the same float operations elementwise_add and relu would do.
+template <class T>
+inline void store_output(const T* src, T* dst, int64_t n, const T* bias, int64_t r, bool relu) {
+  if (!bias) {
+    std::copy_n(src, n, dst);
+    return;
+  }
+  const T br = bias[r];
+  if (relu)
+    for (int64_t q = 0; q < n; ++q) {
+      const T v = src[q] + br;
+      dst[q] = v > T(0) ? v : T(0);  // NaN -> 0, as fn::Relu
+    }
+  else
+    for (int64_t q = 0; q < n; ++q) dst[q] = src[q] + br;
+}
+
 /// Output = act(conv2d(Input, Filter) + bias) for conv2d (no bias, identity) and conv2d_fusion: the bias and
 /// relu are applied as each sub-batch's product is copied out, while it is in cache.
 inline void conv2d_forward(KernelContext& c, const LoDTensor* bias, bool relu) {
@@ -72,22 +90,7 @@ inline void conv2d_forward(KernelContext& c, const LoDTensor* bias, bool relu) {
         for (int64_t gi = 0; gi < groups; ++gi)  // prod rows gi*mg.. = W_g col_g
           cpu::gemm<T>(false, false, mg, ld, k, T(1), wp + gi * mg * k, k, col + gi * k * ld, ld, T(0), prod + gi * mg * ld, ld);
         for (int64_t b = 0; b < nb; ++b)
-          for (int64_t r = 0; r < m; ++r) {
-            const T* src = prod + r * ld + b * cols;
-            T* dst = op + ((i0 + b) * m + r) * cols;
-            if (!bp) {
-              std::copy_n(src, cols, dst);
-              continue;
-            }
-            const T br = bp[r];
-            if (relu)  // as elementwise_add then relu compute it (NaN -> 0 like fn::Relu)
-              for (int64_t q = 0; q < cols; ++q) {
-                const T v = src[q] + br;
-                dst[q] = v > T(0) ? v : T(0);
-              }
-            else
-              for (int64_t q = 0; q < cols; ++q) dst[q] = src[q] + br;
-          }
+          for (int64_t r = 0; r < m; ++r) store_output(prod + r * ld + b * cols, op + ((i0 + b) * m + r) * cols, cols, bp, r, relu);
       }
     });
   });

@@ -103,6 +103,13 @@ TEST_CASE("conv2d: grad matches finite differences (f64)") {
   auto f = random_tensor<double>({k.m, k.c, k.kh, k.kw}, -1, 1, 4);
   conv_test(x, f, k).check_grad({"Filter"}, {"Output"});
   conv_test(x, f, k).check_grad({"Input"}, {"Output"});
+  // The filter gradient alone of small windows over few channels (LeNet's first layer: its input is data):
+  // 2 channels 3x3 (K = 18), and 1 channel 5x5 (K = 25).
+  for (const ConvCase& d : {ConvCase{3, 2, 6, 5, 3, 3, 3, 1, 1, 0, 0, 1, 1, 1}, ConvCase{2, 1, 9, 8, 4, 5, 5, 1, 1, 0, 0, 1, 1, 1}}) {
+    auto xd = random_tensor<double>({d.n, d.c, d.h, d.w}, -1, 1, 8);
+    auto fd = random_tensor<double>({d.m, d.c, d.kh, d.kw}, -1, 1, 9);
+    conv_test(xd, fd, d).check_grad({"Filter"}, {"Output"});
+  }
 }
 
 TEST_CASE("conv2d: results do not depend on the thread count") {
