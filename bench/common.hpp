@@ -121,6 +121,13 @@ struct MemResult {
   std::string note;
 };
 
+/// One conv layer of the book net: input [n, c, hw, hw], filter [m, c, k, k], stride 1, no padding.
+struct ConvLayer {
+  const char* name;
+  int64_t n, c, hw, m, k;
+  bool input_grad;  ///< whether training needs the input's gradient (not for the first layer: it is data)
+};
+
 // ---- LibTorch (torch_peer.cpp; stubs when LibTorch was not found)
 namespace torch_peer {
 bool available();
@@ -132,6 +139,8 @@ std::unique_ptr<Runner> op_chain(int nops, bool prealloc);
 /// a batch. `threads`: torch::set_num_threads and openblas_set_num_threads. `mkldnn`: oneDNN conv on/off.
 std::unique_ptr<Runner> mlp(const Synthetic& d, int64_t batch, int threads, bool train);
 std::unique_ptr<Runner> conv(const Synthetic& d, int64_t batch, int threads, bool train, bool mkldnn);
+/// One conv layer alone at 1 thread: forward, or backward (filter gradient + the input's when needed).
+std::unique_ptr<Runner> conv_layer(const ConvLayer& l, bool backward, bool mkldnn);
 }  // namespace torch_peer
 
 // ---- dlib (dlib_peer.cpp; stubs when dlib was not found)

@@ -34,10 +34,15 @@ struct Options {
   bool json = false;
   int reps = 5;
   double min_time = 0.25;
+  bool no_peers = false;  // oar alone (profiling)
+  bool profile = false;   // print oar::Profiler's per-op table of each net
   std::string filter;
 };
 Options g_opt;
 constexpr int64_t kBatch = 64;
+
+bool use_torch() { return !g_opt.no_peers && torch_peer::available(); }
+bool use_dlib() { return !g_opt.no_peers && dlib_peer::available(); }
 
 /// A group runs when the filter is a part of its name or names one of its lines (op_overhead_alloc).
 bool selected(const std::string& group) {
@@ -191,7 +196,7 @@ void bench_op_overhead() {
   clock_for(1);
   OarRunner o(1, [&] { exe.run(*prepared, scope, feeds); });
   const std::string what = std::to_string(nops) + " chained ops (relu, scale, elementwise_add) on 16 floats";
-  if (!torch_peer::available()) {
+  if (!use_torch()) {
     auto [to, tp] = interleave(o, nullptr, g_opt.reps, g_opt.min_time);
     emit({"op_overhead", "ns/op", to / nops * 1e9, "", 0, 1, "LibTorch not found: no peer; oar: Executor::prepare once + run, " + what, false});
     return;
@@ -217,7 +222,7 @@ struct OarNet {
   std::unique_ptr<oar::Evaluator> eval;
   oar::FeedMap feeds;
 
-  OarNet(bool conv, bool train, const Synthetic& d, int64_t batch) {
+  OarNet(bool conv, bool train, const Synthetic& d, int64_t batch, bool fuse = false) {
     if (conv) {
       img = oar::data("img", oar::f32, {-1, 1, 28, 28});
       auto c1 = oar::conv2d(img, 20, 5).act(oar::relu);
@@ -240,7 +245,7 @@ struct OarNet {
       feeds[model->name_of(label)] = oar::LoDTensor(oar::Tensor::from<int64_t>(d.labels, {batch, 1}));
     } else {
       model = std::make_unique<oar::Model>(tape.program(pred));
-      eval = std::make_unique<oar::Evaluator>(*model);
+      eval = std::make_unique<oar::Evaluator>(*model, std::vector<std::string>{}, oar::EvaluatorOptions{.fuse = fuse});
     }
     feeds[model->name_of(img)] = oar::LoDTensor(oar::Tensor::from<float>(d.images, ishape));
   }
@@ -284,6 +289,18 @@ std::string oar_step_note(const OarNet& n) {
          "), so forward_backward + the optimizer's update program with the gradients fed (same work)";
 }
 
+/// --profile: 50 steps of `net` at 1 thread under oar::Profiler, the table to stderr.
+void profile_net(const std::string& name, OarNet& net) {
+  if (!g_opt.profile) return;
+  oar::set_num_threads(1);
+  net.step();
+  const int64_t allocs = oar::memory_stats().allocations;
+  oar::Profiler prof(true);
+  for (int i = 0; i < 50; ++i) net.step();
+  info(name + ": oar::Profiler, 50 steps, 1 thread, " + std::to_string(oar::memory_stats().allocations - allocs) + " tensor allocations\n" +
+       prof.report());
+}
+
 /// LibTorch's conv net: oneDNN on or off, whichever is faster here (a short calibration).
 bool torch_conv_mkldnn(const Synthetic& d, int threads, bool train) {
   auto on = torch_peer::conv(d, kBatch, threads, train, true);
@@ -293,24 +310,28 @@ bool torch_conv_mkldnn(const Synthetic& d, int threads, bool train) {
 }
 
 void bench_forward(bool conv) {
-  const std::string name = conv ? "conv_forward" : "mlp_forward";
   Synthetic d = make_synthetic(kBatch, 784, 7);
-  OarNet net(conv, false, d, kBatch);
-  for (int thr : {1, 2}) {
-    clock_for(thr);
-    OarRunner o(thr, [&] { net.step(); });
-    const std::string what = std::string("batch 64 f32, oar Evaluator::forward (is_test) vs ") +
-                             (conv ? "torch::nn Conv2d/BatchNorm2d/Linear eval()" : "torch::nn::Linear") + " + softmax, NoGradGuard; " + clock_note(thr);
-    if (!torch_peer::available()) {
-      auto [to, tp] = interleave(o, nullptr, g_opt.reps, g_opt.min_time);
-      emit({name, "examples/s", kBatch / to, "", 0, thr, "LibTorch not found: no peer; " + what, true});
-      continue;
+  // The conv net twice: as built, and with EvaluatorOptions::fuse (conv + bias + relu in one op, api/fuse.hpp).
+  for (bool fuse : conv ? std::vector<bool>{false, true} : std::vector<bool>{false}) {
+    const std::string name = std::string(conv ? "conv_forward" : "mlp_forward") + (fuse ? "_fused" : "");
+    OarNet net(conv, false, d, kBatch, fuse);
+    profile_net(name, net);
+    for (int thr : {1, 2}) {
+      clock_for(thr);
+      OarRunner o(thr, [&] { net.step(); });
+      const std::string what = std::string("batch 64 f32, oar Evaluator::forward (is_test") + (fuse ? ", EvaluatorOptions::fuse" : "") + ") vs " +
+                               (conv ? "torch::nn Conv2d/BatchNorm2d/Linear eval()" : "torch::nn::Linear") + " + softmax, NoGradGuard; " + clock_note(thr);
+      if (!use_torch()) {
+        auto [to, tp] = interleave(o, nullptr, g_opt.reps, g_opt.min_time);
+        emit({name, "examples/s", kBatch / to, "", 0, thr, "LibTorch not found: no peer; " + what, true});
+        continue;
+      }
+      bool mkldnn = conv ? torch_conv_mkldnn(d, thr, false) : true;
+      auto p = conv ? torch_peer::conv(d, kBatch, thr, false, mkldnn) : torch_peer::mlp(d, kBatch, thr, false);
+      auto [to, tp] = interleave(o, p.get(), g_opt.reps, g_opt.min_time);
+      emit({name, "examples/s", kBatch / to, "libtorch", kBatch / tp, thr,
+            what + "; " + torch_setting(thr) + (conv ? std::string(", oneDNN conv ") + (mkldnn ? "on" : "off") + " (faster of the two here)" : ""), true});
     }
-    bool mkldnn = conv ? torch_conv_mkldnn(d, thr, false) : true;
-    auto p = conv ? torch_peer::conv(d, kBatch, thr, false, mkldnn) : torch_peer::mlp(d, kBatch, thr, false);
-    auto [to, tp] = interleave(o, p.get(), g_opt.reps, g_opt.min_time);
-    emit({name, "examples/s", kBatch / to, "libtorch", kBatch / tp, thr,
-          what + "; " + torch_setting(thr) + (conv ? std::string(", oneDNN conv ") + (mkldnn ? "on" : "off") + " (faster of the two here)" : ""), true});
   }
 }
 
@@ -321,13 +342,14 @@ void bench_train(bool conv) {
   OarNet net(conv, true, d, kBatch);
   net.check_step();
   if (!net.workaround.empty()) info(name + ": " + oar_step_note(net));
+  profile_net(name, net);
   for (int thr : {1, 2}) {
     clock_for(thr);
     OarRunner o(thr, [&] { net.step(); });
     std::vector<std::pair<std::string, std::unique_ptr<Runner>>> peers;
     std::vector<std::string> notes;
     bool mkldnn = true;
-    if (torch_peer::available()) {
+    if (use_torch()) {
       if (conv) mkldnn = torch_conv_mkldnn(d, thr, true);
       peers.emplace_back("libtorch", conv ? torch_peer::conv(d, kBatch, thr, true, mkldnn) : torch_peer::mlp(d, kBatch, thr, true));
       notes.push_back(torch_setting(thr) + ", torch::optim, cross_entropy on logits" +
@@ -335,7 +357,7 @@ void bench_train(bool conv) {
     } else {
       info(name + ": LibTorch not found: its comparison is skipped");
     }
-    if (dlib_peer::available()) {
+    if (use_dlib()) {
       peers.emplace_back("dlib", conv ? dlib_peer::conv_train(d, kBatch, thr) : dlib_peer::mlp_train(d, kBatch, thr));
       notes.push_back("dlib " + dlib_peer::version() + ", compute_parameter_gradients + update_parameters, loss_multiclass_log, " +
                       (conv ? "adam(0, 0.9, 0.999) lr 1e-3" : "sgd(0, 0) lr 0.1") + ", openblas_set_num_threads(" + std::to_string(thr) + ")");
@@ -363,6 +385,66 @@ void bench_train(bool conv) {
                 (net.workaround.empty() ? std::string("oar Optimizer::step") : std::string("oar: forward_backward + update program (Optimizer::step fails, see header)")) +
                 "; " + notes[i] + "; " + clock_note(thr), true});
   }
+}
+
+// ---------------------------------------------------------------- conv layers alone
+
+/// A random f32 tensor (uniform [0, 1)).
+oar::Tensor random_f32(oar::Shape shape, uint64_t seed) {
+  std::vector<float> v(size_t(shape.numel()));
+  std::mt19937 rng{uint32_t(seed)};
+  std::uniform_real_distribution<float> dist(0, 1);
+  for (auto& x : v) x = dist(rng);
+  return oar::Tensor::from<float>(v, shape);
+}
+
+/// Each conv layer of the book net alone, forward and backward, oar's conv2d / conv2d_grad kernel (a one-op
+/// program) against LibTorch's at::conv2d / at::convolution_backward, 1 thread: how the kernels compare
+/// without the rest of the net.
+void bench_conv_layers() {
+  const ConvLayer layers[] = {{"conv_layer1", kBatch, 1, 28, 20, 5, false}, {"conv_layer2", kBatch, 20, 12, 50, 5, true}};
+  clock_for(1);
+  for (const ConvLayer& l : layers)
+    for (bool backward : {false, true}) {
+      const int64_t o = l.hw - l.k + 1;
+      oar::Program prog;
+      oar::Block& b = prog.global_block();
+      b.create_var("x", {.dtype = oar::f32, .shape = oar::Shape{l.n, l.c, l.hw, l.hw}});
+      b.create_var("w", {.dtype = oar::f32, .shape = oar::Shape{l.m, l.c, l.k, l.k}});
+      oar::FeedMap feeds{{"x", oar::LoDTensor(random_f32({l.n, l.c, l.hw, l.hw}, 1))}, {"w", oar::LoDTensor(random_f32({l.m, l.c, l.k, l.k}, 2))}};
+      oar::Operator op(backward ? "conv2d_grad" : "conv2d");
+      op.set_input("Input", {"x"}).set_input("Filter", {"w"});
+      // A grad op carries its forward op's attributes (its derived schema has no defaults to fill in).
+      op.set_attr("strides", std::vector<int32_t>{1, 1}).set_attr("paddings", std::vector<int32_t>{0, 0});
+      op.set_attr("dilations", std::vector<int32_t>{1, 1}).set_attr("groups", 1);
+      if (backward) {
+        b.create_var("dy", {.dtype = oar::f32, .shape = oar::Shape{l.n, l.m, o, o}});
+        feeds["dy"] = oar::LoDTensor(random_f32({l.n, l.m, o, o}, 3));
+        op.set_input("Output@GRAD", {"dy"}).set_output("Input@GRAD", {l.input_grad ? "dx" : oar::kEmptyVarName}).set_output("Filter@GRAD", {"dw"});
+      } else {
+        op.set_output("Output", {"y"});
+      }
+      oar::add_op(b, std::move(op));
+      oar::Scope scope;
+      oar::Executor exe;
+      auto prepared = exe.prepare(prog, scope);
+      OarRunner runner(1, [&] { exe.run(*prepared, scope, feeds); });
+      const std::string name = std::string(l.name) + (backward ? "_backward" : "_forward");
+      const std::string what = fmt::format("input [{}, {}, {}, {}], filter [{}, {}, {}, {}], no bias; oar {} kernel vs LibTorch {}{}; {}", l.n, l.c, l.hw, l.hw, l.m,
+                                           l.c, l.k, l.k, backward ? "conv2d_grad" : "conv2d", backward ? "at::convolution_backward" : "at::conv2d",
+                                           backward ? (l.input_grad ? " (input and filter grads)" : " (filter grad only)") : "", clock_note(1));
+      if (!use_torch()) {
+        auto [to, tp] = interleave(runner, nullptr, g_opt.reps, g_opt.min_time);
+        emit({name, "ms", to * 1e3, "", 0, 1, "LibTorch not found: no peer; " + what, false});
+        continue;
+      }
+      auto on = torch_peer::conv_layer(l, backward, true), off = torch_peer::conv_layer(l, backward, false);
+      auto [t_on, t_off] = interleave(*on, off.get(), 3, g_opt.min_time / 2);
+      Runner* peer = t_on < t_off ? on.get() : off.get();
+      auto [to, tp] = interleave(runner, peer, g_opt.reps, g_opt.min_time);
+      emit({name, "ms", to * 1e3, "libtorch", tp * 1e3, 1,
+            what + "; libtorch 1 thread, oneDNN " + (t_on < t_off ? "on" : "off") + " (faster of the two here)", false});
+    }
 }
 
 // ---------------------------------------------------------------- peak memory (one process per framework)
@@ -414,7 +496,7 @@ void bench_memory(bool conv) {
   }
   const std::string how = "batch 64, 20 training steps at 1 thread, each framework in its own process; ";
   for (const char* fw : {"libtorch", "dlib"}) {
-    if (std::string(fw) == "libtorch" ? !torch_peer::available() : !dlib_peer::available()) continue;
+    if (std::string(fw) == "libtorch" ? !use_torch() : !use_dlib()) continue;
     double peer_hwm = 0;
     if (!run_child_mem(netname, fw, peer_hwm, dummy)) {
       info(netname + "_train_peak_mem: the " + fw + " child failed");
@@ -453,11 +535,15 @@ int main(int argc, char** argv) try {
     if (a == "--json") g_opt.json = true;
     else if (a == "--reps" && i + 1 < argc) g_opt.reps = std::max(1, std::atoi(argv[++i]));
     else if (a == "--min-time" && i + 1 < argc) g_opt.min_time = std::atof(argv[++i]);
+    else if (a == "--no-peers") g_opt.no_peers = true;
+    else if (a == "--profile") g_opt.profile = true;
     else if (a == "--openblas-core" && i + 1 < argc) ++i;  // applied above
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: oar_bench [--json] [--reps N (5)] [--min-time S (0.25)] [--openblas-core NAME] [filter]\n"
+      std::printf("usage: oar_bench [--json] [--reps N (5)] [--min-time S (0.25)] [--openblas-core NAME] [--no-peers] [--profile] [filter]\n"
                   "  --openblas-core NAME: set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) for every framework\n"
-                  "benchmarks: sgemm op_overhead mlp_forward conv_forward mlp_train conv_train (filter: substring)\n");
+                  "  --no-peers: measure oar alone (for profiling it)\n"
+                  "  --profile: print oar's time per op type (oar::Profiler) for each net, 1 thread\n"
+                  "benchmarks: sgemm op_overhead mlp_forward conv_forward conv_layer mlp_train conv_train (filter: substring)\n");
       return 0;
     } else g_opt.filter = a;
   }
@@ -475,6 +561,7 @@ int main(int argc, char** argv) try {
   if (selected("op_overhead")) bench_op_overhead();
   if (selected("mlp_forward")) bench_forward(false);
   if (selected("conv_forward")) bench_forward(true);
+  if (selected("conv_layer")) bench_conv_layers();
   if (selected("mlp_train")) {
     bench_train(false);
     bench_memory(false);

@@ -19,6 +19,7 @@ std::string version() { return "not found"; }
 std::unique_ptr<Runner> op_chain(int, bool) { return nullptr; }
 std::unique_ptr<Runner> mlp(const Synthetic&, int64_t, int, bool) { return nullptr; }
 std::unique_ptr<Runner> conv(const Synthetic&, int64_t, int, bool, bool) { return nullptr; }
+std::unique_ptr<Runner> conv_layer(const ConvLayer&, bool, bool) { return nullptr; }
 
 #else
 
@@ -161,6 +162,38 @@ std::unique_ptr<Runner> conv(const Synthetic& d, int64_t batch, int threads, boo
     return std::make_unique<torch::optim::Adam>(n->parameters(), torch::optim::AdamOptions(1e-3));
   });
   r->threads = threads;
+  r->mkldnn = mkldnn;
+  return r;
+}
+
+namespace {
+
+/// One conv layer alone: at::conv2d forward, or at::convolution_backward (filter gradient, and the input's
+/// when the layer has one), on random tensors of the layer's shapes; no bias (oar's conv2d has none).
+struct ConvLayerRunner : TorchRunner {
+  ConvLayer l;
+  bool backward;
+  torch::Tensor x, w, g;
+  ConvLayerRunner(const ConvLayer& layer, bool bwd) : l(layer), backward(bwd) {
+    torch::manual_seed(3);
+    x = torch::rand({l.n, l.c, l.hw, l.hw});
+    w = torch::rand({l.m, l.c, l.k, l.k});
+    g = torch::rand({l.n, l.m, l.hw - l.k + 1, l.hw - l.k + 1});
+  }
+  void step() override {
+    torch::NoGradGuard no_grad;
+    if (!backward) {
+      auto y = torch::conv2d(x, w);
+      return;
+    }
+    auto r = at::convolution_backward(g, x, w, c10::nullopt, {1, 1}, {0, 0}, {1, 1}, false, {0, 0}, 1, {l.input_grad, true, false});
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Runner> conv_layer(const ConvLayer& l, bool backward, bool mkldnn) {
+  auto r = std::make_unique<ConvLayerRunner>(l, backward);
   r->mkldnn = mkldnn;
   return r;
 }
