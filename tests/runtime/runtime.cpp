@@ -204,6 +204,31 @@ TEST_CASE("profiler: counts every kernel run per op type or per op, only while i
   CHECK(fresh.times().empty());
 }
 
+TEST_CASE("executor: a loaded program whose ops carry Fluid's framework attributes runs; add_op still refuses them") {
+  // Fluid saves op_role, op_namescope, use_mkldnn... on its ops. Loading keeps them (no schema check on
+  // load) and kernels ignore what they do not read; add_op, which builds ops, reports unknown attributes.
+  Program p = chain_program(3, {"tanh", "relu", "scale"});
+  Program fluid = p;
+  for (auto* op : fluid.global_block().ops()) op->set_attr("op_role", 0).set_attr("use_mkldnn", false).set_attr("op_namescope", std::string("/"));
+  Program loaded = parse_program(serialize(fluid));
+  CHECK(loaded.global_block().op(0).attr<int32_t>("op_role") == 0);
+  auto x = Tensor::from<float>(std::vector<float>(2 * 64, 0.25f), {2, 64});
+  Executor exe;
+  Scope s1, s2;
+  auto want = exe.run(p, s1, {{"x", x}}, {"h2"});
+  auto got = exe.run(loaded, s2, {{"x", x}}, {"h2"});
+  CHECK(got[0].to_vector<float>() == want[0].to_vector<float>());
+  Operator typo("relu");
+  typo.set_input("X", {"x"}).set_output("Out", {"y"}).set_attr("use_mkldnn", false);
+  std::string msg;
+  try {
+    add_op(p.global_block(), std::move(typo));
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("unknown attribute 'use_mkldnn'") != std::string::npos);
+}
+
 TEST_CASE("executor: conditional_block runs its sub-block only when the condition holds") {
   Tape tape;
   auto x = data("x", f32, {-1, 4});
