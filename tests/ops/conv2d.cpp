@@ -60,15 +60,28 @@ const std::vector<ConvCase> kCases = {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("conv2d: forward matches a plain loop", T, float, double) {
+TEST_CASE_TEMPLATE("conv2d and conv2d_fusion: forward matches a plain loop (then + bias, relu)", T, float, double) {
   double tol = std::is_same_v<T, float> ? 1e-4 : 1e-10;
   int idx = 0;
   for (const auto& k : kCases) {
     CAPTURE(idx);
     auto x = random_tensor<T>({k.n, k.c, k.h, k.w}, -1, 1, 11 + uint64_t(idx));
     auto f = random_tensor<T>({k.m, k.c / k.groups, k.kh, k.kw}, -1, 1, 99 + uint64_t(idx));
+    const Tensor want = naive_conv2d(x, f, k);
     auto out = conv_test(x, f, k).unknown_batch(idx % 2 == 1).run();
-    check_close(to_f64(out["Output"]), naive_conv2d(x, f, k), tol, tol, "conv2d case " + std::to_string(idx));
+    check_close(to_f64(out["Output"]), want, tol, tol, "conv2d case " + std::to_string(idx));
+    // conv2d_fusion: the same convolution, the channel bias added, then relu or nothing.
+    auto bias = random_tensor<T>({k.m}, -1, 1, 41 + uint64_t(idx));
+    const int64_t plane = want.numel() / std::max<int64_t>(1, k.n * k.m);
+    for (const char* act : {"relu", "identity"}) {
+      std::vector<double> w = want.to_vector<double>();
+      for (size_t i = 0; i < w.size(); ++i) {
+        w[i] += bias.get(int64_t(i) / plane % k.m);
+        if (std::string(act) == "relu") w[i] = std::max(w[i], 0.0);
+      }
+      auto fused = conv_test(x, f, k, "conv2d_fusion").input("Bias", bias).attr("activation", std::string(act)).unknown_batch(idx % 2 == 0).run();
+      check_close(to_f64(fused["Output"]), Tensor::from<double>(w, want.shape()), tol, tol, std::string("conv2d_fusion ") + act);
+    }
     ++idx;
   }
 }
@@ -160,31 +173,6 @@ TEST_CASE("conv2d: bad shapes and attributes are oar::Errors naming the shapes")
 
   msg = error_of([&] { OpTest("conv2d").input("Input", random_tensor<float>({3, 5, 5})).input("Filter", random_tensor<float>({3, 3, 3, 3})).build(); });
   CHECK(msg.find("[N, C, H, W]") != std::string::npos);
-}
-
-TEST_CASE_TEMPLATE("conv2d_fusion: act(conv2d + bias) matches conv2d, bias add and relu done apart", T, float, double) {
-  double tol = std::is_same_v<T, float> ? 1e-4 : 1e-10;
-  int idx = 0;
-  for (const auto& k : kCases) {
-    CAPTURE(idx);
-    auto x = random_tensor<T>({k.n, k.c, k.h, k.w}, -1, 1, 21 + uint64_t(idx));
-    auto f = random_tensor<T>({k.m, k.c / k.groups, k.kh, k.kw}, -1, 1, 31 + uint64_t(idx));
-    auto bias = random_tensor<T>({k.m}, -1, 1, 41 + uint64_t(idx));
-    Tensor want = naive_conv2d(x, f, k);
-    const int64_t plane = want.numel() / std::max<int64_t>(1, k.n * k.m);
-    for (const char* act : {"relu", "identity"}) {
-      std::vector<double> w = want.to_vector<double>();
-      for (size_t i = 0; i < w.size(); ++i) {
-        w[i] += bias.get(int64_t(i) / plane % k.m);
-        if (std::string(act) == "relu") w[i] = std::max(w[i], 0.0);
-      }
-      OpTest t = conv_test(x, f, k, "conv2d_fusion");
-      t.input("Bias", bias).attr("activation", std::string(act));
-      auto out = t.unknown_batch(idx % 2 == 0).run();
-      check_close(to_f64(out["Output"]), Tensor::from<double>(w, want.shape()), tol, tol, std::string("conv2d_fusion ") + act);
-    }
-    ++idx;
-  }
 }
 
 TEST_CASE("conv2d_fusion: a bias that does not fit the filter, or an unknown activation, is an oar::Error") {
