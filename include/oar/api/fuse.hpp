@@ -21,8 +21,9 @@ struct FuseReport {
 
 namespace detail {
 
-/// Readers and writers of each variable of `p`'s global block, counted over every block (a sub-block may
-/// read an outer variable).
+/// Readers and writers of each variable of `p`, counted over every block (a sub-block may read an outer
+/// variable). A fusion leaves the counts of every variable it does not remove as they were (the fused op
+/// reads the bias and writes the last output, as the ops it replaces did), so one count serves a whole pass.
 struct VarUses {
   std::map<std::string, int> readers, writers;
   explicit VarUses(const Program& p) {
@@ -32,10 +33,14 @@ struct VarUses {
         for (auto& n : op->output_names()) ++writers[n];
       }
   }
+  bool written_once(const std::string& n) const {
+    auto w = writers.find(n);
+    return w != writers.end() && w->second == 1;
+  }
   /// Read by exactly one op, written by exactly one.
   bool single(const std::string& n) const {
-    auto r = readers.find(n), w = writers.find(n);
-    return r != readers.end() && r->second == 1 && w != writers.end() && w->second == 1;
+    auto r = readers.find(n);
+    return r != readers.end() && r->second == 1 && written_once(n);
   }
 };
 
@@ -55,10 +60,10 @@ inline int reader_of(const Block& b, size_t from, const std::string& name) {
 inline FuseReport fuse_for_inference(Program& program, const std::set<std::string>& keep = {}) {
   FuseReport report;
   Block& b = program.global_block();
+  const detail::VarUses uses(program);
   for (size_t i = 0; i < b.num_ops(); ++i) {
     Operator& conv = b.op(i);
     if (conv.type() != "conv2d" || conv.output("Output").size() != 1) continue;
-    const detail::VarUses uses(program);
     const std::string conv_out = conv.output("Output")[0];
     if (keep.count(conv_out) || !uses.single(conv_out)) continue;
     const int ai = detail::reader_of(b, i, conv_out);
@@ -69,14 +74,13 @@ inline FuseReport fuse_for_inference(Program& program, const std::set<std::strin
     const Variable* bv = b.find_var(bias);
     const Variable* fv = b.find_var(conv.input("Filter")[0]);
     if (!bv || !fv || bv->shape().rank() != 1 || bv->shape()[0] < 0 || bv->shape()[0] != fv->shape()[0] || bv->dtype() != fv->dtype()) continue;
-    if (!uses.writers.count(add_out) || uses.writers.at(add_out) != 1) continue;
+    if (!uses.written_once(add_out)) continue;
     std::vector<size_t> drop{size_t(ai)};
     std::vector<std::string> gone{conv_out};
     std::string out = add_out, act = "identity";
     if (!keep.count(add_out) && uses.single(add_out)) {
       const int ri = detail::reader_of(b, size_t(ai), add_out);
-      if (ri >= 0 && b.op(size_t(ri)).type() == "relu" && uses.writers.count(b.op(size_t(ri)).output("Out")[0]) &&
-          uses.writers.at(b.op(size_t(ri)).output("Out")[0]) == 1) {
+      if (ri >= 0 && b.op(size_t(ri)).type() == "relu" && uses.written_once(b.op(size_t(ri)).output("Out")[0])) {
         drop.push_back(size_t(ri));
         gone.push_back(add_out);
         out = b.op(size_t(ri)).output("Out")[0];
@@ -88,9 +92,8 @@ inline FuseReport fuse_for_inference(Program& program, const std::set<std::strin
     conv.set_output("Output", {out});
     conv.set_attr("activation", act);
     validate_op(conv);
-    for (auto it = drop.rbegin(); it != drop.rend(); ++it) b.remove_op(*it);  // later index first
+    for (auto it = drop.rbegin(); it != drop.rend(); ++it) b.remove_op(*it);  // later index first (each refreshes writers)
     for (auto& n : gone) b.remove_var(n);
-    b.refresh_writers();
     ++report.conv_bias_act;
     report.removed.insert(report.removed.end(), gone.begin(), gone.end());
   }

@@ -34,9 +34,12 @@ struct OpTime {
 
 namespace detail {
 
+/// Live Profiler objects: what the executor checks per op (a constant-initialized global, so the check is
+/// one relaxed load without a function-local static's guard).
+inline std::atomic<int> live_profilers{0};
+
 struct ProfileLog {
-  std::atomic<int> active{0};  // live Profiler objects
-  std::atomic<int> by_op{0};   // live Profiler objects that want a line per op rather than per op type
+  std::atomic<int> by_op{0};  // live Profiler objects that want a line per op rather than per op type
   std::mutex mu;
   std::map<std::string, OpTime, std::less<>> ops;
 
@@ -56,7 +59,7 @@ struct ProfileLog {
   }
 };
 
-inline bool profiling() { return ProfileLog::get().active.load(std::memory_order_relaxed) > 0; }
+inline bool profiling() { return live_profilers.load(std::memory_order_relaxed) > 0; }
 
 /// Runs `fn` and, while profiling, adds its wall time to the line of `op`'s type (or of `op` itself: its type
 /// and first output).
@@ -88,13 +91,13 @@ class Profiler {
   explicit Profiler(bool per_op = false) : per_op_(per_op) {
     auto& log = detail::ProfileLog::get();
     std::lock_guard lock(log.mu);
-    if (log.active.fetch_add(1) == 0) log.ops.clear();
+    if (detail::live_profilers.fetch_add(1) == 0) log.ops.clear();
     if (per_op_) log.by_op.fetch_add(1);
   }
   ~Profiler() {
     auto& log = detail::ProfileLog::get();
     if (per_op_) log.by_op.fetch_sub(1);
-    log.active.fetch_sub(1);
+    detail::live_profilers.fetch_sub(1);
   }
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
