@@ -3,8 +3,14 @@
 #pragma once
 #include <unordered_map>
 
+// With OAR_SEPARATE_KERNELS (below) only the one translation unit that compiles the kernels parses them.
+#if !defined(OAR_SEPARATE_KERNELS) || defined(OAR_KERNELS_IMPLEMENTATION)
 #include "kernels/cpu/all.hpp"
+#endif
 #include "oar/ops/registry.hpp"
+#include "oar/runtime/kernel_context.hpp"
+#include "oar/runtime/tensor.hpp"
+#include "oar/runtime/thread_pool.hpp"
 
 namespace oar {
 
