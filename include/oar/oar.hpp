@@ -26,6 +26,7 @@
 #include "oar/ir/serialize.hpp"
 #include "oar/layers/layers.hpp"
 #include "oar/ops/registry.hpp"
+#include "oar/runtime/conv_algorithm.hpp"
 #include "oar/runtime/executor.hpp"
 #include "oar/runtime/profiler.hpp"
 #include "oar/runtime/scope.hpp"

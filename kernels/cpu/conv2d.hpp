@@ -1,8 +1,10 @@
-// kernels/cpu/conv2d.hpp: conv2d and conv2d_grad on the CPU: im2col of several images side by side, then one
-// GEMM per group; images spread over the thread pool.
+// kernels/cpu/conv2d.hpp: conv2d and conv2d_grad on the CPU: Winograd tiles where they apply and pay
+// (kernels/cpu/winograd.hpp), otherwise im2col of several images side by side, then one GEMM per group; images
+// spread over the thread pool.
 #pragma once
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/im2col.hpp"
+#include "kernels/cpu/winograd.hpp"
 #include "oar/ops/conv2d.hpp"
 #include "oar/ops/conv2d_fusion.hpp"
 #include "oar/runtime/kernel_context.hpp"
@@ -80,6 +82,10 @@ inline void conv2d_forward(KernelContext& c, const LoDTensor* bias, bool relu) {
     const T* wp = f.data<T>();
     const T* bp = bias ? bias->data<T>() : nullptr;
     T* op = out.data<T>();
+    if (cpu::winograd_applies(g, m, groups)) {
+      cpu::winograd_conv2d<T>(xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, op, bp, relu);
+      return;
+    }
     cpu::for_image_chunks<T>(n, 0, nullptr, [&](int64_t lo, int64_t hi, T*) {
       const int64_t per = cpu::images_per_gemm(g.col_rows() * cols, hi - lo);
       T* col = cpu::thread_scratch<T, 0>(size_t(g.col_rows() * per * cols));
@@ -121,6 +127,11 @@ inline void Conv2d::eval_grad_cpu(KernelContext& c) {
     const T* xp = x.data<T>();
     const T* wp = f.data<T>();
     const T* dop = dout.data<T>();
+    if (cpu::winograd_applies(g, m, groups)) {
+      cpu::winograd_conv2d_grad<T>(xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, dop, dxp, dwp);
+      if (want_dx) c.out("Input@GRAD").set_lod(x.lod());
+      return;
+    }
     // dOut of a sub-batch gathered to dbuf [m, nb*cols]; per group: dW_g += dOut_g col_g^T,
     // dcol_g = W_g^T dOut_g; then col2im per image.
     cpu::for_image_chunks<T>(n, want_dw ? f.numel() : 0, dwp, [&](int64_t lo, int64_t hi, T* dw) {

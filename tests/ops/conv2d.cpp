@@ -3,6 +3,8 @@
 #include "pch.hpp"
 #include "support/op_check.hpp"
 
+#include "kernels/cpu/winograd.hpp"  // make_winograd_matrices, winograd_applies
+
 using namespace oar;
 using namespace oar::test;
 
@@ -186,4 +188,151 @@ TEST_CASE("conv2d_fusion: a bias that does not fit the filter, or an unknown act
   });
   CHECK(msg.find("activation") != std::string::npos);
   CHECK(msg.find("identity or relu") != std::string::npos);
+}
+
+// ---- Winograd tiles (kernels/cpu/winograd.hpp): F(4x4, 5x5) and F(6x6, 3x3), the gradients as their adjoint.
+
+namespace {
+
+/// Sets the convolution algorithm for one scope.
+struct ConvAlgorithmScope {
+  ConvAlgorithm before = conv_algorithm();
+  explicit ConvAlgorithmScope(ConvAlgorithm a) { set_conv_algorithm(a); }
+  ~ConvAlgorithmScope() { set_conv_algorithm(before); }
+};
+
+template <int M, int R>
+void check_winograd_1d() {
+  constexpr auto w = cpu::make_winograd_matrices<M, R>();
+  constexpr int A = M + R - 1;
+  auto d = random_tensor<double>({A}, -1, 1, 7), g = random_tensor<double>({R}, -1, 1, 8);
+  double gd[A], bd[A];
+  for (int j = 0; j < A; ++j) {
+    gd[j] = bd[j] = 0;
+    for (int k = 0; k < R; ++k) gd[j] += w.g[j][k] * g.get(k);
+    for (int k = 0; k < A; ++k) bd[j] += w.bt[j][k] * d.get(k);
+  }
+  for (int i = 0; i < M; ++i) {
+    double y = 0, want = 0;
+    for (int j = 0; j < A; ++j) y += w.at[i][j] * gd[j] * bd[j];
+    for (int k = 0; k < R; ++k) want += g.get(k) * d.get(i + k);
+    CHECK(y == doctest::Approx(want).epsilon(1e-12));
+  }
+}
+
+/// Winograd's f32 rounding scales with the output's magnitude (its transforms add terms up to ~5x larger than
+/// the inputs): compare with an absolute tolerance relative to the largest output.
+double max_abs(const Tensor& t) {
+  double m = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) m = std::max(m, std::abs(t.get(i)));
+  return m;
+}
+
+const std::vector<ConvCase> kWinogradCases = {
+    {3, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 1},  // the book net's second layer: 2 x 2 whole tiles
+    {2, 8, 9, 10, 9, 5, 5, 1, 1, 2, 1, 1, 1, 1},     // 5x5, uneven pads, partial tiles
+    {2, 9, 13, 11, 10, 3, 3, 1, 1, 1, 1, 1, 1, 1},   // 3x3 "same", partial tiles
+    {1, 3, 8, 8, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1},      // 3x3 valid: one whole 6 x 6 tile, few channels
+    {2, 1, 6, 7, 3, 5, 5, 1, 1, 4, 4, 1, 1, 1},      // padding r - 1 (the widest allowed), one channel
+    {17, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1},     // batch 17 (uneven thread chunks)
+};
+
+}  // namespace
+
+TEST_CASE("winograd: the 1-D transforms compute a correlation (F(4, 5), F(6, 3) and the filter-gradient pairs)") {
+  check_winograd_1d<4, 5>();
+  check_winograd_1d<6, 3>();
+  check_winograd_1d<5, 4>();
+  check_winograd_1d<3, 6>();
+}
+
+TEST_CASE("conv2d: which convolutions run on Winograd tiles") {
+  auto geom = [](const ConvCase& k) {
+    cpu::ConvGeom g;
+    g.c = k.c, g.h = k.h, g.w = k.w, g.kh = k.kh, g.kw = k.kw, g.sh = k.s0, g.sw = k.s1, g.ph = k.p0, g.pw = k.p1, g.dh = k.d0, g.dw = k.d1;
+    g.oh = (k.h + 2 * k.p0 - (k.d0 * (k.kh - 1) + 1)) / k.s0 + 1, g.ow = (k.w + 2 * k.p1 - (k.d1 * (k.kw - 1) + 1)) / k.s1 + 1;
+    return g;
+  };
+  const ConvCase book1{64, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 1, 1, 1}, book2{64, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 1};
+  ConvAlgorithmScope scope(ConvAlgorithm::automatic);
+  CHECK_FALSE(cpu::winograd_applies(geom(book1), 20, 1));  // one input channel: im2col
+  CHECK(cpu::winograd_applies(geom(book2), 50, 1));
+  CHECK(cpu::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}), 64, 1));
+  CHECK_FALSE(cpu::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1}), 64, 1));  // stride 2
+  CHECK_FALSE(cpu::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 2, 2, 2, 2, 1}), 64, 1));  // dilation 2
+  CHECK_FALSE(cpu::winograd_applies(geom(book2), 50, 2));                                            // groups 2
+  CHECK_FALSE(cpu::winograd_applies(geom({8, 64, 14, 14, 64, 7, 7, 1, 1, 3, 3, 1, 1, 1}), 64, 1));  // 7x7
+  CHECK_FALSE(cpu::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 3, 3, 1, 1, 1}), 64, 1));  // pad >= r
+  set_conv_algorithm(ConvAlgorithm::im2col);
+  CHECK_FALSE(cpu::winograd_applies(geom(book2), 50, 1));
+  set_conv_algorithm(ConvAlgorithm::winograd);
+  CHECK(cpu::winograd_applies(geom(book1), 20, 1));  // forced: any channel count
+}
+
+TEST_CASE_TEMPLATE("conv2d and conv2d_fusion on Winograd tiles: forward matches a plain loop", T, float, double) {
+  ConvAlgorithmScope scope(ConvAlgorithm::winograd);
+  int idx = 0;
+  for (const auto& k : kWinogradCases) {
+    CAPTURE(idx);
+    auto x = random_tensor<T>({k.n, k.c, k.h, k.w}, -1, 1, 21 + uint64_t(idx));
+    auto f = random_tensor<T>({k.m, k.c, k.kh, k.kw}, -1, 1, 31 + uint64_t(idx));
+    const Tensor want = naive_conv2d(x, f, k);
+    const double tol = (std::is_same_v<T, float> ? 2e-5 : 1e-12) * std::max(1.0, max_abs(want));
+    auto out = conv_test(x, f, k).unknown_batch(idx % 2 == 1).run();
+    check_close(to_f64(out["Output"]), want, tol, 0, "winograd conv2d case " + std::to_string(idx));
+    auto bias = random_tensor<T>({k.m}, -1, 1, 41 + uint64_t(idx));
+    std::vector<double> w = want.to_vector<double>();
+    const int64_t plane = want.numel() / std::max<int64_t>(1, k.n * k.m);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = std::max(w[i] + bias.get(int64_t(i) / plane % k.m), 0.0);
+    auto fused = conv_test(x, f, k, "conv2d_fusion").input("Bias", bias).attr("activation", std::string("relu")).run();
+    check_close(to_f64(fused["Output"]), Tensor::from<double>(w, want.shape()), tol, 0, "winograd conv2d_fusion relu");
+    ++idx;
+  }
+}
+
+TEST_CASE("conv2d on Winograd tiles: grads match finite differences (f64)") {
+  ConvAlgorithmScope scope(ConvAlgorithm::winograd);
+  const std::vector<ConvCase> cases = {
+      {2, 3, 7, 6, 2, 5, 5, 1, 1, 2, 1, 1, 1, 1},  // 5x5, uneven pads, partial tiles
+      {2, 2, 7, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // 3x3 "same", partial tiles
+      {1, 2, 9, 9, 2, 5, 5, 1, 1, 0, 0, 1, 1, 1},  // 5x5 valid
+  };
+  int idx = 0;
+  for (const auto& k : cases) {
+    CAPTURE(idx);
+    auto x = random_tensor<double>({k.n, k.c, k.h, k.w}, -1, 1, 51 + uint64_t(idx));
+    auto f = random_tensor<double>({k.m, k.c, k.kh, k.kw}, -1, 1, 61 + uint64_t(idx));
+    conv_test(x, f, k).check_grad({"Input", "Filter"}, {"Output"});
+    conv_test(x, f, k).check_grad({"Input"}, {"Output"});
+    conv_test(x, f, k).check_grad({"Filter"}, {"Output"});
+    ++idx;
+  }
+}
+
+TEST_CASE("conv2d on Winograd tiles: grads agree with im2col's on the book net's second layer (f32, 1 and 2 threads)") {
+  ConvCase k{9, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 1};
+  auto x = random_tensor<float>({k.n, k.c, k.h, k.w}, -1, 1, 71);
+  auto f = random_tensor<float>({k.m, k.c, 5, 5}, -1, 1, 72);
+  auto dy = random_tensor<float>({k.n, k.m, 8, 8}, -1, 1, 73);
+  auto grads = [&](ConvAlgorithm a, int threads) {
+    ConvAlgorithmScope scope(a);
+    const int before = num_threads();
+    set_num_threads(threads);
+    OpTest t("conv2d_grad");
+    t.input("Input", x).input("Filter", f).input("Output@GRAD", dy);
+    t.attr("strides", std::vector<int32_t>{1, 1}).attr("paddings", std::vector<int32_t>{0, 0});
+    t.attr("dilations", std::vector<int32_t>{1, 1}).attr("groups", 1);
+    auto out = t.run();
+    set_num_threads(before);
+    return out;
+  };
+  auto ref = grads(ConvAlgorithm::im2col, 1);
+  for (int threads : {1, 2}) {
+    auto got = grads(ConvAlgorithm::winograd, threads);
+    for (const char* slot : {"Input@GRAD", "Filter@GRAD"}) {
+      CAPTURE(slot);
+      const Tensor want = to_f64(ref[slot]);
+      check_close(to_f64(got[slot]), want, 2e-5 * max_abs(want), 0, std::string("winograd vs im2col ") + slot);
+    }
+  }
 }
