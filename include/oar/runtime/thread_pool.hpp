@@ -23,9 +23,11 @@
 #endif
 
 // Microseconds an idle worker (or a caller waiting for workers) spins before blocking on a
-// condition variable. Default 0: on the 2-vCPU target spinning measured no gain (see bench).
+// condition variable. NOTE: on the 2-core Zen 3 target a futex wake-up costs tens of microseconds: with 50,
+// a 256^3 sgemm on 2 threads went from 0.80-0.92x to 0.97x of OpenBLAS's own threading (it measured no gain on
+// a 2-vCPU AVX-512 machine earlier). Define 0 to block at once.
 #ifndef OAR_POOL_SPIN_US
-#define OAR_POOL_SPIN_US 0
+#define OAR_POOL_SPIN_US 50
 #endif
 
 namespace oar {
