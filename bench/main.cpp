@@ -3,6 +3,7 @@
 // Usage: oar_bench [--json] [--reps N] [--min-time S] [filter]. See docs/benchmarks.md.
 #include <oar/oar.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -309,6 +310,32 @@ bool torch_conv_mkldnn(const Synthetic& d, int threads, bool train) {
   return t_on < t_off;
 }
 
+/// The MLP's large products timed alone with OpenBLAS's own threading (best of 2000): the forward's X [64 x 784]
+/// W1 [784 x 200] (99% of its 20 MFLOP) and, for a training step, also dW1 = X^T dH [784 x 64] [64 x 200] (98% of its
+/// 41 MFLOP together). No framework can run the pass faster than these alone: emitted as the "peer" gemm_bound of
+/// oar's measured rate (ratio: the share of the bound oar reaches).
+void emit_mlp_gemm_bound(const std::string& name, double oar_rate, int threads, bool train) {
+#if defined(OAR_WITH_BLAS)
+  std::vector<float> x(64 * 784, 0.5f), w(784 * 200, 0.1f), h(64 * 200), dh(64 * 200, 0.2f), dw(784 * 200);
+  openblas_set_num_threads(threads);
+  double best = 1e9;
+  for (int rep = 0; rep < 2000; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 64, 200, 784, 1.f, x.data(), 784, w.data(), 200, 0.f, h.data(), 200);
+    if (train) cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, 784, 200, 64, 1.f, x.data(), 784, dh.data(), 200, 0.f, dw.data(), 200);
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  openblas_set_num_threads(1);
+  if (threads > 1) settle();
+  emit({name, "examples/s", oar_rate, "gemm_bound", kBatch / best, threads,
+        std::string("the bound: 64 / (") + (train ? "the step's two large sgemm calls" : "the forward's large sgemm call") + " alone, OpenBLAS " +
+            openblas_get_corename() + " with " + std::to_string(threads) + " thread(s), best of 2000, wall clock); ratio = the share of it oar reaches",
+        true});
+#else
+  (void)name, (void)oar_rate, (void)threads, (void)train;
+#endif
+}
+
 void bench_forward(bool conv) {
   Synthetic d = make_synthetic(kBatch, 784, 7);
   // The conv net twice: as built, and with EvaluatorOptions::fuse (conv + bias + relu in one op, api/fuse.hpp).
@@ -331,6 +358,7 @@ void bench_forward(bool conv) {
       auto [to, tp] = interleave(o, p.get(), g_opt.reps, g_opt.min_time);
       emit({name, "examples/s", kBatch / to, "libtorch", kBatch / tp, thr,
             what + "; " + torch_setting(thr) + (conv ? std::string(", oneDNN conv ") + (mkldnn ? "on" : "off") + " (faster of the two here)" : ""), true});
+      if (!conv) emit_mlp_gemm_bound(name, kBatch / to, thr, false);
     }
   }
 }
@@ -384,6 +412,7 @@ void bench_train(bool conv) {
             "batch 64 f32, " + rule + ", one step = forward + backward + update; " +
                 (net.workaround.empty() ? std::string("oar Optimizer::step") : std::string("oar: forward_backward + update program (Optimizer::step fails, see header)")) +
                 "; " + notes[i] + "; " + clock_note(thr), true});
+    if (!conv) emit_mlp_gemm_bound(name, kBatch / to, thr, true);
   }
 }
 
@@ -543,7 +572,8 @@ int main(int argc, char** argv) try {
                   "  --openblas-core NAME: set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) for every framework\n"
                   "  --no-peers: measure oar alone (for profiling it)\n"
                   "  --profile: print oar's time per op type (oar::Profiler) for each net, 1 thread\n"
-                  "benchmarks: sgemm op_overhead mlp_forward conv_forward conv_layer mlp_train conv_train (filter: substring)\n");
+                  "benchmarks: sgemm op_overhead mlp_forward conv_forward conv_layer mlp_train conv_train (filter: substring);\n"
+                  "  mlp_forward and mlp_train also print gemm_bound: their large products alone on OpenBLAS, a rate no framework can pass\n");
       return 0;
     } else g_opt.filter = a;
   }
