@@ -4,11 +4,8 @@
 // the products of a batch are 64 GEMMs, one per tile position.
 #pragma once
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
-#include <vector>
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/im2col.hpp"
@@ -121,7 +118,8 @@ namespace detail {
 inline constexpr int wino_alpha = 8;  // every tile here is 8 x 8
 inline constexpr int wino_lanes = 8;  // tiles transformed side by side (one AVX2 register of floats)
 
-/// The matrices of F(M, R) as compile-time constants of type T: AT, G and BT, read through `at`, `g`, `bt`.
+/// The matrices of F(M, R), computed once at compile time; the transforms read them through WinoAT, WinoG
+/// and WinoBT (entry (i, j) as a constant, so a zero entry drops out of the unrolled loops).
 template <int M, int R>
 inline constexpr WinogradMatrices<M, R> wino_def = make_winograd_matrices<M, R>();
 
@@ -306,7 +304,8 @@ inline int64_t wino_images_per_batch(int64_t per_image_elems, int64_t chunk, int
 inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 template <class T, int M, int R>
-inline void wino_conv2d(const T* in, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t ph, int64_t pw, int64_t oh, int64_t ow, T* out, const T* bias, bool relu) {
+inline void wino_conv2d(const T* in, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t ph, int64_t pw,
+                        int64_t oh, int64_t ow, T* out, const T* bias, bool relu) {
   constexpr int A = wino_alpha, L = wino_lanes;
   T* u = thread_scratch<T, 4>(size_t(A * A * o * c));
   wino_filter_transform<T, M, R>(filter, o, c, u);
