@@ -192,8 +192,10 @@ inline void sandwich(const T* __restrict in, T* __restrict out) {
     }
 }
 
-// Moves between L tiles' rows in memory and the lane-interleaved [row][col][lane] buffers of the transforms.
-// NOTE: AVX2 in-register transposes here measured no faster than these loops (the GEMMs and transforms dominate).
+// Moves between L tiles' rows in memory and the lane-interleaved [row][col][lane] buffers of the transforms, for
+// groups of whole tiles; edge tiles take clipped per-lane loops beside each call. NOTE: these fixed-size loops
+// measured 8-12% faster over the book net's second layer than the clipped loops alone; AVX2 in-register
+// transposes in them measured no faster than the plain loops.
 
 /// d[(p * C + q) * L + l] = src[l][p * ld + q] for p < R, q < C.
 template <int R, int C, class T>
