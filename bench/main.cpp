@@ -140,7 +140,7 @@ void bench_sgemm() {
     const double flops = 2.0 * double(n) * double(n) * double(n);
     for (int thr : {1, 2}) {
       clock_for(thr);
-      OarRunner o(thr, [&] { oar::cpu::gemm<float>(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n); });
+      OarRunner o(thr, [&] { oar::cpu_kernels::gemm<float>(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n); });
       Line l{"sgemm_n" + std::to_string(n), "GFLOP/s", 0, "", 0, thr, "", true};
 #if defined(OAR_WITH_BLAS)
       FnRunner p;
@@ -153,7 +153,7 @@ void bench_sgemm() {
       auto [to, tp] = interleave(o, &p, g_opt.reps, g_opt.min_time);
       l.peer = "openblas";
       l.peer_value = flops / tp * 1e-9;
-      l.note = std::string("row-major NN; oar::cpu::gemm (") + oar::cpu::gemm_backend_name() + " serial, split over oar's pool) vs cblas_sgemm, openblas core " +
+      l.note = std::string("row-major NN; oar::cpu_kernels::gemm (") + oar::cpu_kernels::gemm_backend_name() + " serial, split over oar's pool) vs cblas_sgemm, openblas core " +
                openblas_get_corename() + " via openblas_get_corename(), openblas_set_num_threads(" + std::to_string(thr) + "); " + clock_note(thr);
 #else
       auto [to, tp] = interleave(o, nullptr, g_opt.reps, g_opt.min_time);

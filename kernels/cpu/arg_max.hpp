@@ -8,7 +8,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 template <class T>
 bool is_nan_value(T v) {
@@ -57,12 +57,12 @@ void arg_reduce(KernelContext& c) {
   out.clear_lod();
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
-inline void ArgMax::eval_cpu(KernelContext& c) { cpu::arg_reduce<true>(c); }
-inline void ArgMin::eval_cpu(KernelContext& c) { cpu::arg_reduce<false>(c); }
+inline void ArgMax::eval_cpu(KernelContext& c) { cpu_kernels::arg_reduce<true>(c); }
+inline void ArgMin::eval_cpu(KernelContext& c) { cpu_kernels::arg_reduce<false>(c); }
 
 inline void TopK::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
@@ -85,7 +85,7 @@ inline void TopK::eval_cpu(KernelContext& c) {
       for (int64_t r = lo; r < hi; ++r) {
         const T* p = px + r * n;
         std::iota(order.begin(), order.end(), int64_t(0));
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) { return cpu::before_desc(p[a], a, p[b], b); });
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) { return cpu_kernels::before_desc(p[a], a, p[b], b); });
         for (int64_t j = 0; j < k; ++j) {
           po[r * k + j] = p[order[size_t(j)]];
           pi[r * k + j] = order[size_t(j)];

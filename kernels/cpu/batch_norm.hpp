@@ -8,7 +8,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// [N, C, S] view of an NCHW tensor (S = H*W..., 1 for [N, C]).
 struct NcsDims {
@@ -23,7 +23,7 @@ std::vector<double> channel_values(const LoDTensor& t) {
   return std::vector<double>(p, p + t.numel());
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
@@ -37,7 +37,7 @@ inline void BatchNorm::eval_cpu(KernelContext& c) {
   const LoDTensor& var_in = c.in("Variance");
   c.check(c.attr<std::string>("data_layout") == "NCHW", "data_layout {} is not supported (only NCHW)", c.attr<std::string>("data_layout"));
   c.check(x.rank() >= 2 && x.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", x.shape());
-  const cpu::NcsDims dm = cpu::ncs(x.shape());
+  const cpu_kernels::NcsDims dm = cpu_kernels::ncs(x.shape());
   for (auto* p : {&scale, &bias, &mean_in, &var_in})
     c.check(p->rank() == 1 && p->dim(0) == dm.c, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", dm.c, x.shape(), p->shape());
   const float momentum = c.attr<float>("momentum");
@@ -46,7 +46,7 @@ inline void BatchNorm::eval_cpu(KernelContext& c) {
   const int64_t m = dm.n * dm.s;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::vector<double> run_mean = cpu::channel_values<T>(mean_in), run_var = cpu::channel_values<T>(var_in);
+    std::vector<double> run_mean = cpu_kernels::channel_values<T>(mean_in), run_var = cpu_kernels::channel_values<T>(var_in);
     std::vector<double> mean(static_cast<size_t>(dm.c)), var(static_cast<size_t>(dm.c));
     const T* px = x.data<T>();
     if (global) {
@@ -113,7 +113,7 @@ inline void BatchNorm::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& sistd = c.in("SavedVariance");
   const LoDTensor& dy = c.in("Y@GRAD");
   c.check(dy.shape() == x.shape(), "Y@GRAD {} does not match X {}", dy.shape(), x.shape());
-  const cpu::NcsDims dm = cpu::ncs(x.shape());
+  const cpu_kernels::NcsDims dm = cpu_kernels::ncs(x.shape());
   const bool global = c.attr<bool>("is_test") || c.attr<bool>("use_global_stats");
   const int64_t m = dm.n * dm.s;
   c.dispatch_float([&](auto tag) {

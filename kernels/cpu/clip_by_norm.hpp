@@ -16,7 +16,7 @@ inline void ClipByNorm::eval_cpu(KernelContext& c) {
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
-    const double norm = std::sqrt(cpu::sum_all(x.numel(), [&](int64_t i) { return double(px[i]) * double(px[i]); }));
+    const double norm = std::sqrt(cpu_kernels::sum_all(x.numel(), [&](int64_t i) { return double(px[i]) * double(px[i]); }));
     const T k = T(max_norm / std::max(norm, max_norm));
     if (&out != &x) out.resize(x.shape(), x.dtype());
     T* po = out.data<T>();

@@ -8,7 +8,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// One piece: its memory and its row width in bytes.
 struct Piece {
@@ -39,7 +39,7 @@ inline void join_rows(char* whole, int64_t outer, const std::vector<Piece>& piec
   });
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
@@ -49,7 +49,7 @@ inline void Concat::eval_cpu(KernelContext& c) {
   int axis = tensor_detail::normalize_axis(c, c.attr<int32_t>("axis"), s0.rank(), "axis", s0);
   Shape os = s0;
   os[axis] = 0;
-  std::vector<cpu::Piece> pieces;
+  std::vector<cpu_kernels::Piece> pieces;
   size_t es = size_of(xs[0]->dtype());
   int64_t inner = s0.numel(axis + 1, s0.rank());
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -63,7 +63,7 @@ inline void Concat::eval_cpu(KernelContext& c) {
   LoDTensor& out = c.out("Out");
   for (auto* x : xs) c.check(x != &out, "concat cannot write into one of its inputs");
   out.resize(os, xs[0]->dtype());
-  cpu::join_rows(static_cast<char*>(out.raw()), s0.numel(0, axis), pieces, true);
+  cpu_kernels::join_rows(static_cast<char*>(out.raw()), s0.numel(0, axis), pieces, true);
   if (axis != 0) out.set_lod(xs[0]->lod());
   else out.clear_lod();
 }
@@ -76,7 +76,7 @@ inline void Concat::eval_grad_cpu(KernelContext& c) {
   int axis = tensor_detail::normalize_axis(c, c.attr<int32_t>("axis"), s0.rank(), "axis", s0);
   int64_t inner = s0.numel(axis + 1, s0.rank());
   size_t es = size_of(dout.dtype());
-  std::vector<cpu::Piece> pieces;
+  std::vector<cpu_kernels::Piece> pieces;
   int64_t total = 0;
   for (size_t i = 0; i < n; ++i) {
     const LoDTensor& x = c.in("X", i);
@@ -91,7 +91,7 @@ inline void Concat::eval_grad_cpu(KernelContext& c) {
     pieces.push_back({p, size_t(x.dim(axis) * inner) * es});
   }
   c.check(dout.rank() == s0.rank() && dout.dim(axis) == total, "Out@GRAD {} does not match the inputs joined on axis {}", dout.shape(), axis);
-  cpu::join_rows(static_cast<char*>(dout.raw()), s0.numel(0, axis), pieces, false);
+  cpu_kernels::join_rows(static_cast<char*>(dout.raw()), s0.numel(0, axis), pieces, false);
 }
 
 inline void Split::eval_cpu(KernelContext& c) {
@@ -101,7 +101,7 @@ inline void Split::eval_cpu(KernelContext& c) {
   auto sizes = sections(c, x.dim(axis), n);
   int64_t inner = x.shape().numel(axis + 1, x.rank());
   size_t es = size_of(x.dtype());
-  std::vector<cpu::Piece> pieces;
+  std::vector<cpu_kernels::Piece> pieces;
   for (size_t i = 0; i < n; ++i) {
     Shape s = x.shape();
     s[axis] = sizes[i];
@@ -116,7 +116,7 @@ inline void Split::eval_cpu(KernelContext& c) {
     }
     pieces.push_back({p, size_t(sizes[i] * inner) * es});
   }
-  cpu::join_rows(static_cast<char*>(x.raw()), x.shape().numel(0, axis), pieces, false);
+  cpu_kernels::join_rows(static_cast<char*>(x.raw()), x.shape().numel(0, axis), pieces, false);
 }
 
 inline void Stack::eval_cpu(KernelContext& c) {
@@ -129,13 +129,13 @@ inline void Stack::eval_cpu(KernelContext& c) {
   int axis = c.attr<int32_t>("axis");
   if (axis < 0) axis += s0.rank() + 1;
   size_t row = size_t(s0.numel(axis, s0.rank())) * size_of(xs[0]->dtype());
-  std::vector<cpu::Piece> pieces;
+  std::vector<cpu_kernels::Piece> pieces;
   for (auto* x : xs) pieces.push_back({static_cast<char*>(x->raw()), row});
   LoDTensor& y = c.out("Y");
   for (auto* x : xs) c.check(x != &y, "stack cannot write into one of its inputs");
   y.resize(ys, xs[0]->dtype());
   y.clear_lod();
-  cpu::join_rows(static_cast<char*>(y.raw()), s0.numel(0, axis), pieces, true);
+  cpu_kernels::join_rows(static_cast<char*>(y.raw()), s0.numel(0, axis), pieces, true);
 }
 
 /// X@GRAD[i] = Y@GRAD[..., i, ...] along axis.
@@ -149,7 +149,7 @@ inline void Stack::eval_grad_cpu(KernelContext& c) {
   Shape xs = dy.shape();
   xs.erase(axis);
   size_t row = size_t(xs.numel(axis, r)) * size_of(dy.dtype());
-  std::vector<cpu::Piece> pieces;
+  std::vector<cpu_kernels::Piece> pieces;
   for (size_t i = 0; i < n; ++i) {
     char* p = nullptr;
     if (c.has_out("X@GRAD", i)) {
@@ -159,7 +159,7 @@ inline void Stack::eval_grad_cpu(KernelContext& c) {
     }
     pieces.push_back({p, row});
   }
-  cpu::join_rows(static_cast<char*>(dy.raw()), xs.numel(0, axis), pieces, false);
+  cpu_kernels::join_rows(static_cast<char*>(dy.raw()), xs.numel(0, axis), pieces, false);
 }
 
 }  // namespace oar::ops

@@ -15,11 +15,11 @@ namespace detail {
 
 /// The window sweep of a conv-like op from its attributes: the image is `img` [N, C, H, W] (checked rank 4),
 /// the window kh x kw; oh/ow are left to the caller.
-inline cpu::ConvGeom conv_geom(const KernelContext& c, const Shape& img, int64_t kh, int64_t kw) {
+inline cpu_kernels::ConvGeom conv_geom(const KernelContext& c, const Shape& img, int64_t kh, int64_t kw) {
   auto s = c.attr<std::vector<int32_t>>("strides");
   auto p = c.attr<std::vector<int32_t>>("paddings");
   auto d = c.attr<std::vector<int32_t>>("dilations");
-  cpu::ConvGeom g;
+  cpu_kernels::ConvGeom g;
   g.c = img[1], g.h = img[2], g.w = img[3], g.kh = kh, g.kw = kw;
   g.sh = s[0], g.sw = s[1], g.ph = p[0], g.pw = p[1], g.dh = d[0], g.dw = d[1];
   return g;
@@ -27,12 +27,12 @@ inline cpu::ConvGeom conv_geom(const KernelContext& c, const Shape& img, int64_t
 
 /// Checks Input/Filter at run time (their shapes may have been partly unknown when the op was built) and
 /// returns the sweep of Input with the output size set.
-inline cpu::ConvGeom conv2d_geom(const KernelContext& c, const Shape& x, const Shape& f) {
+inline cpu_kernels::ConvGeom conv2d_geom(const KernelContext& c, const Shape& x, const Shape& f) {
   int64_t groups = c.attr<int32_t>("groups");
   c.check(x.rank() == 4 && f.rank() == 4, "Input {} and Filter {} must both be rank 4", x, f);
   c.check(x[1] == f[1] * groups && f[0] % groups == 0, "Input {} has {} channels but Filter {} with groups = {} expects {} (and M a multiple of groups)",
           x, x[1], f, groups, f[1] * groups);
-  cpu::ConvGeom g = conv_geom(c, x, f[2], f[3]);
+  cpu_kernels::ConvGeom g = conv_geom(c, x, f[2], f[3]);
   g.oh = conv_out_size(g.h, g.kh, g.ph, g.sh, g.dh);
   g.ow = conv_out_size(g.w, g.kw, g.pw, g.sw, g.dw);
   c.check(g.oh > 0 && g.ow > 0, "output size [{}, {}] <= 0 for Input {} and Filter {}", g.oh, g.ow, x, f);
@@ -71,7 +71,7 @@ inline void conv2d_forward(KernelContext& c, const LoDTensor* bias, bool relu) {
   const LoDTensor& x = c.in("Input");
   const LoDTensor& f = c.in("Filter");
   LoDTensor& out = c.out("Output");
-  const cpu::ConvGeom g = detail::conv2d_geom(c, x.shape(), f.shape());
+  const cpu_kernels::ConvGeom g = detail::conv2d_geom(c, x.shape(), f.shape());
   const int64_t n = x.dim(0), m = f.dim(0), groups = c.attr<int32_t>("groups");
   const int64_t mg = m / groups, k = g.col_rows() / groups, cols = g.col_cols();
   if (bias) c.check(bias->numel() == m && bias->dtype() == x.dtype(), "Bias {} {} does not fit Filter {}", name(bias->dtype()), bias->shape(), f.shape());
@@ -82,19 +82,19 @@ inline void conv2d_forward(KernelContext& c, const LoDTensor* bias, bool relu) {
     const T* wp = f.data<T>();
     const T* bp = bias ? bias->data<T>() : nullptr;
     T* op = out.data<T>();
-    if (cpu::winograd_applies(g, m, groups)) {
-      cpu::winograd_conv2d<T>(xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, op, bp, relu);
+    if (cpu_kernels::winograd_applies(g, m, groups)) {
+      cpu_kernels::winograd_conv2d<T>(xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, op, bp, relu);
       return;
     }
-    cpu::for_image_chunks<T>(n, 0, nullptr, [&](int64_t lo, int64_t hi, T*) {
-      const int64_t per = cpu::images_per_gemm(g.col_rows() * cols, hi - lo);
-      T* col = cpu::thread_scratch<T, 0>(size_t(g.col_rows() * per * cols));
-      T* prod = cpu::thread_scratch<T, 1>(size_t(m * per * cols));
+    cpu_kernels::for_image_chunks<T>(n, 0, nullptr, [&](int64_t lo, int64_t hi, T*) {
+      const int64_t per = cpu_kernels::images_per_gemm(g.col_rows() * cols, hi - lo);
+      T* col = cpu_kernels::thread_scratch<T, 0>(size_t(g.col_rows() * per * cols));
+      T* prod = cpu_kernels::thread_scratch<T, 1>(size_t(m * per * cols));
       for (int64_t i0 = lo; i0 < hi; i0 += per) {
         const int64_t nb = std::min(per, hi - i0), ld = nb * cols;
-        for (int64_t b = 0; b < nb; ++b) cpu::im2col(g, xp + (i0 + b) * g.image_size(), col + b * cols, ld);
+        for (int64_t b = 0; b < nb; ++b) cpu_kernels::im2col(g, xp + (i0 + b) * g.image_size(), col + b * cols, ld);
         for (int64_t gi = 0; gi < groups; ++gi)  // prod rows gi*mg.. = W_g col_g
-          cpu::gemm<T>(false, false, mg, ld, k, T(1), wp + gi * mg * k, k, col + gi * k * ld, ld, T(0), prod + gi * mg * ld, ld);
+          cpu_kernels::gemm<T>(false, false, mg, ld, k, T(1), wp + gi * mg * k, k, col + gi * k * ld, ld, T(0), prod + gi * mg * ld, ld);
         for (int64_t b = 0; b < nb; ++b)
           for (int64_t r = 0; r < m; ++r) store_output(prod + r * ld + b * cols, op + ((i0 + b) * m + r) * cols, cols, bp, r, relu);
       }
@@ -112,7 +112,7 @@ inline void Conv2d::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("Input");
   const LoDTensor& f = c.in("Filter");
   const LoDTensor& dout = c.in("Output@GRAD");
-  const cpu::ConvGeom g = detail::conv2d_geom(c, x.shape(), f.shape());
+  const cpu_kernels::ConvGeom g = detail::conv2d_geom(c, x.shape(), f.shape());
   const int64_t n = x.dim(0), m = f.dim(0), groups = c.attr<int32_t>("groups");
   const int64_t mg = m / groups, k = g.col_rows() / groups, cols = g.col_cols();
   c.check(dout.shape() == Shape{n, m, g.oh, g.ow}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), n, m, g.oh, g.ow);
@@ -127,33 +127,33 @@ inline void Conv2d::eval_grad_cpu(KernelContext& c) {
     const T* xp = x.data<T>();
     const T* wp = f.data<T>();
     const T* dop = dout.data<T>();
-    if (cpu::winograd_applies(g, m, groups)) {
-      cpu::winograd_conv2d_grad<T>(xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, dop, dxp, dwp);
+    if (cpu_kernels::winograd_applies(g, m, groups)) {
+      cpu_kernels::winograd_conv2d_grad<T>(xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, dop, dxp, dwp);
       if (want_dx) c.out("Input@GRAD").set_lod(x.lod());
       return;
     }
     // dOut of a sub-batch gathered to dbuf [m, nb*cols]; per group: dW_g += dOut_g col_g^T,
     // dcol_g = W_g^T dOut_g; then col2im per image.
-    cpu::for_image_chunks<T>(n, want_dw ? f.numel() : 0, dwp, [&](int64_t lo, int64_t hi, T* dw) {
-      const int64_t per = cpu::images_per_gemm(g.col_rows() * cols, hi - lo);
-      T* col = cpu::thread_scratch<T, 0>(size_t(g.col_rows() * per * cols));
-      T* dbuf = cpu::thread_scratch<T, 1>(size_t(m * per * cols));
+    cpu_kernels::for_image_chunks<T>(n, want_dw ? f.numel() : 0, dwp, [&](int64_t lo, int64_t hi, T* dw) {
+      const int64_t per = cpu_kernels::images_per_gemm(g.col_rows() * cols, hi - lo);
+      T* col = cpu_kernels::thread_scratch<T, 0>(size_t(g.col_rows() * per * cols));
+      T* dbuf = cpu_kernels::thread_scratch<T, 1>(size_t(m * per * cols));
       for (int64_t i0 = lo; i0 < hi; i0 += per) {
         const int64_t nb = std::min(per, hi - i0), ld = nb * cols;
         for (int64_t b = 0; b < nb; ++b)
           for (int64_t r = 0; r < m; ++r) std::copy_n(dop + ((i0 + b) * m + r) * cols, cols, dbuf + r * ld + b * cols);
         if (want_dw) {
-          for (int64_t b = 0; b < nb; ++b) cpu::im2col(g, xp + (i0 + b) * g.image_size(), col + b * cols, ld);
+          for (int64_t b = 0; b < nb; ++b) cpu_kernels::im2col(g, xp + (i0 + b) * g.image_size(), col + b * cols, ld);
           for (int64_t gi = 0; gi < groups; ++gi)
-            cpu::gemm<T>(false, true, mg, k, ld, T(1), dbuf + gi * mg * ld, ld, col + gi * k * ld, ld, T(1), dw + gi * mg * k, k);
+            cpu_kernels::gemm<T>(false, true, mg, k, ld, T(1), dbuf + gi * mg * ld, ld, col + gi * k * ld, ld, T(1), dw + gi * mg * k, k);
         }
         if (want_dx) {
           for (int64_t gi = 0; gi < groups; ++gi)
-            cpu::gemm<T>(true, false, k, ld, mg, T(1), wp + gi * mg * k, k, dbuf + gi * mg * ld, ld, T(0), col + gi * k * ld, ld);
+            cpu_kernels::gemm<T>(true, false, k, ld, mg, T(1), wp + gi * mg * k, k, dbuf + gi * mg * ld, ld, T(0), col + gi * k * ld, ld);
           for (int64_t b = 0; b < nb; ++b) {
             T* dxi = dxp + (i0 + b) * g.image_size();
             std::fill(dxi, dxi + g.image_size(), T(0));
-            cpu::col2im(g, col + b * cols, dxi, ld);
+            cpu_kernels::col2im(g, col + b * cols, dxi, ld);
           }
         }
       }

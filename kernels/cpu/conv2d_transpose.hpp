@@ -9,13 +9,13 @@ namespace oar::ops {
 namespace detail {
 
 /// The sweep of the transposed conv's Output [N, M, H', W'] whose columns [M*kh*kw, H*W] line up with Input's pixels.
-inline cpu::ConvGeom conv2d_transpose_geom(const KernelContext& c, const Shape& x, const Shape& f) {
+inline cpu_kernels::ConvGeom conv2d_transpose_geom(const KernelContext& c, const Shape& x, const Shape& f) {
   int64_t groups = c.attr<int32_t>("groups");
   c.check(x.rank() == 4 && f.rank() == 4, "Input {} and Filter {} must both be rank 4", x, f);
   c.check(x[1] == f[0] && f[0] % groups == 0, "Input {} has {} channels but Filter {} has {} input channels (groups = {})", x, x[1], f, f[0],
           groups);
   auto os = c.attr<std::vector<int32_t>>("output_size");
-  cpu::ConvGeom g = conv_geom(c, Shape{x[0], f[1] * groups, 0, 0}, f[2], f[3]);
+  cpu_kernels::ConvGeom g = conv_geom(c, Shape{x[0], f[1] * groups, 0, 0}, f[2], f[3]);
   g.h = Conv2dTranspose::out_size(x[2], g.kh, g.ph, g.sh, g.dh, os.empty() ? 0 : os[0]);
   g.w = Conv2dTranspose::out_size(x[3], g.kw, g.pw, g.sw, g.dw, os.empty() ? 0 : os[1]);
   g.oh = x[2], g.ow = x[3];
@@ -30,7 +30,7 @@ inline void Conv2dTranspose::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("Input");
   const LoDTensor& f = c.in("Filter");
   LoDTensor& out = c.out("Output");
-  const cpu::ConvGeom g = detail::conv2d_transpose_geom(c, x.shape(), f.shape());
+  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, x.shape(), f.shape());
   const int64_t n = x.dim(0), cin = x.dim(1), groups = c.attr<int32_t>("groups");
   const int64_t cg = cin / groups, k = g.col_rows() / groups, cols = g.col_cols();
   c.dispatch_float([&](auto tag) {
@@ -40,16 +40,16 @@ inline void Conv2dTranspose::eval_cpu(KernelContext& c) {
     const T* wp = f.data<T>();
     T* op = out.data<T>();
     const bool direct = g.is_identity();
-    cpu::for_image_chunks<T>(n, 0, nullptr, [&](int64_t lo, int64_t hi, T*) {
-      T* col = direct ? nullptr : cpu::thread_scratch<T, 0>(size_t(g.col_rows() * cols));
+    cpu_kernels::for_image_chunks<T>(n, 0, nullptr, [&](int64_t lo, int64_t hi, T*) {
+      T* col = direct ? nullptr : cpu_kernels::thread_scratch<T, 0>(size_t(g.col_rows() * cols));
       for (int64_t i = lo; i < hi; ++i) {
         T* oi = op + i * g.image_size();
         T* ci = direct ? oi : col;
         for (int64_t gi = 0; gi < groups; ++gi)  // col_g [k, cols] = W_g^T [k, cg] * X_g [cg, cols]
-          cpu::gemm<T>(true, false, k, cols, cg, T(1), wp + gi * cg * k, k, xp + (i * cin + gi * cg) * cols, cols, T(0), ci + gi * k * cols, cols);
+          cpu_kernels::gemm<T>(true, false, k, cols, cg, T(1), wp + gi * cg * k, k, xp + (i * cin + gi * cg) * cols, cols, T(0), ci + gi * k * cols, cols);
         if (!direct) {
           std::fill(oi, oi + g.image_size(), T(0));
-          cpu::col2im(g, col, oi);
+          cpu_kernels::col2im(g, col, oi);
         }
       }
     });
@@ -60,7 +60,7 @@ inline void Conv2dTranspose::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("Input");
   const LoDTensor& f = c.in("Filter");
   const LoDTensor& dout = c.in("Output@GRAD");
-  const cpu::ConvGeom g = detail::conv2d_transpose_geom(c, x.shape(), f.shape());
+  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, x.shape(), f.shape());
   const int64_t n = x.dim(0), cin = x.dim(1), groups = c.attr<int32_t>("groups");
   const int64_t cg = cin / groups, k = g.col_rows() / groups, cols = g.col_cols();
   c.check(dout.shape() == Shape{n, g.c, g.h, g.w}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), n, g.c, g.h, g.w);
@@ -76,18 +76,18 @@ inline void Conv2dTranspose::eval_grad_cpu(KernelContext& c) {
     const T* wp = f.data<T>();
     const T* dop = dout.data<T>();
     const bool direct = g.is_identity();
-    cpu::for_image_chunks<T>(n, want_dw ? f.numel() : 0, dwp, [&](int64_t lo, int64_t hi, T* dw) {
-      T* col = direct ? nullptr : cpu::thread_scratch<T, 0>(size_t(g.col_rows() * cols));
+    cpu_kernels::for_image_chunks<T>(n, want_dw ? f.numel() : 0, dwp, [&](int64_t lo, int64_t hi, T* dw) {
+      T* col = direct ? nullptr : cpu_kernels::thread_scratch<T, 0>(size_t(g.col_rows() * cols));
       for (int64_t i = lo; i < hi; ++i) {
         const T* doi = dop + i * g.image_size();
-        if (!direct) cpu::im2col(g, doi, col);
+        if (!direct) cpu_kernels::im2col(g, doi, col);
         const T* ci = direct ? doi : col;
         for (int64_t gi = 0; gi < groups; ++gi) {
           const T* xg = xp + (i * cin + gi * cg) * cols;
           if (want_dx)  // dX_g [cg, cols] = W_g [cg, k] * col_g [k, cols]
-            cpu::gemm<T>(false, false, cg, cols, k, T(1), wp + gi * cg * k, k, ci + gi * k * cols, cols, T(0), dxp + (i * cin + gi * cg) * cols, cols);
+            cpu_kernels::gemm<T>(false, false, cg, cols, k, T(1), wp + gi * cg * k, k, ci + gi * k * cols, cols, T(0), dxp + (i * cin + gi * cg) * cols, cols);
           if (want_dw)  // dW_g [cg, k] += X_g [cg, cols] * col_g^T [cols, k]
-            cpu::gemm<T>(false, true, cg, k, cols, T(1), xg, cols, ci + gi * k * cols, cols, T(1), dw + gi * cg * k, k);
+            cpu_kernels::gemm<T>(false, true, cg, k, cols, T(1), xg, cols, ci + gi * k * cols, cols, T(1), dw + gi * cg * k, k);
         }
       }
     });

@@ -8,7 +8,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// -log(x) with Fluid's TolerableValue clamp: +-inf becomes +-1e20, NaN stays NaN.
 template <class T>
@@ -45,7 +45,7 @@ inline std::vector<int64_t> read_hard_labels(const KernelContext& c, const LoDTe
 /// Rows per parallel_for chunk so that a chunk holds about 32K elements.
 inline int64_t row_grain(int64_t d) { return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(d, 1)); }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
@@ -55,12 +55,12 @@ inline void CrossEntropy::eval_cpu(KernelContext& c) {
   LoDTensor& y = c.out("Y");
   const bool soft = c.attr<bool>("soft_label");
   const int64_t ignore = c.attr<int32_t>("ignore_index");
-  auto [n, d] = cpu::rows_cols(x.shape());
+  auto [n, d] = cpu_kernels::rows_cols(x.shape());
   Shape ys = x.shape();
   ys[ys.rank() - 1] = 1;
   std::vector<int64_t> hard;
   if (soft) c.check(label.shape() == x.shape(), "soft_label needs Label {} shaped like X {}", label.shape(), x.shape());
-  else hard = cpu::read_hard_labels(c, label, n, d, ignore);
+  else hard = cpu_kernels::read_hard_labels(c, label, n, d, ignore);
   c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     y.resize(ys, x.dtype());
@@ -68,17 +68,17 @@ inline void CrossEntropy::eval_cpu(KernelContext& c) {
     T* py = y.data<T>();
     if (soft) {
       const T* pl = label.data<T>();
-      parallel_for(0, n, cpu::row_grain(d), [&](int64_t lo, int64_t hi) {
+      parallel_for(0, n, cpu_kernels::row_grain(d), [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
           T s = 0;
-          for (int64_t j = 0; j < d; ++j) s += pl[i * d + j] * cpu::tolerable_neg_log(px[i * d + j]);
+          for (int64_t j = 0; j < d; ++j) s += pl[i * d + j] * cpu_kernels::tolerable_neg_log(px[i * d + j]);
           py[i] = s;
         }
       });
     } else {
       for (int64_t i = 0; i < n; ++i) {
         int64_t l = hard[size_t(i)];
-        py[i] = l == ignore ? T(0) : cpu::tolerable_neg_log(px[i * d + l]);
+        py[i] = l == ignore ? T(0) : cpu_kernels::tolerable_neg_log(px[i * d + l]);
       }
     }
   });
@@ -93,17 +93,17 @@ inline void CrossEntropy::eval_grad_cpu(KernelContext& c) {
   LoDTensor& dx = c.out("X@GRAD");
   const bool soft = c.attr<bool>("soft_label");
   const int64_t ignore = c.attr<int32_t>("ignore_index");
-  auto [n, d] = cpu::rows_cols(x.shape());
+  auto [n, d] = cpu_kernels::rows_cols(x.shape());
   c.check(dy.numel() == n, "Y@GRAD {} must hold one value per row of X {}", dy.shape(), x.shape());
   std::vector<int64_t> hard;
-  if (!soft) hard = cpu::read_hard_labels(c, label, n, d, ignore);
+  if (!soft) hard = cpu_kernels::read_hard_labels(c, label, n, d, ignore);
   c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(x.shape(), x.dtype());
     const T *px = x.data<T>(), *pdy = dy.data<T>();
     const T* pl = soft ? label.data<T>() : nullptr;
     T* pdx = dx.data<T>();
-    parallel_for(0, n, cpu::row_grain(d), [&](int64_t lo, int64_t hi) {
+    parallel_for(0, n, cpu_kernels::row_grain(d), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         T* r = pdx + i * d;
         const T* xr = px + i * d;

@@ -7,7 +7,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 inline constexpr int64_t kDropoutBlock = int64_t(1) << 14;
 inline constexpr int64_t kDropoutGrain = int64_t(1) << 14;
@@ -20,7 +20,7 @@ inline uint64_t mix_seed(uint64_t seed, uint64_t block) {
   return z ^ (z >> 31);
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
@@ -31,7 +31,7 @@ inline void Dropout::eval_cpu(KernelContext& c) {
   c.check(p >= 0 && p <= 1, "dropout_prob = {} must be in [0, 1]", p);
   const bool upscale = c.attr<std::string>("dropout_implementation") == "upscale_in_train";
   const bool test = c.attr<bool>("is_test");
-  const uint64_t seed = c.attr<bool>("fix_seed") ? uint64_t(uint32_t(c.attr<int32_t>("seed"))) : c.dev().next_seed();
+  const uint64_t seed = c.attr<bool>("fix_seed") ? uint64_t(uint32_t(c.attr<int32_t>("seed"))) : c.device().next_seed();
   const int64_t n = x.numel();
   LoDTensor* mask = c.has_out("Mask") ? &c.out("Mask") : nullptr;
   c.dispatch_float([&](auto tag) {
@@ -43,20 +43,20 @@ inline void Dropout::eval_cpu(KernelContext& c) {
     T* pk = mask ? mask->data<T>() : nullptr;
     if (test) {
       const T f = upscale ? T(1) : T(1 - p);
-      parallel_for(0, n, cpu::kDropoutGrain, [&](int64_t lo, int64_t hi) {
+      parallel_for(0, n, cpu_kernels::kDropoutGrain, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) po[i] = px[i] * f;
         if (pk) for (int64_t i = lo; i < hi; ++i) pk[i] = T(1);
       });
       return;
     }
     const T f = upscale ? (p < 1 ? T(1 / (1 - p)) : T(0)) : T(1);
-    const int64_t blocks = (n + cpu::kDropoutBlock - 1) / cpu::kDropoutBlock;
+    const int64_t blocks = (n + cpu_kernels::kDropoutBlock - 1) / cpu_kernels::kDropoutBlock;
     parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t bl = lo; bl < hi; ++bl) {
-        std::mt19937_64 rng(cpu::mix_seed(seed, uint64_t(bl)));
+        std::mt19937_64 rng(cpu_kernels::mix_seed(seed, uint64_t(bl)));
         std::uniform_real_distribution<double> u(0.0, 1.0);
-        const int64_t e = std::min(n, (bl + 1) * cpu::kDropoutBlock);
-        for (int64_t i = bl * cpu::kDropoutBlock; i < e; ++i) {
+        const int64_t e = std::min(n, (bl + 1) * cpu_kernels::kDropoutBlock);
+        for (int64_t i = bl * cpu_kernels::kDropoutBlock; i < e; ++i) {
           const T keep = u(rng) < p ? T(0) : T(1);
           if (pk) pk[i] = keep;
           po[i] = px[i] * keep * f;
@@ -83,7 +83,7 @@ inline void Dropout::eval_grad_cpu(KernelContext& c) {
     const T *pk = mask.data<T>(), *pd = dout.data<T>();
     T* px = dx.data<T>();
     const T ft = T(f);
-    parallel_for(0, dout.numel(), cpu::kDropoutGrain, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, dout.numel(), cpu_kernels::kDropoutGrain, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) px[i] = pd[i] * pk[i] * ft;
     });
   });

@@ -6,7 +6,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 inline constexpr int64_t kElementwiseGrain = 1 << 14;
 
@@ -58,12 +58,12 @@ void unary_backward(KernelContext& c, const char* a0, const char* a1) {
   dx.set_lod(x.lod());
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 #define OAR_DEFINE_UNARY_KERNELS(type, Functor, a0, d0, a1, d1)                                                  \
-  inline void Functor##Op::eval_cpu(KernelContext& c) { cpu::unary_forward<fn::Functor>(c, a0, a1); }            \
-  inline void Functor##Op::eval_grad_cpu(KernelContext& c) { cpu::unary_backward<fn::Functor>(c, a0, a1); }
+  inline void Functor##Op::eval_cpu(KernelContext& c) { cpu_kernels::unary_forward<fn::Functor>(c, a0, a1); }            \
+  inline void Functor##Op::eval_grad_cpu(KernelContext& c) { cpu_kernels::unary_backward<fn::Functor>(c, a0, a1); }
 OAR_UNARY_OPS(OAR_DEFINE_UNARY_KERNELS)
 #undef OAR_DEFINE_UNARY_KERNELS
 }  // namespace oar::ops

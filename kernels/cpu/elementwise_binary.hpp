@@ -10,7 +10,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 inline constexpr int64_t kBinaryGrain = 1 << 14;
 
@@ -154,12 +154,12 @@ void binary_backward(KernelContext& c) {
   });
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 #define OAR_DEFINE_BINARY_KERNELS(type, Op, Functor)                                                          \
-  inline void Op::eval_cpu(KernelContext& c) { cpu::binary_forward<fn::binary::Functor>(c); }                 \
-  inline void Op::eval_grad_cpu(KernelContext& c) { cpu::binary_backward<fn::binary::Functor>(c); }
+  inline void Op::eval_cpu(KernelContext& c) { cpu_kernels::binary_forward<fn::binary::Functor>(c); }                 \
+  inline void Op::eval_grad_cpu(KernelContext& c) { cpu_kernels::binary_backward<fn::binary::Functor>(c); }
 OAR_BINARY_OPS(OAR_DEFINE_BINARY_KERNELS)
 #undef OAR_DEFINE_BINARY_KERNELS
 }  // namespace oar::ops

@@ -5,7 +5,7 @@
 #include "oar/ops/fill_constant.hpp"
 #include "oar/runtime/kernel_context.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// Element types the creation ops write.
 using fill_types = type_list<float, double, int32_t, int64_t, bool, uint8_t, int8_t, int16_t>;
@@ -23,20 +23,20 @@ inline void fill_tensor(const KernelContext& c, LoDTensor& out, const Shape& sha
   });
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
 inline void FillConstant::eval_cpu(KernelContext& c) {
   auto s = c.attr<std::vector<int64_t>>("shape");
-  cpu::fill_tensor(c, c.out("Out"), Shape(s), DType(c.attr<int32_t>("dtype")), c.attr<float>("value"));
+  cpu_kernels::fill_tensor(c, c.out("Out"), Shape(s), DType(c.attr<int32_t>("dtype")), c.attr<float>("value"));
   c.out("Out").clear_lod();
 }
 
 inline void FillConstantBatchSizeLike::eval_cpu(KernelContext& c) {
   const LoDTensor& in = c.in("Input");
   Shape s = out_shape(c, in.shape());
-  cpu::fill_tensor(c, c.out("Out"), s, DType(c.attr<int32_t>("dtype")), c.attr<float>("value"));
+  cpu_kernels::fill_tensor(c, c.out("Out"), s, DType(c.attr<int32_t>("dtype")), c.attr<float>("value"));
   c.out("Out").clear_lod();
 }
 

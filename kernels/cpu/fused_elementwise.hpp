@@ -9,7 +9,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu::fused {
+namespace oar::cpu_kernels::fused {
 
 using ops::fused::Binary;
 using ops::fused::Kind;
@@ -468,26 +468,26 @@ void backward(const Program& p, const std::vector<const T*>& xs, const std::vect
   }
 }
 
-}  // namespace oar::cpu::fused
+}  // namespace oar::cpu_kernels::fused
 
 namespace oar::ops {
 
 inline void FusedElementwise::eval_cpu(KernelContext& c) {
   auto xs = c.ins("X");
   c.check(!xs.empty(), "needs at least one input X");
-  auto prog = cpu::fused::program(c, xs.size());
+  auto prog = cpu_kernels::fused::program(c, xs.size());
   for (size_t i = 1; i < xs.size(); ++i)
     c.check(xs[i]->dtype() == xs[0]->dtype(), "every X must have one dtype: X[0] is {} but X[{}] is {}", name(xs[0]->dtype()), i, name(xs[i]->dtype()));
-  Shape os = cpu::fused::out_shape(c, xs);
-  std::vector<cpu::fused::InputMap> maps;
-  for (auto* x : xs) maps.push_back(cpu::fused::make_map(x->shape(), os));
+  Shape os = cpu_kernels::fused::out_shape(c, xs);
+  std::vector<cpu_kernels::fused::InputMap> maps;
+  for (auto* x : xs) maps.push_back(cpu_kernels::fused::make_map(x->shape(), os));
   LoDTensor& out = c.out("Out");
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<const T*> px;
     for (auto* x : xs) px.push_back(x->data<T>());
     out.resize(os, xs[0]->dtype());
-    cpu::fused::forward<T>(*prog, px, maps, out.data<T>(), os.numel());
+    cpu_kernels::fused::forward<T>(*prog, px, maps, out.data<T>(), os.numel());
   });
   if (&out != xs[0]) {  // Out shares X[0]'s LoD when it has X[0]'s shape
     if (xs[0]->shape() == os) out.set_lod(xs[0]->lod());
@@ -508,12 +508,12 @@ inline void FusedElementwise::eval_grad_cpu(KernelContext& c) {
   }
   if (outs.empty()) return;
   auto xs = c.ins("X");
-  auto prog = cpu::fused::program(c, xs.size());
-  Shape os = cpu::fused::out_shape(c, xs);
+  auto prog = cpu_kernels::fused::program(c, xs.size());
+  Shape os = cpu_kernels::fused::out_shape(c, xs);
   const LoDTensor& dout = c.in("Out@GRAD");
   c.check(dout.shape() == os, "Out@GRAD {} does not match the broadcast shape {} of X", dout.shape(), os);
-  std::vector<cpu::fused::InputMap> maps;
-  for (auto* x : xs) maps.push_back(cpu::fused::make_map(x->shape(), os));
+  std::vector<cpu_kernels::fused::InputMap> maps;
+  for (auto* x : xs) maps.push_back(cpu_kernels::fused::make_map(x->shape(), os));
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     std::vector<const T*> px;
@@ -526,7 +526,7 @@ inline void FusedElementwise::eval_grad_cpu(KernelContext& c) {
       dx.set_lod(xs[i]->lod());
       dxs[size_t(target[i])] = dx.data<T>();
     }
-    cpu::fused::backward<T>(*prog, px, maps, dout.data<T>(), os.numel(), target, dxs);
+    cpu_kernels::fused::backward<T>(*prog, px, maps, dout.data<T>(), os.numel(), target, dxs);
   });
 }
 

@@ -6,7 +6,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// The indices of an i32/i64 tensor as int64, each checked against [0, rows); an oar::Error names the first
 /// bad one as "<what>[i] = v".
@@ -24,7 +24,7 @@ inline std::vector<int64_t> checked_indices(const KernelContext& c, const Tensor
   return out;
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
@@ -32,7 +32,7 @@ inline void Gather::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
   const LoDTensor& index = c.in("Index");
   c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
-  auto idx = cpu::checked_indices(c, index, x.dim(0), "Index", fmt::format("the rows of X {}", x.shape().str()).c_str());
+  auto idx = cpu_kernels::checked_indices(c, index, x.dim(0), "Index", fmt::format("the rows of X {}", x.shape().str()).c_str());
   Shape os = x.shape();
   os[0] = int64_t(idx.size());
   LoDTensor& out = c.out("Out");
@@ -53,7 +53,7 @@ inline void Gather::eval_grad_cpu(KernelContext& c) {
   if (!c.has_out("X@GRAD")) return;
   const LoDTensor& x = c.in("X");
   const LoDTensor& dout = c.in("Out@GRAD");
-  auto idx = cpu::checked_indices(c, c.in("Index"), x.dim(0), "Index", fmt::format("the rows of X {}", x.shape().str()).c_str());
+  auto idx = cpu_kernels::checked_indices(c, c.in("Index"), x.dim(0), "Index", fmt::format("the rows of X {}", x.shape().str()).c_str());
   LoDTensor& dx = c.out("X@GRAD");
   int64_t d = x.shape().numel(1, x.rank());
   c.check(dout.numel() == int64_t(idx.size()) * d, "Out@GRAD {} does not match {} rows of X {}", dout.shape(), idx.size(), x.shape());

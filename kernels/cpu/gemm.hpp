@@ -18,7 +18,7 @@
 #include <cblas.h>
 #endif
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 namespace detail {
 
@@ -214,4 +214,4 @@ inline std::string gemm_backend_name() {
 #endif
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels

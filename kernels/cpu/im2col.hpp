@@ -8,7 +8,7 @@
 
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// One window sweep: an image [c, h, w] seen through kh x kw windows (strides s, zero padding p, dilation d)
 /// at oh x ow positions; its column matrix is [c*kh*kw, oh*ow], row (ci*kh + a)*kw + b, column i*ow + j
@@ -191,4 +191,4 @@ inline void for_image_chunks(int64_t batch, int64_t acc_size, T* out, F&& fn) {
   }
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels

@@ -7,7 +7,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// padding_idx as a row of a table of `v` rows: -1 (none) stays -1, another negative p becomes v + p.
 inline int64_t padding_row(const KernelContext& c, int64_t v) {
@@ -25,7 +25,7 @@ inline std::vector<int64_t> lookup_ids(const KernelContext& c, const Tensor& ids
   return out;
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
@@ -33,8 +33,8 @@ inline void LookupTable::eval_cpu(KernelContext& c) {
   const LoDTensor& w = c.in("W");
   const LoDTensor& ids_t = c.in("Ids");
   c.check(w.rank() == 2, "W must be [V, D], got {}", w.shape());
-  const int64_t v = w.dim(0), d = w.dim(1), pad = cpu::padding_row(c, v);
-  auto ids = cpu::lookup_ids(c, ids_t, v, pad);
+  const int64_t v = w.dim(0), d = w.dim(1), pad = cpu_kernels::padding_row(c, v);
+  auto ids = cpu_kernels::lookup_ids(c, ids_t, v, pad);
   Shape os = ids_t.shape();
   c.check(os.rank() >= 1 && os[os.rank() - 1] == 1, "Ids must end in a dim of 1 ([N, 1]), got {}", os);
   os[os.rank() - 1] = d;
@@ -63,8 +63,8 @@ inline void LookupTable::eval_grad_cpu(KernelContext& c) {
   const LoDTensor& w = c.in("W");
   const LoDTensor& ids_t = c.in("Ids");
   const LoDTensor& dout = c.in("Out@GRAD");
-  const int64_t v = w.dim(0), d = w.dim(1), pad = cpu::padding_row(c, v);
-  auto ids = cpu::lookup_ids(c, ids_t, v, pad);
+  const int64_t v = w.dim(0), d = w.dim(1), pad = cpu_kernels::padding_row(c, v);
+  auto ids = cpu_kernels::lookup_ids(c, ids_t, v, pad);
   c.check(dout.numel() == int64_t(ids.size()) * d, "Out@GRAD {} does not hold {} rows of {}", dout.shape(), ids.size(), d);
   c.dispatch(type_list<float, double>{}, w.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -1,4 +1,4 @@
-// kernels/cpu/matmul.hpp: matmul and matmul_grad on the CPU through oar::cpu::gemm / gemm_batched (stride 0 for
+// kernels/cpu/matmul.hpp: matmul and matmul_grad on the CPU through oar::cpu_kernels::gemm / gemm_batched (stride 0 for
 // a shared rank-2 operand); batches over a shared operand are folded into one tall GEMM where the layout allows.
 #pragma once
 #include <algorithm>
@@ -7,7 +7,7 @@
 #include "oar/ops/matmul.hpp"
 #include "oar/runtime/kernel_context.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// C_b = alpha * op(A_b) * op(B_b) for b in [0, batch); a stride of 0 shares that operand.
 template <class T>
@@ -34,7 +34,7 @@ void matmul_batch_sum(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha
     gemm<T>(ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, i ? T(1) : T(0), c, ldc);
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
@@ -69,7 +69,7 @@ inline void Matmul::eval_cpu(KernelContext& c) {
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     out.resize(p.out, x.dtype());
-    cpu::matmul_batched<T>(p.x.trans, p.y.trans, p.m, p.n, p.k, T(alpha), x.data<T>(), p.x.cols, p.sx, y.data<T>(), p.y.cols, p.sy,
+    cpu_kernels::matmul_batched<T>(p.x.trans, p.y.trans, p.m, p.n, p.k, T(alpha), x.data<T>(), p.x.cols, p.sx, y.data<T>(), p.y.cols, p.sy,
                            out.data<T>(), p.n, p.sout, p.batch);
   });
 }
@@ -96,11 +96,11 @@ inline void Matmul::eval_grad_cpu(KernelContext& c) {
       T* g = dx.data<T>();
       const bool shared = p.x.batch == 0 && p.y.batch != 0;
       if (!tx) {  // [M, K] = dOut [M, N] * op(Y)^T
-        if (shared) cpu::matmul_batch_sum<T>(false, !ty, p.m, p.k, p.n, a, pd, p.n, p.sout, py, p.y.cols, p.sy, g, p.x.cols, p.batch);
-        else cpu::matmul_batched<T>(false, !ty, p.m, p.k, p.n, a, pd, p.n, p.sout, py, p.y.cols, p.sy, g, p.x.cols, p.sx, p.batch);
+        if (shared) cpu_kernels::matmul_batch_sum<T>(false, !ty, p.m, p.k, p.n, a, pd, p.n, p.sout, py, p.y.cols, p.sy, g, p.x.cols, p.batch);
+        else cpu_kernels::matmul_batched<T>(false, !ty, p.m, p.k, p.n, a, pd, p.n, p.sout, py, p.y.cols, p.sy, g, p.x.cols, p.sx, p.batch);
       } else {  // [K, M] = op(Y) [K, N] * dOut^T
-        if (shared) cpu::matmul_batch_sum<T>(ty, true, p.k, p.m, p.n, a, py, p.y.cols, p.sy, pd, p.n, p.sout, g, p.x.cols, p.batch);
-        else cpu::matmul_batched<T>(ty, true, p.k, p.m, p.n, a, py, p.y.cols, p.sy, pd, p.n, p.sout, g, p.x.cols, p.sx, p.batch);
+        if (shared) cpu_kernels::matmul_batch_sum<T>(ty, true, p.k, p.m, p.n, a, py, p.y.cols, p.sy, pd, p.n, p.sout, g, p.x.cols, p.batch);
+        else cpu_kernels::matmul_batched<T>(ty, true, p.k, p.m, p.n, a, py, p.y.cols, p.sy, pd, p.n, p.sout, g, p.x.cols, p.sx, p.batch);
       }
       dx.set_lod(x.lod());
     }
@@ -110,11 +110,11 @@ inline void Matmul::eval_grad_cpu(KernelContext& c) {
       T* g = dy.data<T>();
       const bool shared = p.y.batch == 0 && p.x.batch != 0;
       if (!ty) {  // [K, N] = op(X)^T [K, M] * dOut [M, N]
-        if (shared) cpu::matmul_batch_sum<T>(!tx, false, p.k, p.n, p.m, a, px, p.x.cols, p.sx, pd, p.n, p.sout, g, p.y.cols, p.batch);
-        else cpu::matmul_batched<T>(!tx, false, p.k, p.n, p.m, a, px, p.x.cols, p.sx, pd, p.n, p.sout, g, p.y.cols, p.sy, p.batch);
+        if (shared) cpu_kernels::matmul_batch_sum<T>(!tx, false, p.k, p.n, p.m, a, px, p.x.cols, p.sx, pd, p.n, p.sout, g, p.y.cols, p.batch);
+        else cpu_kernels::matmul_batched<T>(!tx, false, p.k, p.n, p.m, a, px, p.x.cols, p.sx, pd, p.n, p.sout, g, p.y.cols, p.sy, p.batch);
       } else {  // [N, K] = dOut^T [N, M] * op(X) [M, K]
-        if (shared) cpu::matmul_batch_sum<T>(true, tx, p.n, p.k, p.m, a, pd, p.n, p.sout, px, p.x.cols, p.sx, g, p.y.cols, p.batch);
-        else cpu::matmul_batched<T>(true, tx, p.n, p.k, p.m, a, pd, p.n, p.sout, px, p.x.cols, p.sx, g, p.y.cols, p.sy, p.batch);
+        if (shared) cpu_kernels::matmul_batch_sum<T>(true, tx, p.n, p.k, p.m, a, pd, p.n, p.sout, px, p.x.cols, p.sx, g, p.y.cols, p.batch);
+        else cpu_kernels::matmul_batched<T>(true, tx, p.n, p.k, p.m, a, pd, p.n, p.sout, px, p.x.cols, p.sx, g, p.y.cols, p.sy, p.batch);
       }
       dy.set_lod(y.lod());
     }

@@ -12,7 +12,7 @@ inline void Mean::eval_cpu(KernelContext& c) {
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = x.data<T>();
-    double s = cpu::sum_all(x.numel(), [&](int64_t i) { return p[i]; });
+    double s = cpu_kernels::sum_all(x.numel(), [&](int64_t i) { return p[i]; });
     out.resize(Shape{1}, x.dtype());
     out.data<T>()[0] = T(s / double(x.numel()));  // 0 / 0 = NaN for an empty X
   });

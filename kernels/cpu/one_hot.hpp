@@ -10,7 +10,7 @@ inline void OneHot::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
   const int64_t depth = c.attr<int32_t>("depth");
   c.check(x.rank() >= 1 && x.dim(x.rank() - 1) == 1, "X must end in a dim of 1 ([N, 1]), got {}", x.shape());
-  auto idx = cpu::checked_indices(c, x, depth, "X", fmt::format("depth = {}", depth).c_str());
+  auto idx = cpu_kernels::checked_indices(c, x, depth, "X", fmt::format("depth = {}", depth).c_str());
   Shape os = x.shape();
   os[os.rank() - 1] = depth;
   DType t = DType(c.attr<int32_t>("dtype"));

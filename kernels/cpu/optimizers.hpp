@@ -9,7 +9,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu::param_update {
+namespace oar::cpu_kernels::param_update {
 
 inline constexpr int64_t kGrain = 1 << 14;
 
@@ -173,12 +173,12 @@ inline void adam_like(KernelContext& c, bool decoupled) {
   advance_pow(c, "Beta2Pow", "Beta2PowOut", beta2);
 }
 
-}  // namespace oar::cpu::param_update
+}  // namespace oar::cpu_kernels::param_update
 
 namespace oar::ops {
 
 inline void Sgd::eval_cpu(KernelContext& c) {
-  using namespace cpu::param_update;
+  using namespace cpu_kernels::param_update;
   const LoDTensor& p = c.in("Param");
   const double lr = scalar(c, "LearningRate");
   Value* gv = c.in_value("Grad");
@@ -209,7 +209,7 @@ inline void Sgd::eval_cpu(KernelContext& c) {
 }
 
 inline void Momentum::eval_cpu(KernelContext& c) {
-  using namespace cpu::param_update;
+  using namespace cpu_kernels::param_update;
   const LoDTensor& p = c.in("Param");
   const LoDTensor& g = dense_grad(c, p);
   const LoDTensor& v = like_param(c, "Velocity", p);
@@ -235,7 +235,7 @@ inline void Momentum::eval_cpu(KernelContext& c) {
 namespace param_update {
 /// adagrad (decay < 0: m' = m + g^2) and decayed_adagrad (m' = decay * m + (1 - decay) * g^2).
 inline void adagrad_like(KernelContext& c, double decay) {
-  using namespace cpu::param_update;
+  using namespace cpu_kernels::param_update;
   const LoDTensor& p = c.in("Param");
   const LoDTensor& g = dense_grad(c, p);
   const LoDTensor& m = like_param(c, "Moment", p);
@@ -263,11 +263,11 @@ inline void adagrad_like(KernelContext& c, double decay) {
 inline void Adagrad::eval_cpu(KernelContext& c) { param_update::adagrad_like(c, -1.0); }
 inline void DecayedAdagrad::eval_cpu(KernelContext& c) { param_update::adagrad_like(c, c.attr<float>("decay")); }
 
-inline void Adam::eval_cpu(KernelContext& c) { cpu::param_update::adam_like(c, false); }
-inline void AdamW::eval_cpu(KernelContext& c) { cpu::param_update::adam_like(c, true); }
+inline void Adam::eval_cpu(KernelContext& c) { cpu_kernels::param_update::adam_like(c, false); }
+inline void AdamW::eval_cpu(KernelContext& c) { cpu_kernels::param_update::adam_like(c, true); }
 
 inline void Adamax::eval_cpu(KernelContext& c) {
-  using namespace cpu::param_update;
+  using namespace cpu_kernels::param_update;
   const LoDTensor& p = c.in("Param");
   const LoDTensor& g = dense_grad(c, p);
   const LoDTensor& m = like_param(c, "Moment", p);
@@ -297,7 +297,7 @@ inline void Adamax::eval_cpu(KernelContext& c) {
 }
 
 inline void Rmsprop::eval_cpu(KernelContext& c) {
-  using namespace cpu::param_update;
+  using namespace cpu_kernels::param_update;
   const LoDTensor& p = c.in("Param");
   const LoDTensor& g = dense_grad(c, p);
   const LoDTensor& ms = like_param(c, "MeanSquare", p);
@@ -340,7 +340,7 @@ inline void Rmsprop::eval_cpu(KernelContext& c) {
 }
 
 inline void Adadelta::eval_cpu(KernelContext& c) {
-  using namespace cpu::param_update;
+  using namespace cpu_kernels::param_update;
   const LoDTensor& p = c.in("Param");
   const LoDTensor& g = dense_grad(c, p);
   const LoDTensor& eg = like_param(c, "AvgSquaredGrad", p);
@@ -368,7 +368,7 @@ inline void Adadelta::eval_cpu(KernelContext& c) {
 }
 
 inline void Lamb::eval_cpu(KernelContext& c) {
-  using namespace cpu::param_update;
+  using namespace cpu_kernels::param_update;
   const LoDTensor& p = c.in("Param");
   const LoDTensor& g = dense_grad(c, p);
   const LoDTensor& m1 = like_param(c, "Moment1", p);

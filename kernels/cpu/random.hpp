@@ -9,7 +9,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// splitmix64's output function (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
 inline uint64_t mix64(uint64_t z) {
@@ -37,7 +37,7 @@ struct CounterRng {
 /// The seed an op uses: its `seed` attribute, or the executor's next seed when that is 0.
 inline uint64_t op_seed(const KernelContext& c) {
   int32_t s = c.attr<int32_t>("seed");
-  return s != 0 ? uint64_t(uint32_t(s)) : c.dev().next_seed();
+  return s != 0 ? uint64_t(uint32_t(s)) : c.device().next_seed();
 }
 
 inline constexpr int64_t kRandomGrain = 1 << 14;
@@ -59,15 +59,15 @@ void random_fill(KernelContext& c, Gen gen) {
   });
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
 inline void UniformRandom::eval_cpu(KernelContext& c) {
-  const cpu::CounterRng rng(cpu::op_seed(c));
+  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c));
   const double lo = c.attr<float>("min"), hi = c.attr<float>("max");
   bool f32 = c.attr<int32_t>("dtype") == int32_t(DType::f32);
-  cpu::random_fill(c, [&](uint64_t i) {
+  cpu_kernels::random_fill(c, [&](uint64_t i) {
     double v = lo + (hi - lo) * rng.uniform(i);
     // NOTE: rounding to float can reach max itself; keep the range half-open as Fluid documents it.
     if (f32 && hi > lo && float(v) >= float(hi)) v = std::nextafter(float(hi), float(lo));
@@ -76,16 +76,16 @@ inline void UniformRandom::eval_cpu(KernelContext& c) {
 }
 
 inline void GaussianRandom::eval_cpu(KernelContext& c) {
-  const cpu::CounterRng rng(cpu::op_seed(c));
+  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c));
   const double mean = c.attr<float>("mean"), sd = c.attr<float>("std");
-  cpu::random_fill(c, [&](uint64_t i) { return mean + sd * rng.normal(i); });
+  cpu_kernels::random_fill(c, [&](uint64_t i) { return mean + sd * rng.normal(i); });
 }
 
 inline void TruncatedGaussianRandom::eval_cpu(KernelContext& c) {
-  const cpu::CounterRng rng(cpu::op_seed(c));
+  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c));
   const double mean = c.attr<float>("mean"), sd = c.attr<float>("std");
   // Rejection: element i tries normals i, i + 2^40, i + 2*2^40, ... until one lies within 2 std (95.4% accept).
-  cpu::random_fill(c, [&](uint64_t i) {
+  cpu_kernels::random_fill(c, [&](uint64_t i) {
     for (uint64_t k = 0;; ++k) {
       double z = rng.normal(i + (k << 40));
       if (std::abs(z) <= 2.0) return mean + sd * z;

@@ -9,7 +9,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 inline constexpr int64_t kReduceGrain = 1 << 14;
 
@@ -212,12 +212,12 @@ void reduce_grad_kernel(KernelContext& c) {
   dx.set_lod(x.lod());
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 #define OAR_DEFINE_REDUCE_KERNELS(type, Op, Reducer, with_out)                                  \
-  inline void Op::eval_cpu(KernelContext& c) { cpu::reduce_kernel<cpu::Reducer>(c); }           \
-  inline void Op::eval_grad_cpu(KernelContext& c) { cpu::reduce_grad_kernel<cpu::Reducer>(c); }
+  inline void Op::eval_cpu(KernelContext& c) { cpu_kernels::reduce_kernel<cpu_kernels::Reducer>(c); }           \
+  inline void Op::eval_grad_cpu(KernelContext& c) { cpu_kernels::reduce_grad_kernel<cpu_kernels::Reducer>(c); }
 OAR_REDUCE_OPS(OAR_DEFINE_REDUCE_KERNELS)
 #undef OAR_DEFINE_REDUCE_KERNELS
 }  // namespace oar::ops

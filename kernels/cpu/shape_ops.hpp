@@ -4,7 +4,7 @@
 #include "oar/ops/shape_ops.hpp"
 #include "oar/runtime/kernel_context.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// Out = `in` seen with shape `s` (shared storage). Keeps the LoD when dim 0 is unchanged.
 /// ensures: a later write to either tensor through resize() gets fresh storage (resize never reuses shared
@@ -24,33 +24,33 @@ inline void shape_op_backward(KernelContext& c) {
   dx = LoDTensor(dout.view(x.shape()), x.lod());
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
 inline void Reshape::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
   auto s = c.attr<std::vector<int32_t>>("shape");
-  cpu::view_as(c.out("Out"), x, tensor_detail::reshape_shape(c, x.shape(), {s.begin(), s.end()}));
+  cpu_kernels::view_as(c.out("Out"), x, tensor_detail::reshape_shape(c, x.shape(), {s.begin(), s.end()}));
 }
-inline void Reshape::eval_grad_cpu(KernelContext& c) { cpu::shape_op_backward(c); }
+inline void Reshape::eval_grad_cpu(KernelContext& c) { cpu_kernels::shape_op_backward(c); }
 
 inline void Flatten::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
-  cpu::view_as(c.out("Out"), x, tensor_detail::flatten_shape(c, x.shape(), c.attr<int32_t>("axis")));
+  cpu_kernels::view_as(c.out("Out"), x, tensor_detail::flatten_shape(c, x.shape(), c.attr<int32_t>("axis")));
 }
-inline void Flatten::eval_grad_cpu(KernelContext& c) { cpu::shape_op_backward(c); }
+inline void Flatten::eval_grad_cpu(KernelContext& c) { cpu_kernels::shape_op_backward(c); }
 
 inline void Squeeze::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
-  cpu::view_as(c.out("Out"), x, tensor_detail::squeeze_shape(c, x.shape(), c.attr<std::vector<int32_t>>("axes")));
+  cpu_kernels::view_as(c.out("Out"), x, tensor_detail::squeeze_shape(c, x.shape(), c.attr<std::vector<int32_t>>("axes")));
 }
-inline void Squeeze::eval_grad_cpu(KernelContext& c) { cpu::shape_op_backward(c); }
+inline void Squeeze::eval_grad_cpu(KernelContext& c) { cpu_kernels::shape_op_backward(c); }
 
 inline void Unsqueeze::eval_cpu(KernelContext& c) {
   const LoDTensor& x = c.in("X");
-  cpu::view_as(c.out("Out"), x, tensor_detail::unsqueeze_shape(c, x.shape(), c.attr<std::vector<int32_t>>("axes")));
+  cpu_kernels::view_as(c.out("Out"), x, tensor_detail::unsqueeze_shape(c, x.shape(), c.attr<std::vector<int32_t>>("axes")));
 }
-inline void Unsqueeze::eval_grad_cpu(KernelContext& c) { cpu::shape_op_backward(c); }
+inline void Unsqueeze::eval_grad_cpu(KernelContext& c) { cpu_kernels::shape_op_backward(c); }
 
 }  // namespace oar::ops

@@ -7,7 +7,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// Copies the box (begin[d], out_shape[d]) of a tensor of shape `full` between `full_data` and the dense
 /// `box_data`: to_box = true reads the box (slice), false writes it (slice_grad). Element size `es` bytes.
@@ -40,7 +40,7 @@ inline void box_copy(char* full_data, const Shape& full, char* box_data, const S
   });
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
@@ -55,7 +55,7 @@ inline void Slice::eval_cpu(KernelContext& c) {
   LoDTensor& out = c.out("Out");
   c.check(&out != &in, "slice cannot run in place");
   out.resize(os, in.dtype());
-  cpu::box_copy(static_cast<char*>(in.raw()), in.shape(), static_cast<char*>(out.raw()), os, begin, size_of(in.dtype()), true);
+  cpu_kernels::box_copy(static_cast<char*>(in.raw()), in.shape(), static_cast<char*>(out.raw()), os, begin, size_of(in.dtype()), true);
   if (os.rank() > 0 && in.rank() > 0 && os[0] == in.dim(0)) out.set_lod(in.lod());
   else out.clear_lod();
 }
@@ -75,7 +75,7 @@ inline void Slice::eval_grad_cpu(KernelContext& c) {
   LoDTensor& din = c.out("Input@GRAD");
   din.resize(in.shape(), dout.dtype());
   if (din.bytes()) std::memset(din.raw(), 0, din.bytes());
-  cpu::box_copy(static_cast<char*>(din.raw()), in.shape(), static_cast<char*>(dout.raw()), os, begin, size_of(dout.dtype()), false);
+  cpu_kernels::box_copy(static_cast<char*>(din.raw()), in.shape(), static_cast<char*>(dout.raw()), os, begin, size_of(dout.dtype()), false);
   din.set_lod(in.lod());
 }
 

@@ -8,7 +8,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// `s` seen as [pre, n, post] around `axis` (negative counts from the back).
 struct AxisSplit {
@@ -117,11 +117,11 @@ void softmax_backward(KernelContext& c) {
   dx.set_lod(y.lod());
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
-inline void Softmax::eval_cpu(KernelContext& c) { cpu::softmax_forward<false>(c); }
-inline void Softmax::eval_grad_cpu(KernelContext& c) { cpu::softmax_backward<false>(c); }
-inline void LogSoftmax::eval_cpu(KernelContext& c) { cpu::softmax_forward<true>(c); }
-inline void LogSoftmax::eval_grad_cpu(KernelContext& c) { cpu::softmax_backward<true>(c); }
+inline void Softmax::eval_cpu(KernelContext& c) { cpu_kernels::softmax_forward<false>(c); }
+inline void Softmax::eval_grad_cpu(KernelContext& c) { cpu_kernels::softmax_backward<false>(c); }
+inline void LogSoftmax::eval_cpu(KernelContext& c) { cpu_kernels::softmax_forward<true>(c); }
+inline void LogSoftmax::eval_grad_cpu(KernelContext& c) { cpu_kernels::softmax_backward<true>(c); }
 }  // namespace oar::ops

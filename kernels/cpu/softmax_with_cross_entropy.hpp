@@ -14,12 +14,12 @@ inline void SoftmaxWithCrossEntropy::eval_cpu(KernelContext& c) {
   LoDTensor& loss = c.out("Loss");
   const bool soft = c.attr<bool>("soft_label");
   const int64_t ignore = c.attr<int32_t>("ignore_index");
-  auto [n, d] = cpu::rows_cols(x.shape());
+  auto [n, d] = cpu_kernels::rows_cols(x.shape());
   Shape ls = x.shape();
   ls[ls.rank() - 1] = 1;
   std::vector<int64_t> hard;
   if (soft) c.check(label.shape() == x.shape(), "soft_label needs Label {} shaped like Logits {}", label.shape(), x.shape());
-  else hard = cpu::read_hard_labels(c, label, n, d, ignore);
+  else hard = cpu_kernels::read_hard_labels(c, label, n, d, ignore);
   c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     sm.resize(x.shape(), x.dtype());
@@ -27,11 +27,11 @@ inline void SoftmaxWithCrossEntropy::eval_cpu(KernelContext& c) {
     const T* px = x.data<T>();
     const T* pl = soft ? label.data<T>() : nullptr;
     T *ps = sm.data<T>(), *po = loss.data<T>();
-    parallel_for(0, n, cpu::row_grain(d), [&](int64_t lo, int64_t hi) {
+    parallel_for(0, n, cpu_kernels::row_grain(d), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const T* xr = px + i * d;
         T m;
-        const T lse = cpu::softmax_line<false>(xr, ps + i * d, d, 1, &m);  // log(sum(exp(x - m)))
+        const T lse = cpu_kernels::softmax_line<false>(xr, ps + i * d, d, 1, &m);  // log(sum(exp(x - m)))
         if (soft) {
           const T* lr = pl + i * d;
           T s = 0;
@@ -56,17 +56,17 @@ inline void SoftmaxWithCrossEntropy::eval_grad_cpu(KernelContext& c) {
   LoDTensor& dx = c.out("Logits@GRAD");
   const bool soft = c.attr<bool>("soft_label");
   const int64_t ignore = c.attr<int32_t>("ignore_index");
-  auto [n, d] = cpu::rows_cols(sm.shape());
+  auto [n, d] = cpu_kernels::rows_cols(sm.shape());
   c.check(dl.numel() == n, "Loss@GRAD {} must hold one value per row of Softmax {}", dl.shape(), sm.shape());
   std::vector<int64_t> hard;
-  if (!soft) hard = cpu::read_hard_labels(c, label, n, d, ignore);
+  if (!soft) hard = cpu_kernels::read_hard_labels(c, label, n, d, ignore);
   c.dispatch(type_list<float, double>{}, sm.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(sm.shape(), sm.dtype());
     const T *ps = sm.data<T>(), *pdl = dl.data<T>();
     const T* pl = soft ? label.data<T>() : nullptr;
     T* pdx = dx.data<T>();
-    parallel_for(0, n, cpu::row_grain(d), [&](int64_t lo, int64_t hi) {
+    parallel_for(0, n, cpu_kernels::row_grain(d), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const T* sr = ps + i * d;
         T* r = pdx + i * d;

@@ -12,7 +12,7 @@ inline void SquaredL2Norm::eval_cpu(KernelContext& c) {
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = x.data<T>();
-    double s = cpu::sum_all(x.numel(), [&](int64_t i) { return double(p[i]) * double(p[i]); });
+    double s = cpu_kernels::sum_all(x.numel(), [&](int64_t i) { return double(p[i]) * double(p[i]); });
     out.resize(Shape{1}, x.dtype());
     out.data<T>()[0] = T(s);
   });

@@ -6,7 +6,7 @@
 
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 inline constexpr int64_t kSumAllGrain = 1 << 15;
 
@@ -32,4 +32,4 @@ double sum_all(int64_t n, F&& f) {
   return s;
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels

@@ -5,7 +5,7 @@
 #include "oar/runtime/kernel_context.hpp"
 #include "oar/runtime/thread_pool.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// Calls f(type_tag<U>{}) with an unsigned type of `bytes` bytes (1, 2, 4 or 8).
 template <class F>
@@ -54,7 +54,7 @@ inline void transpose(const Tensor& x, const std::vector<int>& perm, Tensor& out
   });
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
@@ -64,7 +64,7 @@ inline void Transpose::eval_cpu(KernelContext& c) {
   check_perm(c, x.shape(), axis);
   LoDTensor& out = c.out("Out");
   c.check(&out != &x, "transpose cannot run in place");
-  cpu::transpose(x, {axis.begin(), axis.end()}, out);
+  cpu_kernels::transpose(x, {axis.begin(), axis.end()}, out);
   out.clear_lod();
 }
 
@@ -77,7 +77,7 @@ inline void Transpose::eval_grad_cpu(KernelContext& c) {
   std::vector<int> inv(axis.size());
   for (size_t k = 0; k < axis.size(); ++k) inv[size_t(axis[k])] = int(k);
   LoDTensor& dx = c.out("X@GRAD");
-  cpu::transpose(dout, inv, dx);
+  cpu_kernels::transpose(dout, inv, dx);
   dx.set_lod(c.in("X").lod());
 }
 

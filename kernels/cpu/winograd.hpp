@@ -11,7 +11,7 @@
 #include "kernels/cpu/im2col.hpp"
 #include "oar/runtime/conv_algorithm.hpp"
 
-namespace oar::cpu {
+namespace oar::cpu_kernels {
 
 /// The 1-D transforms of F(m, r): for d of length alpha = m + r - 1 and g of length r,
 /// y = AT [(G g) .* (BT d)] is the correlation y[i] = sum_k g[k] d[i + k], i < m.
@@ -469,4 +469,4 @@ void winograd_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_t w
     detail::wino_conv2d_grad<T, 4, 5>(x, n, c, h, w, filter, o, ph, pw, oh, ow, dy, dx, dw);
 }
 
-}  // namespace oar::cpu
+}  // namespace oar::cpu_kernels

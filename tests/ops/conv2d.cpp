@@ -203,7 +203,7 @@ struct ConvAlgorithmScope {
 
 template <int M, int R>
 void check_winograd_1d() {
-  constexpr auto w = cpu::make_winograd_matrices<M, R>();
+  constexpr auto w = cpu_kernels::make_winograd_matrices<M, R>();
   constexpr int A = M + R - 1;
   auto d = random_tensor<double>({A}, -1, 1, 7), g = random_tensor<double>({R}, -1, 1, 8);
   double gd[A], bd[A];
@@ -248,25 +248,25 @@ TEST_CASE("winograd: the 1-D transforms compute a correlation (F(4, 5), F(6, 3) 
 
 TEST_CASE("conv2d: which convolutions run on Winograd tiles") {
   auto geom = [](const ConvCase& k) {
-    cpu::ConvGeom g;
+    cpu_kernels::ConvGeom g;
     g.c = k.c, g.h = k.h, g.w = k.w, g.kh = k.kh, g.kw = k.kw, g.sh = k.s0, g.sw = k.s1, g.ph = k.p0, g.pw = k.p1, g.dh = k.d0, g.dw = k.d1;
     g.oh = (k.h + 2 * k.p0 - (k.d0 * (k.kh - 1) + 1)) / k.s0 + 1, g.ow = (k.w + 2 * k.p1 - (k.d1 * (k.kw - 1) + 1)) / k.s1 + 1;
     return g;
   };
   const ConvCase book1{64, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 1, 1, 1}, book2{64, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 1};
   ConvAlgorithmScope scope(ConvAlgorithm::automatic);
-  CHECK_FALSE(cpu::winograd_applies(geom(book1), 20, 1));  // one input channel: im2col
-  CHECK(cpu::winograd_applies(geom(book2), 50, 1));
-  CHECK(cpu::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}), 64, 1));
-  CHECK_FALSE(cpu::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1}), 64, 1));  // stride 2
-  CHECK_FALSE(cpu::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 2, 2, 2, 2, 1}), 64, 1));  // dilation 2
-  CHECK_FALSE(cpu::winograd_applies(geom(book2), 50, 2));                                            // groups 2
-  CHECK_FALSE(cpu::winograd_applies(geom({8, 64, 14, 14, 64, 7, 7, 1, 1, 3, 3, 1, 1, 1}), 64, 1));  // 7x7
-  CHECK_FALSE(cpu::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 3, 3, 1, 1, 1}), 64, 1));  // pad >= r
+  CHECK_FALSE(cpu_kernels::winograd_applies(geom(book1), 20, 1));  // one input channel: im2col
+  CHECK(cpu_kernels::winograd_applies(geom(book2), 50, 1));
+  CHECK(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}), 64, 1));
+  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1}), 64, 1));  // stride 2
+  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 2, 2, 2, 2, 1}), 64, 1));  // dilation 2
+  CHECK_FALSE(cpu_kernels::winograd_applies(geom(book2), 50, 2));                                            // groups 2
+  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 7, 7, 1, 1, 3, 3, 1, 1, 1}), 64, 1));  // 7x7
+  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 3, 3, 1, 1, 1}), 64, 1));  // pad >= r
   set_conv_algorithm(ConvAlgorithm::im2col);
-  CHECK_FALSE(cpu::winograd_applies(geom(book2), 50, 1));
+  CHECK_FALSE(cpu_kernels::winograd_applies(geom(book2), 50, 1));
   set_conv_algorithm(ConvAlgorithm::winograd);
-  CHECK(cpu::winograd_applies(geom(book1), 20, 1));  // forced: any channel count
+  CHECK(cpu_kernels::winograd_applies(geom(book1), 20, 1));  // forced: any channel count
 }
 
 TEST_CASE_TEMPLATE("conv2d and conv2d_fusion on Winograd tiles: forward matches a plain loop", T, float, double) {

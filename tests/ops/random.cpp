@@ -101,7 +101,7 @@ TEST_CASE("random ops: seed 0 follows the executor's seed (a new tensor every ru
   Program p = OpTest("gaussian_random").attr("shape", std::vector<int64_t>{64}).build();
   auto run2 = [&](uint64_t seed) {
     Scope scope;
-    Executor exe(cpu_place(), seed);
+    Executor exe(cpu(), seed);
     auto r1 = exe.run(p, scope, {}, {"Out_0"})[0];
     auto r2 = exe.run(p, scope, {}, {"Out_0"})[0];
     return std::make_pair(Tensor(r1).clone(), Tensor(r2).clone());

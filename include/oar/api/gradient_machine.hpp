@@ -12,7 +12,7 @@ class GradientMachine {
   /// Gradients of `loss` (a model output name) for every trainable parameter. `fetch` adds outputs to fetch
   /// on every forward_backward (metrics).
   GradientMachine(Model& model, std::string loss, std::vector<std::string> fetch = {}, uint64_t seed = 0)
-      : model_(&model), loss_(std::move(loss)), exe_(cpu_place(), seed ? seed : model.seed() + 1000) {
+      : model_(&model), loss_(std::move(loss)), exe_(cpu(), seed ? seed : model.seed() + 1000) {
     Program p = model.program();
     params_grads_ = append_backward(p, loss_);
     program_ = std::make_shared<const Program>(std::move(p));

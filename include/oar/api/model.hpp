@@ -63,7 +63,7 @@ class Model {
       if (all_set) g.remove_op(i);
     }
     if (g.num_ops() == 0) return;
-    Executor exe(cpu_place(), seed_ + init_runs_++);
+    Executor exe(cpu(), seed_ + init_runs_++);
     exe.run(p, *scope_);
   }
 

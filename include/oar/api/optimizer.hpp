@@ -123,7 +123,7 @@ class Optimizer {
     c.meta["reader_position"] = std::to_string(r ? r->position() : 0);
     c.meta["threads"] = std::to_string(machines_.size());
     for (size_t i = 0; i < machines_.size(); ++i) {
-      const CpuContext& d = machines_[i]->executor().device();
+      const DeviceContext& d = machines_[i]->executor().device();
       c.meta["rng" + std::to_string(i)] = std::to_string(d.counter());
       c.meta["seed" + std::to_string(i)] = std::to_string(d.seed());
     }
@@ -154,7 +154,7 @@ class Optimizer {
     epoch_ = num("epoch");
     step_ = num("step");
     for (size_t i = 0; i < machines_.size(); ++i) {
-      CpuContext& d = machines_[i]->executor().device();
+      DeviceContext& d = machines_[i]->executor().device();
       d.set_seed(uint64_t(num(("seed" + std::to_string(i)).c_str())));
       d.set_counter(uint64_t(num(("rng" + std::to_string(i)).c_str())));
     }

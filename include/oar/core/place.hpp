@@ -15,8 +15,10 @@ struct Place {
   std::string str() const { return is_cpu() ? std::string("cpu") : fmt::format("cuda:{}", device); }
 };
 
-inline Place cpu_place() { return {}; }
-inline Place cuda_place(int device = 0) { return {Place::Kind::cuda, device}; }
+/// The CPU: `oar::Model model(topology, oar::cpu())`.
+inline Place cpu() { return {}; }
+/// CUDA device `device`: `oar::Model model(topology, oar::cuda(0))`.
+inline Place cuda(int device = 0) { return {Place::Kind::cuda, device}; }
 
 }  // namespace oar
 

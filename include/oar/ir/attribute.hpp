@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -45,6 +46,25 @@ template <> struct attr_traits<BlockRef> { static constexpr AttrType type = Attr
 template <> struct attr_traits<int64_t> { static constexpr AttrType type = AttrType::LONG; };
 template <> struct attr_traits<BlockRefs> { static constexpr AttrType type = AttrType::BLOCKS; };
 template <> struct attr_traits<std::vector<int64_t>> { static constexpr AttrType type = AttrType::LONGS; };
+
+/// The name of an op's input or output slot: a `static constexpr` member of the op's struct (`Conv2d::filter`),
+/// so that every use of a slot is checked by the compiler instead of being a string literal.
+struct Slot {
+  std::string_view name;
+  constexpr operator std::string_view() const { return name; }
+  operator std::string() const { return std::string(name); }
+  friend constexpr bool operator==(Slot a, Slot b) { return a.name == b.name; }
+};
+
+/// The name and C++ type of an op attribute (`Conv2d::strides` is an `Attr<std::vector<int32_t>>`): a
+/// `static constexpr` member of the op's struct. Defaults live in the op's schema (`OpDef::attr`).
+template <class T>
+struct Attr {
+  using type = T;
+  std::string_view name;
+  constexpr operator std::string_view() const { return name; }
+  operator std::string() const { return std::string(name); }
+};
 
 /// Converts a value of a convenient C++ type to the attribute alternative it is stored as
 /// (int -> INT, double -> FLOAT, const char* -> STRING, initializer lists of ints -> INTS).

@@ -132,6 +132,13 @@ class Operator {
   template <class T> T attr(std::string_view n) const { return attr_as<T>(attr(n), n); }
   template <class T> T attr_or(std::string_view n, T dflt) const { return has_attr(n) ? attr<T>(n) : dflt; }
   template <class V> Operator& set_attr(const std::string& n, V v) { attrs_[n] = to_attribute(std::move(v)); return *this; }
+  /// Typed access through an op's attribute constant: `op.attr(Conv2d::groups)` is an int32_t.
+  template <class T> T attr(Attr<T> a) const { return attr<T>(a.name); }
+  template <class T> T attr_or(Attr<T> a, T dflt) const { return attr_or<T>(a.name, std::move(dflt)); }
+  template <class T, class V> Operator& set_attr(Attr<T> a, V v) {
+    attrs_[std::string(a.name)] = Attribute(T(std::move(v)));
+    return *this;
+  }
   void remove_attr(std::string_view n) {
     if (auto it = attrs_.find(n); it != attrs_.end()) attrs_.erase(it);
   }

@@ -8,30 +8,41 @@ namespace oar::ops {
 /// out = flatten(x, xd) * flatten(y, yd)
 /// x: [d0..d(xd-1), rest...], y: [k..., n...] -> [d0..d(xd-1), y dims from yd on]
 struct Mul {
+  static constexpr std::string_view type = "mul";
+  static constexpr Slot x{"X"}, y{"Y"}, out{"Out"};
+  static constexpr Slot x_grad{"X@GRAD"}, y_grad{"Y@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<int32_t> x_num_col_dims{"x_num_col_dims"}, y_num_col_dims{"y_num_col_dims"};
+
+  /// What the kernels read, decoded once when a program is prepared.
+  struct Attrs {
+    int32_t x_num_col_dims, y_num_col_dims;
+    explicit Attrs(const AttrReader& r) : x_num_col_dims(r(Mul::x_num_col_dims)), y_num_col_dims(r(Mul::y_num_col_dims)) {}
+  };
+
   static OpDef def() {
-    return OpDef("mul", "matrix product of X and Y, each flattened to 2-D")
-        .in("X").in("Y").out("Out")
-        .attr("x_num_col_dims", 1).check<int32_t>([](int v) { return v >= 1; }, "must be >= 1")
-        .attr("y_num_col_dims", 1).check<int32_t>([](int v) { return v >= 1; }, "must be >= 1");
+    return OpDef(type, "matrix product of X and Y, each flattened to 2-D")
+        .in(x).in(y).out(out)
+        .attr(x_num_col_dims, 1).check<int32_t>([](int v) { return v >= 1; }, "must be >= 1")
+        .attr(y_num_col_dims, 1).check<int32_t>([](int v) { return v >= 1; }, "must be >= 1");
   }
   static void infer_shape(InferShapeContext& c) {
-    const Shape& x = c.shape("X");
-    const Shape& y = c.shape("Y");
-    int xd = c.attr<int32_t>("x_num_col_dims"), yd = c.attr<int32_t>("y_num_col_dims");
-    c.check(x.rank() > xd, "x_num_col_dims = {} needs X of rank > {}, X is {}", xd, xd, x.str());
-    c.check(y.rank() > yd - 1 && y.rank() >= 2, "y_num_col_dims = {} needs Y of rank >= 2 and > {}, Y is {}", yd, yd - 1, y.str());
-    c.check(c.dtype("X") == c.dtype("Y"), "X is {} but Y is {}", name(c.dtype("X")), name(c.dtype("Y")));
-    int64_t k1 = x.numel(xd, x.rank()), k2 = y.numel(0, yd);
-    c.check(dims_compatible(k1, k2), "X {} flattened at {} has {} columns but Y {} flattened at {} has {} rows", x.str(), xd, k1, y.str(), yd, k2);
-    Shape out = x.slice(0, xd);
-    for (int i = yd; i < y.rank(); ++i) out.push_back(y[i]);
-    c.set_output("Out", out, c.dtype("X"));
-    c.share_lod("X", "Out");
+    const Shape& xs = c.shape(x);
+    const Shape& ys = c.shape(y);
+    int xd = c.attr(x_num_col_dims), yd = c.attr(y_num_col_dims);
+    c.check(xs.rank() > xd, "x_num_col_dims = {} needs X of rank > {}, X is {}", xd, xd, xs.str());
+    c.check(ys.rank() > yd - 1 && ys.rank() >= 2, "y_num_col_dims = {} needs Y of rank >= 2 and > {}, Y is {}", yd, yd - 1, ys.str());
+    c.check(c.dtype(x) == c.dtype(y), "X is {} but Y is {}", name(c.dtype(x)), name(c.dtype(y)));
+    int64_t k1 = xs.numel(xd, xs.rank()), k2 = ys.numel(0, yd);
+    c.check(dims_compatible(k1, k2), "X {} flattened at {} has {} columns but Y {} flattened at {} has {} rows", xs.str(), xd, k1, ys.str(), yd, k2);
+    Shape os = xs.slice(0, xd);
+    for (int i = yd; i < ys.rank(); ++i) os.push_back(ys[i]);
+    c.set_output(out, os, c.dtype(x));
+    c.share_lod(x, out);
   }
   /// mul_grad(X, Y, Out@GRAD) -> X@GRAD = dOut * Y^T, Y@GRAD = X^T * dOut
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/mul.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/mul.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/mul.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/mul.hpp
 };
 
 }  // namespace oar::ops

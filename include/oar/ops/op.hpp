@@ -1,10 +1,12 @@
 // oar/ops/op.hpp: what an op declares (OpDef: slots, attributes with defaults and checks), the shape-inference
 // context, the grad-maker context, and the concept every op struct satisfies.
 #pragma once
+#include <array>
 #include <functional>
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "oar/ir/program.hpp"
@@ -50,6 +52,8 @@ struct OpDef {
   bool kernel_free = false;    ///< run by the executor itself (feed, fetch, control flow)
 
   explicit OpDef(std::string t, std::string d = {}) : type(std::move(t)), doc(std::move(d)) {}
+  explicit OpDef(std::string_view t, std::string d = {}) : type(t), doc(std::move(d)) {}
+  explicit OpDef(const char* t, std::string d = {}) : type(t), doc(std::move(d)) {}
   OpDef& in(std::string name, unsigned flags = none, std::string d = {}) {
     inputs.push_back({std::move(name), bool(flags & duplicable), bool(flags & dispensable), bool(flags & intermediate), std::move(d)});
     return *this;
@@ -63,6 +67,18 @@ struct OpDef {
   OpDef& attr(std::string name, V dflt, std::string d = {}) {
     Attribute a = to_attribute(std::move(dflt));
     attrs.push_back({std::move(name), attr_type(a), std::move(a), nullptr, std::move(d)});
+    return *this;
+  }
+  /// A typed attribute with its default: `.attr(Conv2d::groups, 1)`; the default must have the attribute's type.
+  template <class T>
+  OpDef& attr(Attr<T> a, std::type_identity_t<T> dflt, std::string d = {}) {
+    attrs.push_back({std::string(a.name), attr_traits<T>::type, Attribute(std::move(dflt)), nullptr, std::move(d)});
+    return *this;
+  }
+  /// A required typed attribute (no default).
+  template <class T>
+  OpDef& required_attr(Attr<T> a, std::string d = {}) {
+    attrs.push_back({std::string(a.name), attr_traits<T>::type, std::nullopt, nullptr, std::move(d)});
     return *this;
   }
   /// A required attribute of type T (no default).
@@ -116,6 +132,7 @@ class InferShapeContext {
   DType dtype(std::string_view slot, size_t i = 0) const { return input_var(slot, i).dtype(); }
   int lod_level(std::string_view slot, size_t i = 0) const { return input_var(slot, i).lod_level(); }
   template <class T> T attr(const std::string& name) const { return op_.attr<T>(name); }
+  template <class T> T attr(Attr<T> a) const { return op_.attr<T>(a.name); }
 
   /// Sets output `slot`[i]'s shape and dtype (and lod_level when given).
   void set_output(std::string_view slot, const Shape& s, DType t, int lod_level = -1, size_t i = 0) const {
@@ -154,6 +171,49 @@ class InferShapeContext {
   }
   Operator& op_;
   Block& block_;
+};
+
+/// An op's attributes as its kernels read them: decoded once, when a program is prepared, from the op's
+/// attribute map (or the schema's defaults) into the op's typed `Attrs` struct, which is kept with the
+/// prepared step. Decoding is where a wrong attribute type or size is reported, naming the user's line.
+class AttrReader {
+ public:
+  AttrReader(const Operator& op, const OpDef* def) : op_(op), def_(def) {}
+  const Operator& op() const { return op_; }
+
+  /// The value of `a`: the op's own, else the schema's default.
+  template <class T>
+  T operator()(Attr<T> a) const {
+    if (op_.has_attr(a.name)) {
+      try {
+        return attr_as<T>(op_.attr(a.name), a.name);
+      } catch (const Error& e) {
+        throw Error(fmt::format("{}: {}", op_.type(), e.what()), op_.origin());
+      }
+    }
+    if (def_)
+      if (const AttrDef* d = def_->find_attr(a.name); d && d->dflt) return attr_as<T>(*d->dflt, a.name);
+    throw Error(fmt::format("{}: attribute '{}' is missing and has no default", op_.type(), a.name), op_.origin());
+  }
+  /// A list attribute of exactly N entries, as a std::array (`strides`, `paddings`, ...).
+  template <size_t N, class T>
+  std::array<T, N> array(Attr<std::vector<T>> a) const {
+    std::vector<T> v = (*this)(a);
+    if (v.size() != N)
+      throw Error(fmt::format("{}: attribute '{}' must have {} entries, got {}", op_.type(), a.name, N, v.size()), op_.origin());
+    std::array<T, N> out;
+    std::copy(v.begin(), v.end(), out.begin());
+    return out;
+  }
+
+ private:
+  const Operator& op_;
+  const OpDef* def_;
+};
+
+/// The `Attrs` of an op without attributes its kernels read.
+struct NoAttrs {
+  explicit NoAttrs(const AttrReader&) {}
 };
 
 /// `x` -> `x@GRAD`.

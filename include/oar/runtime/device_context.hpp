@@ -1,5 +1,7 @@
-// oar/runtime/device_context.hpp: device contexts kernels run on: CpuContext (the thread pool and a seed
-// source); CudaContext is declared here and defined in kernels/cuda/ when CUDA is built.
+// oar/runtime/device_context.hpp: what a kernel gets from the device it runs on. DeviceContext is the one
+// interface (its place and the executor's seed source); CpuContext adds nothing but a name for the CPU (the
+// thread pool is global, runtime/thread_pool.hpp); CudaContext (runtime/cuda.hpp) adds a stream and the
+// cuBLAS and cuDNN handles.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -9,11 +11,17 @@
 
 namespace oar {
 
-/// Per-executor CPU state. Intra-op parallelism goes through oar::parallel_for (runtime/thread_pool.hpp).
-class CpuContext {
+class DeviceContext {
  public:
-  explicit CpuContext(uint64_t seed = 0) : seed_(seed ? seed : std::random_device{}()) {}
-  Place place() const { return cpu_place(); }
+  explicit DeviceContext(uint64_t seed = 0) : seed_(seed ? seed : std::random_device{}()) {}
+  virtual ~DeviceContext() = default;
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+  virtual Place place() const = 0;
+  /// Waits until every kernel launched through this context has finished (a no-op on the CPU).
+  virtual void synchronize() const {}
+
   /// A seed for an op whose `seed` attribute is 0: deterministic for a fixed executor seed.
   uint64_t next_seed() const { return seed_ + 0x9E3779B97F4A7C15ull * ++counter_; }
   void set_seed(uint64_t s) {
@@ -30,6 +38,13 @@ class CpuContext {
   mutable std::atomic<uint64_t> counter_{0};
 };
 
-class CudaContext;  // kernels/cuda/context.cu, only with OAR_WITH_CUDA
+/// The CPU: kernels run on the calling thread and split work with oar::parallel_for.
+class CpuContext final : public DeviceContext {
+ public:
+  explicit CpuContext(uint64_t seed = 0) : DeviceContext(seed) {}
+  Place place() const override { return cpu(); }
+};
+
+class CudaContext;  // runtime/cuda.hpp; defined in kernels/cuda/context.cu when CUDA is built
 
 }  // namespace oar

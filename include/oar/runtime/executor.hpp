@@ -15,6 +15,13 @@ using FeedMap = std::map<std::string, LoDTensor>;
 
 class Executor;
 
+/// How a block is prepared.
+struct PrepareOptions {
+  /// The block may not write a persistable variable (a parameter, a running statistic): what an Evaluator
+  /// runs, so that any number of them can share one model's scope from several threads. Checked at prepare.
+  bool read_only_persistables = false;
+};
+
 /// A block ready to run: kernels chosen, slots resolved, temporaries kept between runs.
 class PreparedBlock {
  public:
@@ -45,6 +52,7 @@ class PreparedBlock {
   struct Step {
     const Operator* op;
     KernelFn fn = nullptr;
+    std::shared_ptr<const void> attrs;  // the op's decoded Attrs, which ctx points to
     KernelContext ctx;
     std::vector<int> acquire, release;  // indices into slots_: temporaries first written / last used here
     std::shared_ptr<PreparedBlock> sub;  // a control-flow op's sub-block, prepared on first use
@@ -144,6 +152,7 @@ class PreparedBlock {
   std::vector<Step> steps_;
   std::vector<std::string> required_feeds_;
   std::set<std::string> fed_by_op_;  // targets of the program's own feed ops
+  PrepareOptions options_;
   bool recycle_ = false;
   std::set<std::string> keep_;
   std::vector<Slot> slots_;
@@ -152,20 +161,21 @@ class PreparedBlock {
 
 class Executor {
  public:
-  explicit Executor(Place place = cpu_place(), uint64_t seed = 0) : place_(place), dev_(seed) {
-    OAR_CHECK(place.is_cpu(), "Executor: place {} is not available in this build (CPU only)", place.str());
-  }
-  const CpuContext& device() const { return dev_; }
-  CpuContext& device() { return dev_; }
+  /// An executor for `place` (`oar::cpu()`, `oar::cuda(0)`); an oar::Error when that device does not exist.
+  explicit Executor(Place place = cpu(), uint64_t seed = 0) : place_(place), dev_(make_device_context(place, seed)) {}
+  Place place() const { return place_; }
+  const DeviceContext& device() const { return *dev_; }
+  DeviceContext& device() { return *dev_; }
 
   /// Prepares `block` of `program` (copied, so the caller's program may change afterwards) to run in `scope`.
-  std::shared_ptr<PreparedBlock> prepare(const Program& program, Scope& scope, int block = 0) {
-    return prepare(std::make_shared<const Program>(program), scope, block);
+  std::shared_ptr<PreparedBlock> prepare(const Program& program, Scope& scope, int block = 0, PrepareOptions options = {}) {
+    return prepare(std::make_shared<const Program>(program), scope, block, options);
   }
-  std::shared_ptr<PreparedBlock> prepare(std::shared_ptr<const Program> program, Scope& scope, int block = 0) {
+  std::shared_ptr<PreparedBlock> prepare(std::shared_ptr<const Program> program, Scope& scope, int block = 0, PrepareOptions options = {}) {
     auto p = std::make_shared<PreparedBlock>();
     p->program_ = std::move(program);
     p->block_ = block;
+    p->options_ = options;
     bind(*p, scope);
     return p;
   }
@@ -179,7 +189,14 @@ class Executor {
       if (!v) throw Error(fmt::format("feed '{}': no such variable in the program", name));
       check_feed(*v, t);
       Value* val = p.local_->find(name);
-      val->tensor() = t;  // shares storage: no copy
+      if (t.place() == place_) {
+        val->tensor() = t;  // shares storage: no copy
+      } else {  // into the variable's own storage on this place, reused from run to run
+        LoDTensor& dst = val->tensor();
+        dst.set_place(place_);
+        dst.copy_from(t);
+        dst.set_lod(t.lod());
+      }
     }
     for (auto& name : p.required_feeds_)
       if (!feeds.count(name)) {
@@ -218,7 +235,9 @@ class Executor {
     for (auto& name : fetch) {
       Value* v = p.local_->find(name);
       if (!v || !v->is_tensor() || !v->tensor().initialized()) throw Error(fmt::format("cannot fetch '{}': it has no value after the run", name));
-      out.push_back(v->tensor());
+      const LoDTensor& t = v->tensor();
+      if (t.place().is_cpu()) out.push_back(t);
+      else out.push_back(LoDTensor(t.to(cpu()), t.lod()));  // fetches come back to the host
     }
     return out;
   }
@@ -239,7 +258,7 @@ class Executor {
     }
     if (!go) return;
     try {
-      if (!s.sub) s.sub = prepare(p.program_, *p.local_, s.op->sub_block());
+      if (!s.sub) s.sub = prepare(p.program_, *p.local_, s.op->sub_block(), p.options_);
       run(*s.sub, *p.local_);
     } catch (Error& e) {
       e.add_context(fmt::format("while running op #{} '{}' of block {}", index, s.op->type(), p.block_), s.op->origin());
@@ -321,18 +340,30 @@ class Executor {
     }
     for (auto* op : b.ops()) {
       const OpDef& d = op_def(op->type());
+      if (p.options_.read_only_persistables)
+        for (auto& n : op->output_names())
+          if (const Variable* v = b.find_var(n); v && v->persistable())
+            throw Error(fmt::format("op '{}' writes the persistable variable '{}' in a program that may only read them (an Evaluator's: "
+                                    "parameters and running statistics are shared by every evaluator of the model)",
+                                    op->type(), n),
+                        op->origin());
       KernelFn fn = nullptr;
-      if (!d.kernel_free) fn = KernelRegistry::instance().get(op->type(), place_, op->origin());
-      else if (op->type() != "feed" && op->type() != "fetch" && op->type() != "conditional_block")
+      std::shared_ptr<const void> attrs;
+      if (!d.kernel_free) {
+        const KernelEntry& k = KernelRegistry::instance().get(op->type(), place_, op->origin());
+        fn = k.on(place_);
+        attrs = k.attrs(*op, d.is_grad ? OpRegistry::instance().find(op->type().substr(0, op->type().size() - 5)) : &d);
+      } else if (op->type() != "feed" && op->type() != "fetch" && op->type() != "conditional_block") {
         throw Error(fmt::format("op '{}' is not supported by this executor yet", op->type()), op->origin());
-      p.steps_.push_back({op, fn, KernelContext(*op, *p.local_, dev_), {}, {}});
+      }
+      p.steps_.push_back({op, fn, attrs, KernelContext(*op, *p.local_, *dev_, attrs.get()), {}, {}});
     }
     p.free_.clear();
     p.plan();
   }
 
   Place place_;
-  CpuContext dev_;
+  std::unique_ptr<DeviceContext> dev_;
   std::map<std::tuple<const Program*, Scope*, size_t>, std::shared_ptr<PreparedBlock>> cache_;
 };
 

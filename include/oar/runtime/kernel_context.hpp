@@ -1,9 +1,11 @@
-// oar/runtime/kernel_context.hpp: what a kernel sees: its op's inputs and outputs resolved to run-time values
-// once, typed attribute access, the dtype to dispatch on, and errors that name the op and the user's line.
+// oar/runtime/kernel_context.hpp: what a kernel sees: the device context of the place it runs on, its op's
+// inputs and outputs resolved to run-time values once, the op's attributes decoded once into the op's typed
+// Attrs, the dtype to dispatch on, and errors that name the op and the user's line.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "oar/runtime/cuda.hpp"
 #include "oar/runtime/device_context.hpp"
 #include "oar/runtime/scope.hpp"
 
@@ -14,14 +16,22 @@ template <class... Ts> struct type_list {};
 class KernelContext {
  public:
   /// Resolves every slot of `op` in `scope` (names that are absent resolve to nullptr: an optional slot).
-  KernelContext(const Operator& op, Scope& scope, const CpuContext& dev) : op_(&op), scope_(&scope), dev_(&dev) {
+  /// `attrs` points to the op's decoded Attrs (owned by the prepared step).
+  KernelContext(const Operator& op, Scope& scope, const DeviceContext& dev, const void* attrs = nullptr)
+      : op_(&op), scope_(&scope), dev_(&dev), place_(dev.place()), attrs_(attrs) {
     resolve(op.inputs(), ins_);
     resolve(op.outputs(), outs_);
   }
 
   const Operator& op() const { return *op_; }
   Scope& scope() const { return *scope_; }
-  const CpuContext& dev() const { return *dev_; }
+  /// The context of the device the kernel runs on, and its place.
+  const DeviceContext& device() const { return *dev_; }
+  Place place() const { return place_; }
+  const CpuContext& cpu() const { return static_cast<const CpuContext&>(*dev_); }
+  const CudaContext& cuda() const { return static_cast<const CudaContext&>(*dev_); }
+  /// The op's attributes as decoded at prepare (`A` is the op's Attrs; the registry guarantees the match).
+  template <class A> const A& attrs() const { return *static_cast<const A*>(attrs_); }
 
   bool has_in(std::string_view slot, size_t i = 0) const { return value(ins_, slot, i) != nullptr; }
   bool has_out(std::string_view slot, size_t i = 0) const { return value(outs_, slot, i) != nullptr; }
@@ -37,13 +47,18 @@ class KernelContext {
     if (!v->is_tensor()) fail("input {} ('{}') holds no tensor", slot, name_of(ins_, slot, i));
     const LoDTensor& t = v->tensor();
     if (!t.initialized()) [[unlikely]] fail("input {} ('{}') has no value yet (never fed or computed)", slot, name_of(ins_, slot, i));
+    if (t.place() != place_) [[unlikely]]
+      fail("input {} ('{}') lives on {}, but the op runs on {} (move the model's variables with the Model's place)", slot, name_of(ins_, slot, i),
+           t.place().str(), place_.str());
     return t;
   }
-  /// Output tensor `slot`[i] (resize it before writing).
+  /// Output tensor `slot`[i], on the kernel's place (resize it before writing).
   LoDTensor& out(std::string_view slot, size_t i = 0) const {
     Value* v = value(outs_, slot, i);
     if (!v) fail("output {}[{}] is missing", slot, i);
-    return v->tensor();
+    LoDTensor& t = v->tensor();
+    t.set_place(place_);
+    return t;
   }
   /// Input tensors of a duplicable slot.
   std::vector<const LoDTensor*> ins(std::string_view slot) const {
@@ -119,7 +134,9 @@ class KernelContext {
 
   const Operator* op_;
   Scope* scope_;
-  const CpuContext* dev_;
+  const DeviceContext* dev_;
+  Place place_;
+  const void* attrs_;
   std::vector<Resolved> ins_, outs_;
 };
 

@@ -11,39 +11,17 @@
 #include "oar/core/dtype.hpp"
 #include "oar/core/place.hpp"
 #include "oar/core/shape.hpp"
+#include "oar/runtime/allocator.hpp"
+#include "oar/runtime/cuda.hpp"
 
 namespace oar {
 
-/// Bytes currently held by tensors, and the peak since the last reset.
-struct MemoryStats {
-  std::atomic<int64_t> current{0};
-  std::atomic<int64_t> peak{0};
-  std::atomic<int64_t> allocations{0};
-};
-inline MemoryStats& memory_stats() {
-  static MemoryStats s;
-  return s;
-}
-inline void reset_peak_memory() { memory_stats().peak = memory_stats().current.load(); }
-
-/// A block of 64-byte aligned memory on one place. Tensors share it through shared_ptr.
+/// A block of 64-byte aligned memory on one place, from that place's allocator. Tensors share it through
+/// shared_ptr.
 class Storage {
  public:
-  Storage(size_t bytes, Place place) : bytes_(bytes), place_(place) {
-    OAR_CHECK(place.is_cpu(), "CPU storage asked for place {}", place.str());
-    size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
-    data_ = std::aligned_alloc(64, rounded);
-    if (!data_) throw Error(fmt::format("out of memory allocating {} bytes", bytes));
-    auto& s = memory_stats();
-    int64_t now = s.current += int64_t(bytes_);
-    s.allocations++;
-    int64_t p = s.peak.load();
-    while (now > p && !s.peak.compare_exchange_weak(p, now)) {}
-  }
-  ~Storage() {
-    std::free(data_);
-    memory_stats().current -= int64_t(bytes_);
-  }
+  Storage(size_t bytes, Place place) : bytes_(bytes), place_(place), alloc_(&allocator(place)) { data_ = alloc_->allocate(bytes); }
+  ~Storage() { alloc_->deallocate(data_, bytes_); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
@@ -54,7 +32,17 @@ class Storage {
   void* data_ = nullptr;
   size_t bytes_;
   Place place_;
+  Allocator* alloc_;
 };
+
+namespace detail {
+/// Copies `bytes` from `src` on `sp` to `dst` on `dp`.
+inline void copy_bytes(void* dst, Place dp, const void* src, Place sp, size_t bytes) {
+  if (!bytes) return;
+  if (dp.is_cpu() && sp.is_cpu()) std::memmove(dst, src, bytes);
+  else cuda_copy(dst, dp, src, sp, bytes);
+}
+}  // namespace detail
 
 /// A dense tensor. Copies share storage (like a shared_ptr); `clone()` copies the data.
 class Tensor {
@@ -83,19 +71,31 @@ class Tensor {
   int64_t dim(int i) const { return shape_.at(i); }
   int64_t numel() const { return shape_.empty() ? (initialized() ? 1 : 0) : shape_.numel(); }
   size_t bytes() const { return size_t(numel()) * size_of(dtype_); }
-  Place place() const { return storage_ ? storage_->place() : Place{}; }
+  /// Where the storage lives, or will be allocated by the next resize.
+  Place place() const { return place_; }
+  /// Moves the (uninitialized) tensor to `place`: storage elsewhere is let go, the next resize allocates there.
+  void set_place(Place place) {
+    if (place == place_) return;
+    if (storage_ && storage_->place() != place) release_storage();
+    place_ = place;
+  }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   size_t offset() const { return offset_; }
 
   /// Makes this tensor `shape` x `dtype`. Reuses the storage when it is large enough and not shared with
   /// another tensor, so a repeated run with the same shapes allocates nothing.
-  Tensor& resize(const Shape& shape, DType dtype, Place place = {}) {
-    reserve(shape, dtype, place);
+  Tensor& resize(const Shape& shape, DType dtype, Place place) {
+    place_ = place;
+    return resize(shape, dtype);
+  }
+  /// The same on the tensor's place.
+  Tensor& resize(const Shape& shape, DType dtype) {
+    reserve(shape, dtype, place_);
     if (shape_ != shape) shape_ = shape;  // copy-assign keeps shape_'s buffer: no allocation in steady state
     dtype_ = dtype;
     return *this;
   }
-  Tensor& resize(const Shape& shape) { return resize(shape, dtype_, place()); }
+  Tensor& resize(const Shape& shape) { return resize(shape, dtype_); }
   /// Like resize, but always keeps the current dtype and reuses shared storage too (for in-place kernels).
   void set_shape(Shape shape) {
     OAR_CHECK(size_t(shape.numel()) * size_of(dtype_) + offset_ <= (storage_ ? storage_->bytes() : 0), "set_shape {} exceeds storage", shape.str());
@@ -110,6 +110,7 @@ class Tensor {
   }
   /// Takes `s` as the storage the next resize may reuse.
   void adopt_storage(std::shared_ptr<Storage> s) {
+    place_ = s->place();
     storage_ = std::move(s);
     offset_ = 0;
   }
@@ -129,6 +130,8 @@ class Tensor {
   }
   /// Element `i` of the flattened tensor converted to double (for tests and printing).
   double get(int64_t i) const {
+    if (!place().is_cpu()) [[unlikely]]
+      throw Error(fmt::format("get(): the tensor lives on {}; copy it to the CPU first (to(oar::cpu()))", place().str()));
     return visit_dtype(dtype_, [&](auto tag) -> double {
       using T = typename decltype(tag)::type;
       if constexpr (std::is_arithmetic_v<T>) return double(static_cast<const T*>(raw())[i]);
@@ -152,19 +155,23 @@ class Tensor {
     t.shape_[0] = end - begin;
     return t;
   }
-  /// A deep copy with its own storage.
-  Tensor clone() const {
+  /// A deep copy with its own storage on the same place.
+  Tensor clone() const { return to(place(), true); }
+  /// This tensor on `place`: itself (shared storage) when it is there already, unless `copy`; else a copy.
+  Tensor to(Place place, bool copy = false) const {
+    if (!initialized() || (place == this->place() && !copy)) return *this;
     Tensor t;
-    if (!initialized()) return t;
-    t.resize(shape_, dtype_, place());
-    std::memcpy(t.raw(), raw(), bytes());
+    t.resize(shape_, dtype_, place);
+    detail::copy_bytes(t.raw(), place, raw(), this->place(), bytes());
     return t;
   }
-  /// Copies `src`'s shape, dtype and data into this tensor's own storage (reused when large enough).
+  /// Copies `src`'s shape, dtype and data into this tensor's own storage (reused when large enough), on
+  /// this tensor's place if it has storage, else on src's.
   void copy_from(const Tensor& src) {
     if (src.raw() == raw() && src.shape_ == shape_) return;
-    resize(src.shape_, src.dtype_, src.place());
-    if (src.bytes()) std::memmove(raw(), src.raw(), src.bytes());
+    const Place dst = initialized() ? place() : src.place();
+    resize(src.shape_, src.dtype_, dst);
+    detail::copy_bytes(raw(), dst, src.raw(), src.place(), src.bytes());
   }
   /// Shares `src`'s storage (no copy).
   void share_from(const Tensor& src) { *this = src; }
@@ -185,6 +192,7 @@ class Tensor {
   size_t offset_ = 0;
   Shape shape_;
   DType dtype_ = DType::f32;
+  Place place_;
 };
 
 /// Level-of-detail information: offsets per level; level i indexes level i+1, the last level indexes rows.

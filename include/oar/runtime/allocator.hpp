@@ -1,0 +1,85 @@
+// oar/runtime/allocator.hpp: where tensor storage comes from. One Allocator per place behind one interface:
+// the CPU's hands out 64-byte aligned blocks; CUDA's (kernels/cuda/context.cpp, built with the toolkit) is
+// a caching, stream-ordered pool per device. Each keeps its own MemoryStats.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+
+#include "oar/config.hpp"
+#include "oar/core/error.hpp"
+#include "oar/core/place.hpp"
+
+namespace oar {
+
+/// Bytes currently held by tensors on one place, the peak since the last reset, and how many blocks were
+/// ever allocated (a steady-state run allocates none).
+struct MemoryStats {
+  std::atomic<int64_t> current{0};
+  std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> allocations{0};
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  /// `bytes` of storage on this allocator's place; an oar::Error when the device is out of memory.
+  virtual void* allocate(size_t bytes) = 0;
+  /// Returns a block from allocate(bytes). Never throws.
+  virtual void deallocate(void* p, size_t bytes) noexcept = 0;
+  virtual Place place() const = 0;
+  MemoryStats& stats() { return stats_; }
+
+ protected:
+  void count_allocation(size_t bytes) {
+    int64_t now = stats_.current += int64_t(bytes);
+    stats_.allocations++;
+    int64_t p = stats_.peak.load();
+    while (now > p && !stats_.peak.compare_exchange_weak(p, now)) {}
+  }
+  void count_release(size_t bytes) { stats_.current -= int64_t(bytes); }
+
+ private:
+  MemoryStats stats_;
+};
+
+/// The CPU's: 64-byte aligned blocks (AVX-512 loads never split a cache line at a row start).
+class CpuAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+    if (!p) throw Error(fmt::format("out of memory allocating {} bytes on the CPU", bytes));
+    count_allocation(bytes);
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) noexcept override {
+    std::free(p);
+    count_release(bytes);
+  }
+  Place place() const override { return cpu(); }
+};
+
+/// The CUDA device's allocator (kernels/cuda/context.cpp); an oar::Error when CUDA is not built or there is
+/// no such device.
+Allocator& cuda_allocator(int device);
+
+/// The allocator of `place`.
+inline Allocator& allocator(Place place) {
+  if (place.is_cpu()) {
+    static CpuAllocator cpu_alloc;
+    return cpu_alloc;
+  }
+  return cuda_allocator(place.device);
+}
+
+/// Memory held by tensors on `place` (the CPU by default).
+inline MemoryStats& memory_stats(Place place = cpu()) { return allocator(place).stats(); }
+inline void reset_peak_memory(Place place = cpu()) { memory_stats(place).peak = memory_stats(place).current.load(); }
+
+#if !OAR_WITH_CUDA
+inline Allocator& cuda_allocator(int device) {
+  throw Error(fmt::format("no CUDA device {}: oar was built without CUDA (configure with the CUDA toolkit present)", device));
+}
+#endif
+
+}  // namespace oar
