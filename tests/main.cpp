@@ -1,3 +1,34 @@
-// tests/main.cpp: the one doctest main shared by the test executables.
+// tests/main.cpp: the one doctest main shared by the test executables, and the replaced global operator new
+// that counts heap allocations (support/heap.hpp).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <new>
+
+#include <execinfo.h>
+#include <unistd.h>
+
+#include "support/heap.hpp"
+
+std::atomic<int64_t> oar_test::heap_allocations{0};
+std::atomic<bool> oar_test::heap_trap{false};
+
+void* operator new(std::size_t n) {
+  oar_test::heap_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (oar_test::heap_trap.load(std::memory_order_relaxed)) [[unlikely]] {
+    static thread_local bool inside = false;  // backtrace() may allocate itself
+    if (!inside) {
+      inside = true;
+      void* frames[8];
+      const int k = backtrace(frames, 8);
+      backtrace_symbols_fd(frames, k, 2);
+      write(2, "----\n", 5);
+      inside = false;
+    }
+  }
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }

@@ -4,9 +4,10 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/cpu/im2col.hpp"
 #include "oar/ops/arg_max.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -26,16 +27,17 @@ bool before_desc(T va, int64_t a, T vb, int64_t b) {
 
 /// Out[o, i] = index along the middle dim of x seen as [outer, n, inner] of the max (Max) or min element.
 template <bool Max>
-void arg_reduce(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
+void arg_reduce(KernelContext& c, const ops::tensor_detail::ArgAttrs& a) {
+  using N = ops::tensor_detail::ArgNames;
+  const LoDTensor& x = c.in(N::x);
   c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
-  int axis = ops::tensor_detail::normalize_axis(c, c.attr<int64_t>("axis"), x.rank(), "axis", x.shape());
+  int axis = ops::tensor_detail::normalize_axis(c, a.axis, x.rank(), N::axis, x.shape());
   const int64_t outer = x.shape().numel(0, axis), n = x.dim(axis), inner = x.shape().numel(axis + 1, x.rank());
   c.check(n > 0 || outer * inner == 0, "{} over an empty axis {} of X {}", c.op().type(), axis, x.shape());
   Shape os = x.shape();
-  if (c.attr<bool>("keepdims")) os[axis] = 1;
+  if (a.keepdims) os[axis] = 1;
   else os.erase(axis);
-  LoDTensor& out = c.out("Out");
+  LoDTensor& out = c.out(N::out);
   c.dispatch(type_list<float, double, int32_t, int64_t>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
@@ -61,40 +63,40 @@ void arg_reduce(KernelContext& c) {
 
 namespace oar::ops {
 
-inline void ArgMax::eval_cpu(KernelContext& c) { cpu_kernels::arg_reduce<true>(c); }
-inline void ArgMin::eval_cpu(KernelContext& c) { cpu_kernels::arg_reduce<false>(c); }
+inline void ArgMax::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::arg_reduce<true>(c, a); }
+inline void ArgMin::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::arg_reduce<false>(c, a); }
 
-inline void TopK::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
-  const int64_t k = c.attr<int32_t>("k"), n = x.dim(x.rank() - 1), rows = n ? x.numel() / n : x.shape().numel(0, x.rank() - 1);
-  c.check(k <= n, "k = {} is more than the last dim of X {}", k, x.shape());
-  Shape os = x.shape();
-  os[os.rank() - 1] = k;
-  LoDTensor& out = c.out("Out");
-  LoDTensor& ind = c.out("Indices");
-  c.dispatch(type_list<float, double, int32_t, int64_t>{}, x.dtype(), [&](auto tag) {
+inline void TopK::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  c.check(xt.rank() >= 1, "X must have rank >= 1, got {}", xt.shape());
+  const int64_t kv = a.k, n = xt.dim(xt.rank() - 1), rows = n ? xt.numel() / n : xt.shape().numel(0, xt.rank() - 1);
+  c.check(kv <= n, "k = {} is more than the last dim of X {}", kv, xt.shape());
+  Shape os = xt.shape();
+  os[os.rank() - 1] = kv;
+  LoDTensor& ot = c.out(out);
+  LoDTensor& ind = c.out(indices);
+  c.dispatch(type_list<float, double, int32_t, int64_t>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    out.resize(os, x.dtype());
+    ot.resize(os, xt.dtype());
     ind.resize(os, DType::i64);
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
+    const T* px = xt.data<T>();
+    T* po = ot.data<T>();
     int64_t* pi = ind.data<int64_t>();
     parallel_for(0, rows, std::max<int64_t>(1, (int64_t(1) << 12) / std::max<int64_t>(n, 1)), [&](int64_t lo, int64_t hi) {
-      std::vector<int64_t> order(static_cast<size_t>(n));
+      int64_t* order = cpu_kernels::thread_scratch<int64_t, 51>(size_t(n));  // this thread's, reused across runs
       for (int64_t r = lo; r < hi; ++r) {
         const T* p = px + r * n;
-        std::iota(order.begin(), order.end(), int64_t(0));
-        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) { return cpu_kernels::before_desc(p[a], a, p[b], b); });
-        for (int64_t j = 0; j < k; ++j) {
-          po[r * k + j] = p[order[size_t(j)]];
-          pi[r * k + j] = order[size_t(j)];
+        std::iota(order, order + n, int64_t(0));
+        std::partial_sort(order, order + kv, order + n, [&](int64_t ia, int64_t ib) { return cpu_kernels::before_desc(p[ia], ia, p[ib], ib); });
+        for (int64_t j = 0; j < kv; ++j) {
+          po[r * kv + j] = p[order[j]];
+          pi[r * kv + j] = order[j];
         }
       }
     });
   });
-  out.set_lod(x.lod());
-  ind.set_lod(x.lod());
+  ot.set_lod(xt.lod());
+  ind.set_lod(xt.lod());
 }
 
 }  // namespace oar::ops

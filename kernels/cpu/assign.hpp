@@ -3,43 +3,43 @@
 #include <limits>
 
 #include "oar/ops/assign.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::ops {
 
 /// requires: X holds a tensor or SelectedRows. ensures: Out holds a copy in its own storage.
-inline void Assign::eval_cpu(KernelContext& c) {
-  Value* in = c.in_value("X");
-  Value* out = c.out_value("Out");
-  c.check(in && out, "X and Out are required");
-  if (in == out) return;
-  if (in->is_selected_rows()) {
-    const SelectedRows& src = in->selected_rows();
-    if (!out->is_selected_rows()) out->reset();
-    SelectedRows& dst = out->selected_rows();
+inline void Assign::eval_cpu(KernelContext& c, const NoAttrs&) {
+  Value* iv = c.in_value(x);
+  Value* ov = c.out_value(out);
+  c.check(iv && ov, "X and Out are required");
+  if (iv == ov) return;
+  if (iv->is_selected_rows()) {
+    const SelectedRows& src = iv->selected_rows();
+    if (!ov->is_selected_rows()) ov->reset();
+    SelectedRows& dst = ov->selected_rows();
     dst.rows = src.rows;
     dst.height = src.height;
     dst.value.copy_from(src.value);
     return;
   }
-  const LoDTensor& x = c.in("X");
-  LoDTensor& y = c.out("Out");
-  y.copy_from(x);
-  y.set_lod(x.lod());
+  const LoDTensor& xt = c.in(x);
+  LoDTensor& y = c.out(out);
+  y.copy_from(xt);
+  y.set_lod(xt.lod());
 }
 
 /// requires: X has one element. In-place allowed (Out == X).
-inline void Increment::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  LoDTensor& out = c.out("Out");
-  c.check(x.numel() == 1, "X must hold exactly one element, X is {}", x.shape());
-  const float step = c.attr<float>("step");
-  c.dispatch(type_list<float, double, int32_t, int64_t, int16_t, int8_t, uint8_t>{}, x.dtype(), [&](auto tag) {
+inline void Increment::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  LoDTensor& ot = c.out(out);
+  c.check(xt.numel() == 1, "X must hold exactly one element, X is {}", xt.shape());
+  const float step = a.step;
+  c.dispatch(type_list<float, double, int32_t, int64_t, int16_t, int8_t, uint8_t>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T v = x.data<T>()[0];
-    if (&out != &x) out.resize(x.shape(), x.dtype());
-    out.data<T>()[0] = static_cast<T>(v + static_cast<T>(step));
+    T v = xt.data<T>()[0];
+    if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
+    ot.data<T>()[0] = static_cast<T>(v + static_cast<T>(step));
   });
 }
 
@@ -64,25 +64,25 @@ void cast_loop(const From* src, To* dst, int64_t n) {
 
 /// Out = X converted element-wise to out_dtype: float -> integer truncates toward zero and saturates at the
 /// integer's range (NaN -> 0); anything -> bool is x != 0.
-inline void Cast::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  LoDTensor& out = c.out("Out");
-  DType to = DType(c.attr<int32_t>("out_dtype"));
+inline void Cast::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  LoDTensor& ot = c.out(out);
+  const DType to = a.out_dtype;
   using types = type_list<bool, int32_t, int64_t, float, double>;
-  if (to == x.dtype()) {
-    if (&out != &x) out.copy_from(x);
+  if (to == xt.dtype()) {
+    if (&ot != &xt) ot.copy_from(xt);
   } else {
-    c.check(&out != &x, "cannot cast in place from {} to {}", name(x.dtype()), name(to));
-    c.dispatch(types{}, x.dtype(), [&](auto from_tag) {
+    c.check(&ot != &xt, "cannot cast in place from {} to {}", name(xt.dtype()), name(to));
+    c.dispatch(types{}, xt.dtype(), [&](auto from_tag) {
       using From = typename decltype(from_tag)::type;
       c.dispatch(types{}, to, [&](auto to_tag) {
         using To = typename decltype(to_tag)::type;
-        out.resize(x.shape(), to);
-        tensor_detail::cast_loop(x.data<From>(), out.data<To>(), x.numel());
+        ot.resize(xt.shape(), to);
+        tensor_detail::cast_loop(xt.data<From>(), ot.data<To>(), xt.numel());
       });
     });
   }
-  if (&out != &x) out.set_lod(x.lod());
+  if (&ot != &xt) ot.set_lod(xt.lod());
 }
 
 }  // namespace oar::ops

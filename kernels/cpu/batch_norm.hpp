@@ -1,12 +1,13 @@
 // kernels/cpu/batch_norm.hpp: batch_norm and batch_norm_grad on the CPU (NCHW): per-channel statistics in
 // double, channels split over the thread pool; Y as one fused multiply-add per element.
 #pragma once
+#include <algorithm>
 #include <cmath>
-#include <vector>
 
+#include "kernels/cpu/im2col.hpp"
 #include "oar/ops/batch_norm.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -16,11 +17,15 @@ struct NcsDims {
 };
 inline NcsDims ncs(const Shape& x) { return {x[0], x[1], x.numel(2, x.rank())}; }
 
-/// A copy of a [C] tensor as doubles (read before any output is written: MeanOut may be Mean).
+/// The calling thread's scratch buffer #`I` of `n` doubles (slots 10.. so as not to share conv's buffers).
+template <int I>
+inline double* bn_scratch(int64_t n) { return thread_scratch<double, 10 + I>(size_t(n)); }
+
+/// A copy of a [C] tensor as doubles in `dst` (read before any output is written: MeanOut may be Mean).
 template <class T>
-std::vector<double> channel_values(const LoDTensor& t) {
+void channel_values(const LoDTensor& t, double* dst) {
   const T* p = t.data<T>();
-  return std::vector<double>(p, p + t.numel());
+  std::copy(p, p + t.numel(), dst);
 }
 
 }  // namespace oar::cpu_kernels
@@ -28,31 +33,42 @@ std::vector<double> channel_values(const LoDTensor& t) {
 namespace oar::ops {
 
 /// requires: X [N, C, ...] NCHW; Scale, Bias, Mean, Variance [C]. MeanOut may be the same tensor as Mean and
-/// VarianceOut as Variance (in-place running statistics); Y may be X.
-inline void BatchNorm::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& scale = c.in("Scale");
-  const LoDTensor& bias = c.in("Bias");
-  const LoDTensor& mean_in = c.in("Mean");
-  const LoDTensor& var_in = c.in("Variance");
-  c.check(c.attr<std::string>("data_layout") == "NCHW", "data_layout {} is not supported (only NCHW)", c.attr<std::string>("data_layout"));
-  c.check(x.rank() >= 2 && x.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", x.shape());
-  const cpu_kernels::NcsDims dm = cpu_kernels::ncs(x.shape());
-  for (auto* p : {&scale, &bias, &mean_in, &var_in})
-    c.check(p->rank() == 1 && p->dim(0) == dm.c, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", dm.c, x.shape(), p->shape());
-  const float momentum = c.attr<float>("momentum");
-  const double eps = c.attr<float>("epsilon");
-  const bool global = c.attr<bool>("is_test") || c.attr<bool>("use_global_stats");
+/// VarianceOut as Variance (in-place running statistics); Y may be X. MeanOut / VarianceOut are written only when
+/// present, and under is_test only when they are not Mean / Variance themselves: a test program, run by many
+/// evaluator threads at once, must not write the shared running statistics (not even with their own values).
+inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& scale_t = c.in(scale);
+  const LoDTensor& bias_t = c.in(bias);
+  const LoDTensor& mean_in = c.in(mean);
+  const LoDTensor& var_in = c.in(variance);
+  c.check(xt.rank() >= 2 && xt.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", xt.shape());
+  const cpu_kernels::NcsDims dm = cpu_kernels::ncs(xt.shape());
+  for (auto* p : {&scale_t, &bias_t, &mean_in, &var_in})
+    c.check(p->rank() == 1 && p->dim(0) == dm.c, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", dm.c, xt.shape(), p->shape());
+  const float mom = a.momentum;
+  const double eps = a.epsilon;
+  const bool global = a.is_test || a.use_global_stats;
   const int64_t m = dm.n * dm.s;
+  // The running statistics' outputs this run writes (see above).
+  const bool write_mean = c.has_out(mean_out) && !(a.is_test && c.out_value(mean_out) == c.in_value(mean));
+  const bool write_var = c.has_out(variance_out) && !(a.is_test && c.out_value(variance_out) == c.in_value(variance));
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::vector<double> run_mean = cpu_kernels::channel_values<T>(mean_in), run_var = cpu_kernels::channel_values<T>(var_in);
-    std::vector<double> mean(static_cast<size_t>(dm.c)), var(static_cast<size_t>(dm.c));
-    const T* px = x.data<T>();
-    if (global) {
-      mean = run_mean;
-      var = run_var;
-    } else if (m > 0) {
+    double* run_mean = cpu_kernels::bn_scratch<0>(dm.c);
+    double* run_var = cpu_kernels::bn_scratch<1>(dm.c);
+    cpu_kernels::channel_values<T>(mean_in, run_mean);
+    cpu_kernels::channel_values<T>(var_in, run_var);
+    double* mean_v = run_mean;  // global: the running statistics
+    double* var_v = run_var;
+    const T* px = xt.data<T>();
+    if (!global) {
+      mean_v = cpu_kernels::bn_scratch<2>(dm.c);
+      var_v = cpu_kernels::bn_scratch<3>(dm.c);
+      std::fill(mean_v, mean_v + dm.c, 0.0);
+      std::fill(var_v, var_v + dm.c, 0.0);
+    }
+    if (!global && m > 0) {
       parallel_for(0, dm.c, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t ch = lo; ch < hi; ++ch) {
           double s = 0;
@@ -66,67 +82,69 @@ inline void BatchNorm::eval_cpu(KernelContext& c) {
             const T* p = px + (i * dm.c + ch) * dm.s;
             for (int64_t j = 0; j < dm.s; ++j) q += (double(p[j]) - mu) * (double(p[j]) - mu);
           }
-          mean[size_t(ch)] = mu;
-          var[size_t(ch)] = q / double(m);
+          mean_v[ch] = mu;
+          var_v[ch] = q / double(m);
         }
       });
     }
     // NOTE: an empty training batch has no statistics: it normalizes nothing and leaves the running ones alone.
-    std::vector<T> a(static_cast<size_t>(dm.c)), b(static_cast<size_t>(dm.c));
-    std::vector<double> istd(static_cast<size_t>(dm.c));
-    const T *ps = scale.data<T>(), *pb = bias.data<T>();
+    T* ka = cpu_kernels::thread_scratch<T, 15>(size_t(dm.c));
+    T* kb = cpu_kernels::thread_scratch<T, 16>(size_t(dm.c));
+    double* istd = cpu_kernels::bn_scratch<4>(dm.c);
+    const T *ps = scale_t.data<T>(), *pb = bias_t.data<T>();
     for (int64_t ch = 0; ch < dm.c; ++ch) {
-      istd[size_t(ch)] = 1.0 / std::sqrt(var[size_t(ch)] + eps);
-      a[size_t(ch)] = T(double(ps[ch]) * istd[size_t(ch)]);
-      b[size_t(ch)] = T(double(pb[ch]) - mean[size_t(ch)] * double(ps[ch]) * istd[size_t(ch)]);
+      istd[ch] = 1.0 / std::sqrt(var_v[ch] + eps);
+      ka[ch] = T(double(ps[ch]) * istd[ch]);
+      kb[ch] = T(double(pb[ch]) - mean_v[ch] * double(ps[ch]) * istd[ch]);
     }
-    LoDTensor& y = c.out("Y");
-    if (&y != &x) y.resize(x.shape(), x.dtype());
-    T* py = y.data<T>();
+    LoDTensor& yt = c.out(y);
+    if (&yt != &xt) yt.resize(xt.shape(), xt.dtype());
+    T* py = yt.data<T>();
     parallel_for(0, dm.n * dm.c, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(dm.s, 1)), [&](int64_t lo, int64_t hi) {
       for (int64_t pl = lo; pl < hi; ++pl) {
-        const T ac = a[size_t(pl % dm.c)], bc = b[size_t(pl % dm.c)];
+        const T ac = ka[pl % dm.c], bc = kb[pl % dm.c];
         const T* xp = px + pl * dm.s;
         T* yp = py + pl * dm.s;
         for (int64_t j = 0; j < dm.s; ++j) yp[j] = xp[j] * ac + bc;
       }
     });
-    if (&y != &x) y.set_lod(x.lod());
+    if (&yt != &xt) yt.set_lod(xt.lod());
     const bool update = !global && m > 0;
-    auto write = [&](const char* slot, auto&& value) {
+    auto write = [&](Slot slot, auto&& value) {
       LoDTensor& o = c.out(slot);
-      o.resize(Shape{dm.c}, x.dtype());
+      o.resize(Shape{dm.c}, xt.dtype());
       T* p = o.data<T>();
-      for (int64_t ch = 0; ch < dm.c; ++ch) p[ch] = T(value(size_t(ch)));
+      for (int64_t ch = 0; ch < dm.c; ++ch) p[ch] = T(value(ch));
     };
-    write("MeanOut", [&](size_t ch) { return update ? run_mean[ch] * momentum + mean[ch] * (1.0 - momentum) : run_mean[ch]; });
-    write("VarianceOut", [&](size_t ch) { return update ? run_var[ch] * momentum + var[ch] * (1.0 - momentum) : run_var[ch]; });
-    if (c.has_out("SavedMean")) write("SavedMean", [&](size_t ch) { return mean[ch]; });
-    if (c.has_out("SavedVariance")) write("SavedVariance", [&](size_t ch) { return istd[ch]; });
+    if (write_mean) write(mean_out, [&](int64_t ch) { return update ? run_mean[ch] * mom + mean_v[ch] * (1.0 - mom) : run_mean[ch]; });
+    if (write_var) write(variance_out, [&](int64_t ch) { return update ? run_var[ch] * mom + var_v[ch] * (1.0 - mom) : run_var[ch]; });
+    if (c.has_out(saved_mean)) write(saved_mean, [&](int64_t ch) { return mean_v[ch]; });
+    if (c.has_out(saved_variance)) write(saved_variance, [&](int64_t ch) { return istd[ch]; });
   });
 }
 
-inline void BatchNorm::eval_grad_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& scale = c.in("Scale");
-  const LoDTensor& smean = c.in("SavedMean");
-  const LoDTensor& sistd = c.in("SavedVariance");
-  const LoDTensor& dy = c.in("Y@GRAD");
-  c.check(dy.shape() == x.shape(), "Y@GRAD {} does not match X {}", dy.shape(), x.shape());
-  const cpu_kernels::NcsDims dm = cpu_kernels::ncs(x.shape());
-  const bool global = c.attr<bool>("is_test") || c.attr<bool>("use_global_stats");
+inline void BatchNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& scale_t = c.in(scale);
+  const LoDTensor& smean = c.in(saved_mean);
+  const LoDTensor& sistd = c.in(saved_variance);
+  const LoDTensor& dy = c.in(y_grad);
+  c.check(dy.shape() == xt.shape(), "Y@GRAD {} does not match X {}", dy.shape(), xt.shape());
+  const cpu_kernels::NcsDims dm = cpu_kernels::ncs(xt.shape());
+  const bool global = a.is_test || a.use_global_stats;
   const int64_t m = dm.n * dm.s;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T *px = x.data<T>(), *pdy = dy.data<T>(), *ps = scale.data<T>(), *pm = smean.data<T>(), *pi = sistd.data<T>();
+    const T *px = xt.data<T>(), *pdy = dy.data<T>(), *ps = scale_t.data<T>(), *pm = smean.data<T>(), *pi = sistd.data<T>();
     T* pdx = nullptr;
-    if (c.has_out("X@GRAD")) {
-      LoDTensor& dx = c.out("X@GRAD");
-      dx.resize(x.shape(), x.dtype());
-      dx.set_lod(x.lod());
+    if (c.has_out(x_grad)) {
+      LoDTensor& dx = c.out(x_grad);
+      dx.resize(xt.shape(), xt.dtype());
+      dx.set_lod(xt.lod());
       pdx = dx.data<T>();
     }
-    std::vector<double> sum_dy(static_cast<size_t>(dm.c)), sum_dy_xhat(static_cast<size_t>(dm.c));
+    double* sum_dy = cpu_kernels::bn_scratch<0>(dm.c);  // every channel is written below
+    double* sum_dy_xhat = cpu_kernels::bn_scratch<1>(dm.c);
     parallel_for(0, dm.c, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t ch = lo; ch < hi; ++ch) {
         const double mu = double(pm[ch]), is = double(pi[ch]);
@@ -138,8 +156,8 @@ inline void BatchNorm::eval_grad_cpu(KernelContext& c) {
             sdx += double(gp[j]) * (double(xp[j]) - mu) * is;
           }
         }
-        sum_dy[size_t(ch)] = sd;
-        sum_dy_xhat[size_t(ch)] = sdx;
+        sum_dy[ch] = sd;
+        sum_dy_xhat[ch] = sdx;
         if (!pdx) continue;
         const double k = double(ps[ch]) * is;
         const double md = m ? sd / double(m) : 0, mdx = m ? sdx / double(m) : 0;
@@ -154,15 +172,15 @@ inline void BatchNorm::eval_grad_cpu(KernelContext& c) {
         }
       }
     });
-    if (c.has_out("Scale@GRAD")) {
-      LoDTensor& d = c.out("Scale@GRAD");
-      d.resize(Shape{dm.c}, x.dtype());
-      for (int64_t ch = 0; ch < dm.c; ++ch) d.data<T>()[ch] = T(sum_dy_xhat[size_t(ch)]);
+    if (c.has_out(scale_grad)) {
+      LoDTensor& d = c.out(scale_grad);
+      d.resize(Shape{dm.c}, xt.dtype());
+      for (int64_t ch = 0; ch < dm.c; ++ch) d.data<T>()[ch] = T(sum_dy_xhat[ch]);
     }
-    if (c.has_out("Bias@GRAD")) {
-      LoDTensor& d = c.out("Bias@GRAD");
-      d.resize(Shape{dm.c}, x.dtype());
-      for (int64_t ch = 0; ch < dm.c; ++ch) d.data<T>()[ch] = T(sum_dy[size_t(ch)]);
+    if (c.has_out(bias_grad)) {
+      LoDTensor& d = c.out(bias_grad);
+      d.resize(Shape{dm.c}, xt.dtype());
+      for (int64_t ch = 0; ch < dm.c; ++ch) d.data<T>()[ch] = T(sum_dy[ch]);
     }
   });
 }

@@ -4,15 +4,15 @@
 
 #include "kernels/cpu/sum_all.hpp"
 #include "oar/ops/clip_by_norm.hpp"
-#include "oar/runtime/kernel_context.hpp"
+#include "oar/device/kernel_context.hpp"
 
 namespace oar::ops {
 
 /// In place allowed (Out == X).
-inline void ClipByNorm::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  LoDTensor& out = c.out("Out");
-  const double max_norm = c.attr<float>("max_norm");
+inline void ClipByNorm::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& x = c.in(ClipByNorm::x);
+  LoDTensor& out = c.out(ClipByNorm::out);
+  const double max_norm = a.max_norm;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();

@@ -7,18 +7,16 @@
 #include "kernels/cpu/winograd.hpp"
 #include "oar/ops/conv2d.hpp"
 #include "oar/ops/conv2d_fusion.hpp"
-#include "oar/runtime/kernel_context.hpp"
+#include "oar/device/kernel_context.hpp"
 
 namespace oar::ops {
 
 namespace detail {
 
-/// The window sweep of a conv-like op from its attributes: the image is `img` [N, C, H, W] (checked rank 4),
-/// the window kh x kw; oh/ow are left to the caller.
-inline cpu_kernels::ConvGeom conv_geom(const KernelContext& c, const Shape& img, int64_t kh, int64_t kw) {
-  auto s = c.attr<std::vector<int32_t>>("strides");
-  auto p = c.attr<std::vector<int32_t>>("paddings");
-  auto d = c.attr<std::vector<int32_t>>("dilations");
+/// The window sweep of a conv-like op from its decoded attributes: the image is `img` [N, C, H, W] (checked
+/// rank 4), the window kh x kw; oh/ow are left to the caller.
+inline cpu_kernels::ConvGeom conv_geom(const ConvAttrs& a, const Shape& img, int64_t kh, int64_t kw) {
+  const auto &s = a.strides, &p = a.paddings, &d = a.dilations;
   cpu_kernels::ConvGeom g;
   g.c = img[1], g.h = img[2], g.w = img[3], g.kh = kh, g.kw = kw;
   g.sh = s[0], g.sw = s[1], g.ph = p[0], g.pw = p[1], g.dh = d[0], g.dw = d[1];
@@ -27,12 +25,12 @@ inline cpu_kernels::ConvGeom conv_geom(const KernelContext& c, const Shape& img,
 
 /// Checks Input/Filter at run time (their shapes may have been partly unknown when the op was built) and
 /// returns the sweep of Input with the output size set.
-inline cpu_kernels::ConvGeom conv2d_geom(const KernelContext& c, const Shape& x, const Shape& f) {
-  int64_t groups = c.attr<int32_t>("groups");
+inline cpu_kernels::ConvGeom conv2d_geom(const KernelContext& c, const ConvAttrs& a, const Shape& x, const Shape& f) {
+  const int64_t groups = a.groups;
   c.check(x.rank() == 4 && f.rank() == 4, "Input {} and Filter {} must both be rank 4", x, f);
   c.check(x[1] == f[1] * groups && f[0] % groups == 0, "Input {} has {} channels but Filter {} with groups = {} expects {} (and M a multiple of groups)",
           x, x[1], f, groups, f[1] * groups);
-  cpu_kernels::ConvGeom g = conv_geom(c, x, f[2], f[3]);
+  cpu_kernels::ConvGeom g = conv_geom(a, x, f[2], f[3]);
   g.oh = conv_out_size(g.h, g.kh, g.ph, g.sh, g.dh);
   g.ow = conv_out_size(g.w, g.kw, g.pw, g.sw, g.dw);
   c.check(g.oh > 0 && g.ow > 0, "output size [{}, {}] <= 0 for Input {} and Filter {}", g.oh, g.ow, x, f);
@@ -67,12 +65,12 @@ inline void store_output(const T* src, T* dst, int64_t n, const T* bias, int64_t
 
 /// Output = act(conv2d(Input, Filter) + bias) for conv2d (no bias, identity) and conv2d_fusion: the bias and
 /// relu are applied as each sub-batch's product is copied out, while it is in cache.
-inline void conv2d_forward(KernelContext& c, const LoDTensor* bias, bool relu) {
-  const LoDTensor& x = c.in("Input");
-  const LoDTensor& f = c.in("Filter");
-  LoDTensor& out = c.out("Output");
-  const cpu_kernels::ConvGeom g = detail::conv2d_geom(c, x.shape(), f.shape());
-  const int64_t n = x.dim(0), m = f.dim(0), groups = c.attr<int32_t>("groups");
+inline void conv2d_forward(KernelContext& c, const ConvAttrs& a, const LoDTensor* bias, bool relu) {
+  const LoDTensor& x = c.in(Conv2d::input);
+  const LoDTensor& f = c.in(Conv2d::filter);
+  LoDTensor& out = c.out(Conv2d::output);
+  const cpu_kernels::ConvGeom g = detail::conv2d_geom(c, a, x.shape(), f.shape());
+  const int64_t n = x.dim(0), m = f.dim(0), groups = a.groups;
   const int64_t mg = m / groups, k = g.col_rows() / groups, cols = g.col_cols();
   if (bias) c.check(bias->numel() == m && bias->dtype() == x.dtype(), "Bias {} {} does not fit Filter {}", name(bias->dtype()), bias->shape(), f.shape());
   c.dispatch_float([&](auto tag) {
@@ -104,32 +102,32 @@ inline void conv2d_forward(KernelContext& c, const LoDTensor* bias, bool relu) {
 
 }  // namespace detail
 
-inline void Conv2d::eval_cpu(KernelContext& c) { detail::conv2d_forward(c, nullptr, false); }
+inline void Conv2d::eval_cpu(KernelContext& c, const Attrs& a) { detail::conv2d_forward(c, a, nullptr, false); }
 
-inline void Conv2dFusion::eval_cpu(KernelContext& c) { detail::conv2d_forward(c, &c.in("Bias"), c.attr<std::string>("activation") == "relu"); }
+inline void Conv2dFusion::eval_cpu(KernelContext& c, const Attrs& a) { detail::conv2d_forward(c, a, &c.in(bias), a.activation == Activation::relu); }
 
-inline void Conv2d::eval_grad_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("Input");
-  const LoDTensor& f = c.in("Filter");
-  const LoDTensor& dout = c.in("Output@GRAD");
-  const cpu_kernels::ConvGeom g = detail::conv2d_geom(c, x.shape(), f.shape());
-  const int64_t n = x.dim(0), m = f.dim(0), groups = c.attr<int32_t>("groups");
+inline void Conv2d::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& x = c.in(input);
+  const LoDTensor& f = c.in(filter);
+  const LoDTensor& dout = c.in(output_grad);
+  const cpu_kernels::ConvGeom g = detail::conv2d_geom(c, a, x.shape(), f.shape());
+  const int64_t n = x.dim(0), m = f.dim(0), groups = a.groups;
   const int64_t mg = m / groups, k = g.col_rows() / groups, cols = g.col_cols();
   c.check(dout.shape() == Shape{n, m, g.oh, g.ow}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), n, m, g.oh, g.ow);
-  const bool want_dx = c.has_out("Input@GRAD"), want_dw = c.has_out("Filter@GRAD");
+  const bool want_dx = c.has_out(input_grad), want_dw = c.has_out(filter_grad);
   if (!want_dx && !want_dw) return;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dxp = nullptr;
     T* dwp = nullptr;
-    if (want_dx) dxp = c.out("Input@GRAD").resize(x.shape(), x.dtype()).template data<T>();
-    if (want_dw) dwp = c.out("Filter@GRAD").resize(f.shape(), f.dtype()).template data<T>();
+    if (want_dx) dxp = c.out(input_grad).resize(x.shape(), x.dtype()).template data<T>();
+    if (want_dw) dwp = c.out(filter_grad).resize(f.shape(), f.dtype()).template data<T>();
     const T* xp = x.data<T>();
     const T* wp = f.data<T>();
     const T* dop = dout.data<T>();
     if (cpu_kernels::winograd_applies(g, m, groups)) {
       cpu_kernels::winograd_conv2d_grad<T>(xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, dop, dxp, dwp);
-      if (want_dx) c.out("Input@GRAD").set_lod(x.lod());
+      if (want_dx) c.out(input_grad).set_lod(x.lod());
       return;
     }
     // dOut of a sub-batch gathered to dbuf [m, nb*cols]; per group: dW_g += dOut_g col_g^T,
@@ -158,7 +156,7 @@ inline void Conv2d::eval_grad_cpu(KernelContext& c) {
         }
       }
     });
-    if (want_dx) c.out("Input@GRAD").set_lod(x.lod());
+    if (want_dx) c.out(input_grad).set_lod(x.lod());
   });
 }
 

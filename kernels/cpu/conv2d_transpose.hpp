@@ -9,15 +9,14 @@ namespace oar::ops {
 namespace detail {
 
 /// The sweep of the transposed conv's Output [N, M, H', W'] whose columns [M*kh*kw, H*W] line up with Input's pixels.
-inline cpu_kernels::ConvGeom conv2d_transpose_geom(const KernelContext& c, const Shape& x, const Shape& f) {
-  int64_t groups = c.attr<int32_t>("groups");
+inline cpu_kernels::ConvGeom conv2d_transpose_geom(const KernelContext& c, const Conv2dTranspose::Attrs& a, const Shape& x, const Shape& f) {
+  const int64_t groups = a.groups;
   c.check(x.rank() == 4 && f.rank() == 4, "Input {} and Filter {} must both be rank 4", x, f);
   c.check(x[1] == f[0] && f[0] % groups == 0, "Input {} has {} channels but Filter {} has {} input channels (groups = {})", x, x[1], f, f[0],
           groups);
-  auto os = c.attr<std::vector<int32_t>>("output_size");
-  cpu_kernels::ConvGeom g = conv_geom(c, Shape{x[0], f[1] * groups, 0, 0}, f[2], f[3]);
-  g.h = Conv2dTranspose::out_size(x[2], g.kh, g.ph, g.sh, g.dh, os.empty() ? 0 : os[0]);
-  g.w = Conv2dTranspose::out_size(x[3], g.kw, g.pw, g.sw, g.dw, os.empty() ? 0 : os[1]);
+  cpu_kernels::ConvGeom g = conv_geom(a, Shape{x[0], f[1] * groups, 0, 0}, f[2], f[3]);
+  g.h = Conv2dTranspose::out_size(x[2], g.kh, g.ph, g.sh, g.dh, a.output_size[0]);  // 0: not given
+  g.w = Conv2dTranspose::out_size(x[3], g.kw, g.pw, g.sw, g.dw, a.output_size[1]);
   g.oh = x[2], g.ow = x[3];
   c.check(g.h > 0 && g.w > 0 && conv_out_size(g.h, g.kh, g.ph, g.sh, g.dh) == g.oh && conv_out_size(g.w, g.kw, g.pw, g.sw, g.dw) == g.ow,
           "output size [{}, {}] does not fit Input {} and Filter {}", g.h, g.w, x, f);
@@ -26,12 +25,12 @@ inline cpu_kernels::ConvGeom conv2d_transpose_geom(const KernelContext& c, const
 
 }  // namespace detail
 
-inline void Conv2dTranspose::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("Input");
-  const LoDTensor& f = c.in("Filter");
-  LoDTensor& out = c.out("Output");
-  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, x.shape(), f.shape());
-  const int64_t n = x.dim(0), cin = x.dim(1), groups = c.attr<int32_t>("groups");
+inline void Conv2dTranspose::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& x = c.in(input);
+  const LoDTensor& f = c.in(filter);
+  LoDTensor& out = c.out(output);
+  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, a, x.shape(), f.shape());
+  const int64_t n = x.dim(0), cin = x.dim(1), groups = a.groups;
   const int64_t cg = cin / groups, k = g.col_rows() / groups, cols = g.col_cols();
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -56,22 +55,22 @@ inline void Conv2dTranspose::eval_cpu(KernelContext& c) {
   });
 }
 
-inline void Conv2dTranspose::eval_grad_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("Input");
-  const LoDTensor& f = c.in("Filter");
-  const LoDTensor& dout = c.in("Output@GRAD");
-  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, x.shape(), f.shape());
-  const int64_t n = x.dim(0), cin = x.dim(1), groups = c.attr<int32_t>("groups");
+inline void Conv2dTranspose::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& x = c.in(input);
+  const LoDTensor& f = c.in(filter);
+  const LoDTensor& dout = c.in(output_grad);
+  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, a, x.shape(), f.shape());
+  const int64_t n = x.dim(0), cin = x.dim(1), groups = a.groups;
   const int64_t cg = cin / groups, k = g.col_rows() / groups, cols = g.col_cols();
   c.check(dout.shape() == Shape{n, g.c, g.h, g.w}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), n, g.c, g.h, g.w);
-  const bool want_dx = c.has_out("Input@GRAD"), want_dw = c.has_out("Filter@GRAD");
+  const bool want_dx = c.has_out(input_grad), want_dw = c.has_out(filter_grad);
   if (!want_dx && !want_dw) return;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dxp = nullptr;
     T* dwp = nullptr;
-    if (want_dx) dxp = c.out("Input@GRAD").resize(x.shape(), x.dtype()).template data<T>();
-    if (want_dw) dwp = c.out("Filter@GRAD").resize(f.shape(), f.dtype()).template data<T>();
+    if (want_dx) dxp = c.out(input_grad).resize(x.shape(), x.dtype()).template data<T>();
+    if (want_dw) dwp = c.out(filter_grad).resize(f.shape(), f.dtype()).template data<T>();
     const T* xp = x.data<T>();
     const T* wp = f.data<T>();
     const T* dop = dout.data<T>();
@@ -91,7 +90,7 @@ inline void Conv2dTranspose::eval_grad_cpu(KernelContext& c) {
         }
       }
     });
-    if (want_dx) c.out("Input@GRAD").set_lod(x.lod());
+    if (want_dx) c.out(input_grad).set_lod(x.lod());
   });
 }
 

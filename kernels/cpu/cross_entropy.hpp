@@ -4,9 +4,10 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/cpu/im2col.hpp"
 #include "oar/ops/cross_entropy.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -27,16 +28,17 @@ inline std::pair<int64_t, int64_t> rows_cols(const Shape& s) {
 }
 
 /// Hard labels as int64, each checked to be in [0, d) or equal to `ignore`; an oar::Error names the first bad row.
-inline std::vector<int64_t> read_hard_labels(const KernelContext& c, const LoDTensor& label, int64_t rows, int64_t d, int64_t ignore) {
+/// The labels live in the calling thread's scratch (valid until its next call; no allocation once it has grown).
+inline const int64_t* read_hard_labels(const KernelContext& c, const LoDTensor& label, int64_t rows, int64_t d, int64_t ignore) {
   c.check(label.numel() == rows, "Label {} must hold one class index per row ({} rows)", label.shape(), rows);
-  std::vector<int64_t> out(static_cast<size_t>(rows));
+  int64_t* out = thread_scratch<int64_t, 0>(size_t(rows));
   c.dispatch(type_list<int64_t, int32_t>{}, label.dtype(), [&](auto tag) {
     using L = typename decltype(tag)::type;
     const L* p = label.data<L>();
-    for (int64_t i = 0; i < rows; ++i) out[size_t(i)] = int64_t(p[i]);
+    for (int64_t i = 0; i < rows; ++i) out[i] = int64_t(p[i]);
   });
   for (int64_t i = 0; i < rows; ++i) {
-    int64_t l = out[size_t(i)];
+    int64_t l = out[i];
     c.check(l == ignore || (l >= 0 && l < d), "label {} at row {} is out of range [0, {}) (ignore_index is {})", l, i, d, ignore);
   }
   return out;
@@ -49,25 +51,25 @@ inline int64_t row_grain(int64_t d) { return std::max<int64_t>(1, (int64_t(1) <<
 
 namespace oar::ops {
 
-inline void CrossEntropy::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& label = c.in("Label");
-  LoDTensor& y = c.out("Y");
-  const bool soft = c.attr<bool>("soft_label");
-  const int64_t ignore = c.attr<int32_t>("ignore_index");
-  auto [n, d] = cpu_kernels::rows_cols(x.shape());
-  Shape ys = x.shape();
+inline void CrossEntropy::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& lt = c.in(label);
+  LoDTensor& yt = c.out(y);
+  const bool soft = a.soft_label;
+  const int64_t ignore = a.ignore_index;
+  auto [n, d] = cpu_kernels::rows_cols(xt.shape());
+  Shape ys = xt.shape();
   ys[ys.rank() - 1] = 1;
-  std::vector<int64_t> hard;
-  if (soft) c.check(label.shape() == x.shape(), "soft_label needs Label {} shaped like X {}", label.shape(), x.shape());
-  else hard = cpu_kernels::read_hard_labels(c, label, n, d, ignore);
-  c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
+  const int64_t* hard = nullptr;
+  if (soft) c.check(lt.shape() == xt.shape(), "soft_label needs Label {} shaped like X {}", lt.shape(), xt.shape());
+  else hard = cpu_kernels::read_hard_labels(c, lt, n, d, ignore);
+  c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    y.resize(ys, x.dtype());
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
+    yt.resize(ys, xt.dtype());
+    const T* px = xt.data<T>();
+    T* py = yt.data<T>();
     if (soft) {
-      const T* pl = label.data<T>();
+      const T* pl = lt.data<T>();
       parallel_for(0, n, cpu_kernels::row_grain(d), [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
           T s = 0;
@@ -77,31 +79,31 @@ inline void CrossEntropy::eval_cpu(KernelContext& c) {
       });
     } else {
       for (int64_t i = 0; i < n; ++i) {
-        int64_t l = hard[size_t(i)];
+        int64_t l = hard[i];
         py[i] = l == ignore ? T(0) : cpu_kernels::tolerable_neg_log(px[i * d + l]);
       }
     }
   });
-  y.set_lod(x.lod());
+  yt.set_lod(xt.lod());
 }
 
-inline void CrossEntropy::eval_grad_cpu(KernelContext& c) {
-  if (!c.has_out("X@GRAD")) return;
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& label = c.in("Label");
-  const LoDTensor& dy = c.in("Y@GRAD");
-  LoDTensor& dx = c.out("X@GRAD");
-  const bool soft = c.attr<bool>("soft_label");
-  const int64_t ignore = c.attr<int32_t>("ignore_index");
-  auto [n, d] = cpu_kernels::rows_cols(x.shape());
-  c.check(dy.numel() == n, "Y@GRAD {} must hold one value per row of X {}", dy.shape(), x.shape());
-  std::vector<int64_t> hard;
-  if (!soft) hard = cpu_kernels::read_hard_labels(c, label, n, d, ignore);
-  c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
+inline void CrossEntropy::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  if (!c.has_out(x_grad)) return;
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& lt = c.in(label);
+  const LoDTensor& dy = c.in(y_grad);
+  LoDTensor& dx = c.out(x_grad);
+  const bool soft = a.soft_label;
+  const int64_t ignore = a.ignore_index;
+  auto [n, d] = cpu_kernels::rows_cols(xt.shape());
+  c.check(dy.numel() == n, "Y@GRAD {} must hold one value per row of X {}", dy.shape(), xt.shape());
+  const int64_t* hard = nullptr;
+  if (!soft) hard = cpu_kernels::read_hard_labels(c, lt, n, d, ignore);
+  c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(x.shape(), x.dtype());
-    const T *px = x.data<T>(), *pdy = dy.data<T>();
-    const T* pl = soft ? label.data<T>() : nullptr;
+    dx.resize(xt.shape(), xt.dtype());
+    const T *px = xt.data<T>(), *pdy = dy.data<T>();
+    const T* pl = soft ? lt.data<T>() : nullptr;
     T* pdx = dx.data<T>();
     parallel_for(0, n, cpu_kernels::row_grain(d), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
@@ -112,13 +114,13 @@ inline void CrossEntropy::eval_grad_cpu(KernelContext& c) {
           for (int64_t j = 0; j < d; ++j) r[j] = -lr[j] * pdy[i] / xr[j];
         } else {
           for (int64_t j = 0; j < d; ++j) r[j] = 0;
-          int64_t l = hard[size_t(i)];
+          int64_t l = hard[i];
           if (l != ignore) r[l] = -pdy[i] / xr[l];
         }
       }
     });
   });
-  dx.set_lod(x.lod());
+  dx.set_lod(xt.lod());
 }
 
 }  // namespace oar::ops

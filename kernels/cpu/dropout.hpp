@@ -4,8 +4,8 @@
 #include <random>
 
 #include "oar/ops/dropout.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -24,23 +24,23 @@ inline uint64_t mix_seed(uint64_t seed, uint64_t block) {
 
 namespace oar::ops {
 
-inline void Dropout::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  LoDTensor& out = c.out("Out");
-  const double p = c.attr<float>("dropout_prob");
+inline void Dropout::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  LoDTensor& ot = c.out(out);
+  const double p = a.dropout_prob;
   c.check(p >= 0 && p <= 1, "dropout_prob = {} must be in [0, 1]", p);
-  const bool upscale = c.attr<std::string>("dropout_implementation") == "upscale_in_train";
-  const bool test = c.attr<bool>("is_test");
-  const uint64_t seed = c.attr<bool>("fix_seed") ? uint64_t(uint32_t(c.attr<int32_t>("seed"))) : c.device().next_seed();
-  const int64_t n = x.numel();
-  LoDTensor* mask = c.has_out("Mask") ? &c.out("Mask") : nullptr;
+  const bool upscale = a.dropout_implementation == Implementation::upscale_in_train;
+  const bool test = a.is_test;
+  const uint64_t rng_seed = a.fix_seed ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();
+  const int64_t n = xt.numel();
+  LoDTensor* mask_t = c.has_out(mask) ? &c.out(mask) : nullptr;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (&out != &x) out.resize(x.shape(), x.dtype());
-    if (mask) mask->resize(x.shape(), x.dtype());
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    T* pk = mask ? mask->data<T>() : nullptr;
+    if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
+    if (mask_t) mask_t->resize(xt.shape(), xt.dtype());
+    const T* px = xt.data<T>();
+    T* po = ot.data<T>();
+    T* pk = mask_t ? mask_t->data<T>() : nullptr;
     if (test) {
       const T f = upscale ? T(1) : T(1 - p);
       parallel_for(0, n, cpu_kernels::kDropoutGrain, [&](int64_t lo, int64_t hi) {
@@ -53,7 +53,7 @@ inline void Dropout::eval_cpu(KernelContext& c) {
     const int64_t blocks = (n + cpu_kernels::kDropoutBlock - 1) / cpu_kernels::kDropoutBlock;
     parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t bl = lo; bl < hi; ++bl) {
-        std::mt19937_64 rng(cpu_kernels::mix_seed(seed, uint64_t(bl)));
+        std::mt19937_64 rng(cpu_kernels::mix_seed(rng_seed, uint64_t(bl)));
         std::uniform_real_distribution<double> u(0.0, 1.0);
         const int64_t e = std::min(n, (bl + 1) * cpu_kernels::kDropoutBlock);
         for (int64_t i = bl * cpu_kernels::kDropoutBlock; i < e; ++i) {
@@ -64,23 +64,23 @@ inline void Dropout::eval_cpu(KernelContext& c) {
       }
     });
   });
-  if (&out != &x) out.set_lod(x.lod());
+  if (&ot != &xt) ot.set_lod(xt.lod());
 }
 
-inline void Dropout::eval_grad_cpu(KernelContext& c) {
-  if (!c.has_out("X@GRAD")) return;
-  const LoDTensor& mask = c.in("Mask");
-  const LoDTensor& dout = c.in("Out@GRAD");
-  LoDTensor& dx = c.out("X@GRAD");
-  c.check(dout.shape() == mask.shape(), "Out@GRAD {} does not match Mask {}", dout.shape(), mask.shape());
-  const double p = c.attr<float>("dropout_prob");
-  const bool upscale = c.attr<std::string>("dropout_implementation") == "upscale_in_train";
-  const bool test = c.attr<bool>("is_test");
+inline void Dropout::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  if (!c.has_out(x_grad)) return;
+  const LoDTensor& mask_t = c.in(mask);
+  const LoDTensor& dout = c.in(out_grad);
+  LoDTensor& dx = c.out(x_grad);
+  c.check(dout.shape() == mask_t.shape(), "Out@GRAD {} does not match Mask {}", dout.shape(), mask_t.shape());
+  const double p = a.dropout_prob;
+  const bool upscale = a.dropout_implementation == Implementation::upscale_in_train;
+  const bool test = a.is_test;
   const double f = test ? (upscale ? 1.0 : 1.0 - p) : (upscale ? (p < 1 ? 1.0 / (1.0 - p) : 0.0) : 1.0);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(dout.shape(), dout.dtype());
-    const T *pk = mask.data<T>(), *pd = dout.data<T>();
+    const T *pk = mask_t.data<T>(), *pd = dout.data<T>();
     T* px = dx.data<T>();
     const T ft = T(f);
     parallel_for(0, dout.numel(), cpu_kernels::kDropoutGrain, [&](int64_t lo, int64_t hi) {

@@ -3,27 +3,28 @@
 #pragma once
 #include "kernels/functors.hpp"
 #include "oar/ops/elementwise.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
 inline constexpr int64_t kElementwiseGrain = 1 << 14;
 
-template <class F>
-F make_functor(const KernelContext& c, const char* a0, const char* a1) {
+/// The functor with the op's decoded parameters.
+template <class F, class A>
+F make_functor(const A& a) {
   F f;
-  if (*a0) f.a = c.attr<float>(a0);
-  if (*a1) f.b = c.attr<float>(a1);
+  if constexpr (requires { f.a; }) f.a = a.a;
+  if constexpr (requires { f.b; }) f.b = a.b;
   return f;
 }
 
 /// Out = f(X). requires: X initialized. ensures: Out has X's shape and LoD. In-place allowed (Out == X).
-template <class F>
-void unary_forward(KernelContext& c, const char* a0, const char* a1) {
-  const F f = make_functor<F>(c, a0, a1);
-  const LoDTensor& x = c.in("X");
-  LoDTensor& y = c.out("Out");
+template <class Op, class F>
+void unary_forward(KernelContext& c, const typename Op::Attrs& a) {
+  const F f = make_functor<F>(a);
+  const LoDTensor& x = c.in(Op::x);
+  LoDTensor& y = c.out(Op::out);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     if (&y != &x) y.resize(x.shape(), x.dtype());
@@ -37,14 +38,14 @@ void unary_forward(KernelContext& c, const char* a0, const char* a1) {
 }
 
 /// X@GRAD = f.grad(X, Out, Out@GRAD).
-template <class F>
-void unary_backward(KernelContext& c, const char* a0, const char* a1) {
-  if (!c.has_out("X@GRAD")) return;
-  const F f = make_functor<F>(c, a0, a1);
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& y = c.in("Out");
-  const LoDTensor& dy = c.in("Out@GRAD");
-  LoDTensor& dx = c.out("X@GRAD");
+template <class Op, class F>
+void unary_backward(KernelContext& c, const typename Op::Attrs& a) {
+  if (!c.has_out(Op::x_grad)) return;
+  const F f = make_functor<F>(a);
+  const LoDTensor& x = c.in(Op::x);
+  const LoDTensor& y = c.in(Op::out);
+  const LoDTensor& dy = c.in(Op::out_grad);
+  LoDTensor& dx = c.out(Op::x_grad);
   c.check(dy.shape() == x.shape(), "Out@GRAD {} does not match X {}", dy.shape(), x.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -61,9 +62,11 @@ void unary_backward(KernelContext& c, const char* a0, const char* a1) {
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
-#define OAR_DEFINE_UNARY_KERNELS(type, Functor, a0, d0, a1, d1)                                                  \
-  inline void Functor##Op::eval_cpu(KernelContext& c) { cpu_kernels::unary_forward<fn::Functor>(c, a0, a1); }            \
-  inline void Functor##Op::eval_grad_cpu(KernelContext& c) { cpu_kernels::unary_backward<fn::Functor>(c, a0, a1); }
+#define OAR_DEFINE_UNARY_KERNELS(kind, type, Functor, a0, d0, a1, d1)                                                        \
+  inline void Functor##Op::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::unary_forward<Functor##Op, fn::Functor>(c, a); } \
+  inline void Functor##Op::eval_grad_cpu(KernelContext& c, const Attrs& a) {                                                 \
+    cpu_kernels::unary_backward<Functor##Op, fn::Functor>(c, a);                                                           \
+  }
 OAR_UNARY_OPS(OAR_DEFINE_UNARY_KERNELS)
 #undef OAR_DEFINE_UNARY_KERNELS
 }  // namespace oar::ops

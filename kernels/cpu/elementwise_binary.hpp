@@ -7,8 +7,8 @@
 
 #include "kernels/functors_binary.hpp"
 #include "oar/ops/elementwise_binary.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -18,9 +18,9 @@ namespace detail {
 
 /// X's [pre, n, post] view against Y at run time; an oar::Error naming the shapes when they do not broadcast.
 /// A scalar-like Y (n == 1) is folded to [pre * post, 1, 1] so that it takes the row path.
-inline ops::BroadcastDims run_broadcast(const KernelContext& c, const Tensor& x, const Tensor& y) {
+inline ops::BroadcastDims run_broadcast(const KernelContext& c, const Tensor& x, const Tensor& y, int axis) {
   ops::BroadcastDims b;
-  std::string why = ops::broadcast_dims(x.shape(), y.shape(), c.attr<int32_t>("axis"), b);
+  std::string why = ops::broadcast_dims(x.shape(), y.shape(), axis, b);
   c.check(why.empty(), "{}", why);
   c.check(x.dtype() == y.dtype(), "X is {} but Y is {}", name(x.dtype()), name(y.dtype()));
   if (!b.same && b.n == 1) b.pre *= b.post, b.post = 1;
@@ -107,12 +107,13 @@ void dispatch_binary(const KernelContext& c, DType t, Fn&& fn) {
 /// Out = f(X, Y) with Y broadcast (ops::broadcast_dims). requires: X, Y initialized, same dtype.
 /// ensures: Out has X's shape and LoD. In-place allowed on X (Out == X), and on Y when the shapes are equal.
 template <class F>
-void binary_forward(KernelContext& c) {
+void binary_forward(KernelContext& c, const ops::BinaryOp::Attrs& a) {
+  using Op = ops::BinaryOp;
   const F f{};
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& y = c.in("Y");
-  LoDTensor& out = c.out("Out");
-  const ops::BroadcastDims b = detail::run_broadcast(c, x, y);
+  const LoDTensor& x = c.in(Op::x);
+  const LoDTensor& y = c.in(Op::y);
+  LoDTensor& out = c.out(Op::out);
+  const ops::BroadcastDims b = detail::run_broadcast(c, x, y, a.axis);
   c.check(&out != &y || b.same, "Out may share Y only when X and Y have the same shape (X {}, Y {})", x.shape(), y.shape());
   detail::dispatch_binary<F>(c, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -126,25 +127,26 @@ void binary_forward(KernelContext& c) {
 
 /// X@GRAD = f.dx(X, Y, Out@GRAD) (X's shape); Y@GRAD = f.dy(...) summed over the dims Y was broadcast along.
 template <class F>
-void binary_backward(KernelContext& c) {
+void binary_backward(KernelContext& c, const ops::BinaryOp::Attrs& a) {
+  using Op = ops::BinaryOp;
   const F f{};
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& y = c.in("Y");
-  const LoDTensor& dout = c.in("Out@GRAD");
-  const ops::BroadcastDims b = detail::run_broadcast(c, x, y);
+  const LoDTensor& x = c.in(Op::x);
+  const LoDTensor& y = c.in(Op::y);
+  const LoDTensor& dout = c.in(Op::out_grad);
+  const ops::BroadcastDims b = detail::run_broadcast(c, x, y, a.axis);
   c.check(dout.shape() == x.shape(), "Out@GRAD {} does not match X {}", dout.shape(), x.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *px = x.data<T>(), *py = y.data<T>(), *pd = dout.data<T>();
-    if (c.has_out("X@GRAD")) {
-      LoDTensor& dx = c.out("X@GRAD");
+    if (c.has_out(Op::x_grad)) {
+      LoDTensor& dx = c.out(Op::x_grad);
       dx.resize(x.shape(), x.dtype());
       T* p = dx.data<T>();
       detail::for_each_broadcast(b, [&](int64_t i, int64_t j) { p[i] = f.dx(px[i], py[j], pd[i]); });
       dx.set_lod(x.lod());
     }
-    if (c.has_out("Y@GRAD")) {
-      LoDTensor& dy = c.out("Y@GRAD");
+    if (c.has_out(Op::y_grad)) {
+      LoDTensor& dy = c.out(Op::y_grad);
       dy.resize(y.shape(), y.dtype());
       T* p = dy.data<T>();
       if (b.same) detail::for_each_broadcast(b, [&](int64_t i, int64_t) { p[i] = f.dy(px[i], py[i], pd[i]); });
@@ -158,8 +160,8 @@ void binary_backward(KernelContext& c) {
 
 namespace oar::ops {
 #define OAR_DEFINE_BINARY_KERNELS(type, Op, Functor)                                                          \
-  inline void Op::eval_cpu(KernelContext& c) { cpu_kernels::binary_forward<fn::binary::Functor>(c); }                 \
-  inline void Op::eval_grad_cpu(KernelContext& c) { cpu_kernels::binary_backward<fn::binary::Functor>(c); }
+  inline void Op::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::binary_forward<fn::binary::Functor>(c, a); }      \
+  inline void Op::eval_grad_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::binary_backward<fn::binary::Functor>(c, a); }
 OAR_BINARY_OPS(OAR_DEFINE_BINARY_KERNELS)
 #undef OAR_DEFINE_BINARY_KERNELS
 }  // namespace oar::ops

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "oar/ops/fill_constant.hpp"
-#include "oar/runtime/kernel_context.hpp"
+#include "oar/device/kernel_context.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -27,17 +27,17 @@ inline void fill_tensor(const KernelContext& c, LoDTensor& out, const Shape& sha
 
 namespace oar::ops {
 
-inline void FillConstant::eval_cpu(KernelContext& c) {
-  auto s = c.attr<std::vector<int64_t>>("shape");
-  cpu_kernels::fill_tensor(c, c.out("Out"), Shape(s), DType(c.attr<int32_t>("dtype")), c.attr<float>("value"));
-  c.out("Out").clear_lod();
+inline void FillConstant::eval_cpu(KernelContext& c, const Attrs& a) {
+  LoDTensor& o = c.out(out);
+  cpu_kernels::fill_tensor(c, o, a.shape, a.dtype, a.value);
+  o.clear_lod();
 }
 
-inline void FillConstantBatchSizeLike::eval_cpu(KernelContext& c) {
-  const LoDTensor& in = c.in("Input");
-  Shape s = out_shape(c, in.shape());
-  cpu_kernels::fill_tensor(c, c.out("Out"), s, DType(c.attr<int32_t>("dtype")), c.attr<float>("value"));
-  c.out("Out").clear_lod();
+inline void FillConstantBatchSizeLike::eval_cpu(KernelContext& c, const Attrs& a) {
+  const Shape s = out_shape(c, a.shape, a.input_dim_idx, a.output_dim_idx, c.in(input).shape());
+  LoDTensor& o = c.out(out);
+  cpu_kernels::fill_tensor(c, o, s, a.dtype, a.value);
+  o.clear_lod();
 }
 
 }  // namespace oar::ops

@@ -6,8 +6,8 @@
 
 #include "kernels/functors.hpp"
 #include "oar/ops/fused_elementwise.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels::fused {
 
@@ -20,12 +20,14 @@ using ops::fused::Unary;
 inline constexpr int64_t kChunk = 2048;      ///< forward: elements per chunk (a few stack buffers stay in L1)
 inline constexpr int64_t kGradChunk = 1024;  ///< grad: every node keeps a value and an adjoint buffer
 inline constexpr int64_t kMinParallel = 32768;  ///< output elements per parallel piece at least
-inline constexpr int kMaxRank = 16;
+inline constexpr int kMaxRank = Shape::kMaxRank;  ///< a broadcast has at most the output's dims
 
 /// How one input is read along the flat output: the same layout, one value, or through broadcast strides.
+/// The dims live inside (no heap: a map is made for every input on every run).
 struct InputMap {
   enum Mode { contig, scalar, gather } mode = contig;
-  std::vector<int64_t> dims, strides;  ///< gather: collapsed output dims and the input's strides over them (0: broadcast)
+  int rank = 0;                                    ///< gather: the number of collapsed dims
+  int64_t dims[kMaxRank] = {}, strides[kMaxRank] = {};  ///< gather: collapsed output dims and the input's strides over them (0: broadcast)
   int64_t numel = 0;
 };
 
@@ -40,30 +42,26 @@ inline InputMap make_map(const Shape& in, const Shape& out) {
   }
   m.mode = InputMap::gather;
   int r = out.rank(), off = r - in.rank();
-  std::vector<int64_t> st(size_t(r), 0);
+  int64_t st[kMaxRank] = {};
   int64_t s = 1;
   for (int i = r - 1; i >= off; --i) {
     int64_t d = in[i - off];
-    st[size_t(i)] = d == 1 ? 0 : s;
+    st[i] = d == 1 ? 0 : s;
     s *= d;
   }
-  // Collapse: drop size-1 output dims, then merge a dim into its inner neighbour when the strides chain.
-  for (int i = 0; i < r; ++i)
-    if (out[i] != 1) m.dims.push_back(out[i]), m.strides.push_back(st[size_t(i)]);
-  // Dims (outer a, inner b) merge when stride_a == stride_b * dim_b (both 0 included).
-  std::vector<int64_t> d2, s2;
-  for (size_t i = 0; i < m.dims.size(); ++i) {
-    if (!d2.empty() && s2.back() == m.strides[i] * m.dims[i]) {
-      d2.back() *= m.dims[i];
-      s2.back() = m.strides[i];
+  // Collapse: drop size-1 output dims, then merge a dim into its inner neighbour when the strides chain:
+  // dims (outer a, inner b) merge when stride_a == stride_b * dim_b (both 0 included).
+  for (int i = 0; i < r; ++i) {
+    if (out[i] == 1) continue;
+    if (m.rank > 0 && m.strides[m.rank - 1] == st[i] * out[i]) {
+      m.dims[m.rank - 1] *= out[i];
+      m.strides[m.rank - 1] = st[i];
     } else {
-      d2.push_back(m.dims[i]);
-      s2.push_back(m.strides[i]);
+      m.dims[m.rank] = out[i];
+      m.strides[m.rank] = st[i];
+      ++m.rank;
     }
   }
-  m.dims = std::move(d2);
-  m.strides = std::move(s2);
-  OAR_CHECK(int(m.dims.size()) <= kMaxRank, "fused_elementwise: broadcast of {} to {} needs more than {} dims", in.str(), out.str(), kMaxRank);
   return m;
 }
 
@@ -71,23 +69,23 @@ inline InputMap make_map(const Shape& in, const Shape& out) {
 /// cover output elements [lo, lo + n).
 template <class F>
 inline void for_runs(const InputMap& m, int64_t lo, int64_t n, F&& f) {
-  const int r = int(m.dims.size());
+  const int r = m.rank;
   int64_t idx[kMaxRank];
   int64_t rest = lo;
   for (int d = r - 1; d >= 0; --d) {
-    idx[d] = rest % m.dims[size_t(d)];
-    rest /= m.dims[size_t(d)];
+    idx[d] = rest % m.dims[d];
+    rest /= m.dims[d];
   }
-  const int64_t inner = m.dims[size_t(r - 1)], is = m.strides[size_t(r - 1)];
+  const int64_t inner = m.dims[r - 1], is = m.strides[r - 1];
   int64_t k = 0;
   while (k < n) {
     int64_t off = 0;
-    for (int d = 0; d < r; ++d) off += idx[d] * m.strides[size_t(d)];
+    for (int d = 0; d < r; ++d) off += idx[d] * m.strides[d];
     int64_t len = std::min(n - k, inner - idx[r - 1]);
     f(off, k, len, is);
     k += len;
     idx[r - 1] += len;
-    for (int d = r - 1; d > 0 && idx[d] == m.dims[size_t(d)]; --d) {
+    for (int d = r - 1; d > 0 && idx[d] == m.dims[d]; --d) {
       idx[d] = 0;
       ++idx[d - 1];
     }
@@ -125,13 +123,13 @@ inline void unary(Unary u, const T* a, T* y, int64_t n) {  // in place allowed (
     case Unary::neg:
       for (int64_t i = 0; i < n; ++i) y[i] = -a[i];
       return;
-#define OAR_FUSED_CASE(tok, F)                                 \
-  case Unary::tok: {                                           \
+#define OAR_FUSED_CASE(kind, tok, F, ...)                      \
+  OAR_UNARY_IF_FUSABLE(kind, case Unary::tok: {                \
     const fn::F f{};                                           \
     for (int64_t i = 0; i < n; ++i) y[i] = f(a[i]);            \
     return;                                                    \
-  }
-      OAR_FUSED_UNARY(OAR_FUSED_CASE)
+  })
+      OAR_UNARY_OPS(OAR_FUSED_CASE)
 #undef OAR_FUSED_CASE
   }
 }
@@ -143,13 +141,13 @@ inline void unary_grad(Unary u, const T* x, const T* y, const T* dy, T* dx, int6
     case Unary::neg:
       for (int64_t i = 0; i < n; ++i) dx[i] = -dy[i];
       return;
-#define OAR_FUSED_CASE(tok, F)                                           \
-  case Unary::tok: {                                                     \
+#define OAR_FUSED_CASE(kind, tok, F, ...)                                \
+  OAR_UNARY_IF_FUSABLE(kind, case Unary::tok: {                          \
     const fn::F f{};                                                     \
     for (int64_t i = 0; i < n; ++i) dx[i] = f.grad(x[i], y[i], dy[i]);   \
     return;                                                              \
-  }
-      OAR_FUSED_UNARY(OAR_FUSED_CASE)
+  })
+      OAR_UNARY_OPS(OAR_FUSED_CASE)
 #undef OAR_FUSED_CASE
   }
 }
@@ -217,30 +215,57 @@ inline T* scratch(size_t count) {
   return reinterpret_cast<T*>((p + 63) & ~uintptr_t(63));  // 64-byte aligned: 8 doubles of slack
 }
 
-/// The broadcast shape of `xs` at run time; an oar::Error naming every shape when they do not broadcast.
-inline Shape out_shape(const KernelContext& c, const std::vector<const LoDTensor*>& xs) {
+/// The per-run arrays (one entry per input, node or gradient target): per-thread, grown on demand and never
+/// shrunk, so that a run whose sizes were seen before allocates nothing. Each use has its own tag: the caller's
+/// arrays stay live while it runs its share of a parallel_for, beside the arrays the chunks use.
+enum Tag : int { in_tensors, in_data, in_maps, grad_target, grad_outs, grad_dxs, grad_needs, grad_tmode, grad_tnumel, grad_tacc, grad_used,
+                 grad_acc, chunk_stack, chunk_scalar, chunk_val, chunk_adj, chunk_written };
+template <class T, Tag tag>
+inline T* array(size_t n) {
+  thread_local std::vector<T> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
+/// The broadcast shape of `xs[0, n)` at run time; an oar::Error naming every shape when they do not broadcast.
+inline Shape out_shape(const KernelContext& c, const LoDTensor* const* xs, size_t n) {
   Shape out = xs[0]->shape();
   bool ok = true;
-  for (size_t i = 1; i < xs.size() && ok; ++i) ok = ops::fused::broadcast(out, xs[i]->shape(), out);
+  for (size_t i = 1; i < n && ok; ++i) ok = ops::fused::broadcast(out, xs[i]->shape(), out);
   if (!ok) {
     std::vector<Shape> s;
-    for (auto* x : xs) s.push_back(x->shape());
+    for (size_t i = 0; i < n; ++i) s.push_back(xs[i]->shape());
     c.fail("input shapes {} do not broadcast (numpy rules: right-aligned dims must be equal or 1)", ops::fused::shapes_str(s));
   }
   return out;
 }
 
-inline std::shared_ptr<const Program> program(const KernelContext& c, size_t num_inputs) {
-  const std::string expr = c.attr<std::string>("expression");
-  std::string why;
-  auto p = ops::fused::cached(expr, num_inputs, why);
-  if (!p) c.fail("{} in expression \"{}\"", why, expr);
-  return p;
+/// The inputs X of `c` (checked to share one dtype), their broadcast shape `os` and how each maps onto it.
+/// Returns the number of inputs; `xs` and `maps` point at per-thread arrays.
+inline size_t inputs(const KernelContext& c, Slot x, const LoDTensor**& xs, InputMap*& maps, Shape& os) {
+  const size_t n = c.num_in(x);
+  c.check(n > 0, "needs at least one input X");
+  xs = array<const LoDTensor*, in_tensors>(n);
+  for (size_t i = 0; i < n; ++i) xs[i] = &c.in(x, i);
+  for (size_t i = 1; i < n; ++i)
+    c.check(xs[i]->dtype() == xs[0]->dtype(), "every X must have one dtype: X[0] is {} but X[{}] is {}", name(xs[0]->dtype()), i, name(xs[i]->dtype()));
+  os = out_shape(c, xs, n);
+  maps = array<InputMap, in_maps>(n);
+  for (size_t i = 0; i < n; ++i) maps[i] = make_map(xs[i]->shape(), os);
+  return n;
+}
+
+/// The data pointers of `xs[0, n)` as T.
+template <class T>
+inline const T* const* data_of(const LoDTensor* const* xs, size_t n) {
+  const T** px = array<const T*, in_data>(n);
+  for (size_t i = 0; i < n; ++i) px[i] = xs[i]->data<T>();
+  return px;
 }
 
 /// Out = program(X...) over output elements; one pass, chunk by chunk.
 template <class T>
-void forward(const Program& p, const std::vector<const T*>& xs, const std::vector<InputMap>& maps, T* out, int64_t total) {
+void forward(const Program& p, const T* const* xs, const InputMap* maps, T* out, int64_t total) {
   if (total == 0) return;
   const auto& nodes = p.nodes;
   const int64_t C = std::min<int64_t>(kChunk, total);
@@ -249,8 +274,8 @@ void forward(const Program& p, const std::vector<const T*>& xs, const std::vecto
   parallel_for(0, nchunks, std::max<int64_t>(1, kMinParallel / C), [&](int64_t c0, int64_t c1) {
     T* bufs = scratch<T>(depth * size_t(C) + nodes.size() + 16);
     T* scal = bufs + depth * size_t(C);  // scalar results, one per node
-    std::vector<const T*> sp(depth + 1);  // the stack: value pointers ...
-    std::vector<unsigned char> ss(depth + 1);  // ... and whether each is a scalar
+    const T** sp = array<const T*, chunk_stack>(depth + 1);          // the stack: value pointers ...
+    unsigned char* ss = array<unsigned char, chunk_scalar>(depth + 1);  // ... and whether each is a scalar
     for (int64_t ch = c0; ch < c1; ++ch) {
       const int64_t lo = ch * C, n = std::min(C, total - lo);
       for (size_t k = 0; k < nodes.size(); ++k) {
@@ -336,12 +361,13 @@ inline void binary_grad(Binary op, const T* a, const T* b, const T* y, const T* 
 /// dX[t] for every grad target t: reverse mode over the program, chunk by chunk; adjoints of inputs that
 /// were broadcast are summed over their broadcast dims. `target[i]`: the dX index input i adds to (-1: none).
 template <class T>
-void backward(const Program& p, const std::vector<const T*>& xs, const std::vector<InputMap>& maps, const T* dout, int64_t total,
-              const std::vector<int>& target, const std::vector<T*>& dxs) {
+void backward(const Program& p, const T* const* xs, const InputMap* maps, size_t num_inputs, const T* dout, int64_t total, const int* target,
+              T* const* dxs, size_t nt) {
   const auto& nodes = p.nodes;
-  const size_t nn = nodes.size(), nt = dxs.size();
+  const size_t nn = nodes.size();
   // needs[k]: node k's subtree reads an input whose gradient is wanted.
-  std::vector<char> needs(nn, 0);
+  char* needs = array<char, grad_needs>(nn);
+  std::fill(needs, needs + nn, 0);
   for (size_t k = 0; k < nn; ++k) {
     const Node& nd = nodes[k];
     if (nd.kind == Kind::input) needs[k] = target[size_t(nd.input)] >= 0;
@@ -349,10 +375,15 @@ void backward(const Program& p, const std::vector<const T*>& xs, const std::vect
     else if (nd.kind == Kind::binary) needs[k] = needs[size_t(nd.a)] || needs[size_t(nd.b)];
   }
   // Targets read contiguously are written chunk by chunk; the others sum into per-task accumulators.
-  std::vector<InputMap::Mode> tmode(nt, InputMap::contig);
-  std::vector<int64_t> tnumel(nt, 0), tacc(nt, -1);
-  std::vector<char> used(nt, 0);
-  for (size_t i = 0; i < target.size(); ++i)
+  InputMap::Mode* tmode = array<InputMap::Mode, grad_tmode>(nt);
+  int64_t* tnumel = array<int64_t, grad_tnumel>(nt);
+  int64_t* tacc = array<int64_t, grad_tacc>(nt);
+  char* used = array<char, grad_used>(nt);
+  std::fill(tmode, tmode + nt, InputMap::contig);
+  std::fill(tnumel, tnumel + nt, 0);
+  std::fill(tacc, tacc + nt, -1);
+  std::fill(used, used + nt, 0);
+  for (size_t i = 0; i < num_inputs; ++i)
     if (target[i] >= 0) tmode[size_t(target[i])] = maps[i].mode, tnumel[size_t(target[i])] = maps[i].numel;
   for (const Node& nd : nodes)
     if (nd.kind == Kind::input && target[size_t(nd.input)] >= 0) used[size_t(target[size_t(nd.input)])] = 1;
@@ -369,14 +400,15 @@ void backward(const Program& p, const std::vector<const T*>& xs, const std::vect
   int64_t ntask = std::clamp<int64_t>(total / kMinParallel, 1, 64);
   if (acc_size > 0) ntask = std::clamp<int64_t>(std::min(ntask, total / acc_size), 1, 64);
   ntask = std::min<int64_t>(ntask, std::max<int64_t>(nchunks, 1));
-  std::vector<T> acc(size_t(acc_size * ntask), T(0));
+  T* acc = array<T, grad_acc>(size_t(acc_size * ntask));
+  std::fill(acc, acc + acc_size * ntask, T(0));
 
   parallel_for(0, ntask, 1, [&](int64_t t0, int64_t t1) {
     // Per node: a value buffer and an adjoint buffer of C elements; vals/adjs point at them or alias.
     T* bufs = scratch<T>(2 * nn * size_t(C));
-    std::vector<const T*> val(nn);
-    std::vector<const T*> adj(nn);
-    std::vector<char> written(nt);
+    const T** val = array<const T*, chunk_val>(nn);
+    const T** adj = array<const T*, chunk_adj>(nn);
+    char* written = array<char, chunk_written>(nt);
     auto vbuf = [&](size_t k) { return bufs + 2 * k * size_t(C); };
     auto abuf = [&](size_t k) { return bufs + (2 * k + 1) * size_t(C); };
     // Constants and scalar inputs: filled once per task.
@@ -386,7 +418,7 @@ void backward(const Program& p, const std::vector<const T*>& xs, const std::vect
       if (nd.kind == Kind::input && maps[size_t(nd.input)].mode == InputMap::scalar) std::fill(vbuf(k), vbuf(k) + C, *xs[size_t(nd.input)]);
     }
     for (int64_t task = t0; task < t1; ++task) {
-      T* tacc_base = acc.data() + task * acc_size;
+      T* tacc_base = acc + task * acc_size;
       const int64_t cb = nchunks * task / ntask, ce = nchunks * (task + 1) / ntask;
       for (int64_t ch = cb; ch < ce; ++ch) {
         const int64_t lo = ch * C, n = std::min(C, total - lo);
@@ -414,7 +446,7 @@ void backward(const Program& p, const std::vector<const T*>& xs, const std::vect
           }
         }
         // Reverse: each node is the operand of exactly one later node, so each adjoint is written once.
-        std::fill(written.begin(), written.end(), 0);
+        std::fill(written, written + nt, 0);
         adj[nn - 1] = dout + lo;
         for (size_t k = nn; k-- > 0;) {
           if (!needs[k]) continue;
@@ -462,7 +494,7 @@ void backward(const Program& p, const std::vector<const T*>& xs, const std::vect
     T* dx = dxs[t];
     std::fill(dx, dx + tnumel[t], T(0));
     for (int64_t task = 0; task < ntask; ++task) {
-      const T* a = acc.data() + task * acc_size + tacc[t];
+      const T* a = acc + task * acc_size + tacc[t];
       for (int64_t j = 0; j < tnumel[t]; ++j) dx[j] += a[j];
     }
   }
@@ -472,61 +504,59 @@ void backward(const Program& p, const std::vector<const T*>& xs, const std::vect
 
 namespace oar::ops {
 
-inline void FusedElementwise::eval_cpu(KernelContext& c) {
-  auto xs = c.ins("X");
-  c.check(!xs.empty(), "needs at least one input X");
-  auto prog = cpu_kernels::fused::program(c, xs.size());
-  for (size_t i = 1; i < xs.size(); ++i)
-    c.check(xs[i]->dtype() == xs[0]->dtype(), "every X must have one dtype: X[0] is {} but X[{}] is {}", name(xs[0]->dtype()), i, name(xs[i]->dtype()));
-  Shape os = cpu_kernels::fused::out_shape(c, xs);
-  std::vector<cpu_kernels::fused::InputMap> maps;
-  for (auto* x : xs) maps.push_back(cpu_kernels::fused::make_map(x->shape(), os));
-  LoDTensor& out = c.out("Out");
+inline void FusedElementwise::eval_cpu(KernelContext& c, const Attrs& a) {
+  namespace fk = cpu_kernels::fused;
+  const LoDTensor** xs;
+  fk::InputMap* maps;
+  Shape os;
+  const size_t n = fk::inputs(c, x, xs, maps, os);
+  LoDTensor& o = c.out(out);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::vector<const T*> px;
-    for (auto* x : xs) px.push_back(x->data<T>());
-    out.resize(os, xs[0]->dtype());
-    cpu_kernels::fused::forward<T>(*prog, px, maps, out.data<T>(), os.numel());
+    const T* const* px = fk::data_of<T>(xs, n);
+    o.resize(os, xs[0]->dtype());
+    fk::forward<T>(a.program, px, maps, o.data<T>(), os.numel());
   });
-  if (&out != xs[0]) {  // Out shares X[0]'s LoD when it has X[0]'s shape
-    if (xs[0]->shape() == os) out.set_lod(xs[0]->lod());
-    else out.clear_lod();
+  if (&o != xs[0]) {  // Out shares X[0]'s LoD when it has X[0]'s shape
+    if (xs[0]->shape() == os) o.set_lod(xs[0]->lod());
+    else o.clear_lod();
   }
 }
 
-inline void FusedElementwise::eval_grad_cpu(KernelContext& c) {
-  const size_t n = c.num_in("X");
-  std::vector<int> target(n, -1);
-  std::vector<Value*> outs;  // distinct X@GRAD variables; inputs sharing one add up
-  for (size_t i = 0; i < n && i < c.num_out("X@GRAD"); ++i) {
-    Value* v = c.out_value("X@GRAD", i);
+inline void FusedElementwise::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  namespace fk = cpu_kernels::fused;
+  const size_t n = c.num_in(x);
+  int* target = fk::array<int, fk::grad_target>(n);
+  std::fill(target, target + n, -1);
+  Value** outs = fk::array<Value*, fk::grad_outs>(n);  // distinct X@GRAD variables; inputs sharing one add up
+  size_t nt = 0;
+  for (size_t i = 0; i < n && i < c.num_out(x_grad); ++i) {
+    Value* v = c.out_value(x_grad, i);
     if (!v) continue;
-    auto it = std::find(outs.begin(), outs.end(), v);
-    target[i] = int(it - outs.begin());
-    if (it == outs.end()) outs.push_back(v);
+    Value** it = std::find(outs, outs + nt, v);
+    target[i] = int(it - outs);
+    if (it == outs + nt) outs[nt++] = v;
   }
-  if (outs.empty()) return;
-  auto xs = c.ins("X");
-  auto prog = cpu_kernels::fused::program(c, xs.size());
-  Shape os = cpu_kernels::fused::out_shape(c, xs);
-  const LoDTensor& dout = c.in("Out@GRAD");
+  if (nt == 0) return;
+  const LoDTensor** xs;
+  fk::InputMap* maps;
+  Shape os;
+  fk::inputs(c, x, xs, maps, os);
+  const LoDTensor& dout = c.in(out_grad);
   c.check(dout.shape() == os, "Out@GRAD {} does not match the broadcast shape {} of X", dout.shape(), os);
-  std::vector<cpu_kernels::fused::InputMap> maps;
-  for (auto* x : xs) maps.push_back(cpu_kernels::fused::make_map(x->shape(), os));
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    std::vector<const T*> px;
-    for (auto* x : xs) px.push_back(x->data<T>());
-    std::vector<T*> dxs(outs.size(), nullptr);
+    const T* const* px = fk::data_of<T>(xs, n);
+    T** dxs = fk::array<T*, fk::grad_dxs>(nt);
+    std::fill(dxs, dxs + nt, nullptr);
     for (size_t i = 0; i < n; ++i) {
       if (target[i] < 0 || dxs[size_t(target[i])]) continue;
-      LoDTensor& dx = c.out("X@GRAD", i);
+      LoDTensor& dx = c.out(x_grad, i);
       dx.resize(xs[i]->shape(), xs[i]->dtype());
       dx.set_lod(xs[i]->lod());
       dxs[size_t(target[i])] = dx.data<T>();
     }
-    cpu_kernels::fused::backward<T>(*prog, px, maps, dout.data<T>(), os.numel(), target, dxs);
+    fk::backward<T>(a.program, px, maps, n, dout.data<T>(), os.numel(), target, dxs, nt);
   });
 }
 

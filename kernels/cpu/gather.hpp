@@ -1,47 +1,63 @@
 // kernels/cpu/gather.hpp: gather and gather_grad (a scatter-add) on the CPU.
 #pragma once
 #include <cstring>
+#include <span>
 
+#include "kernels/cpu/im2col.hpp"
 #include "oar/ops/gather.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
-/// The indices of an i32/i64 tensor as int64, each checked against [0, rows); an oar::Error names the first
-/// bad one as "<what>[i] = v".
-inline std::vector<int64_t> checked_indices(const KernelContext& c, const Tensor& idx, int64_t rows, const char* what, const char* range_of) {
-  std::vector<int64_t> out(static_cast<size_t>(idx.numel()));
+/// The indices of an i32/i64 tensor (input slot `what`) as int64, each checked against [0, rows); an
+/// oar::Error names the first bad one as "<what>[i] = v" and the range as `range_of()`, called only then (a
+/// good run formats nothing). i64 indices are the tensor's own memory; i32 ones are widened into a per-thread
+/// buffer, valid until the next call on this thread.
+template <class RangeOf>
+std::span<const int64_t> checked_indices(const KernelContext& c, const Tensor& idx, int64_t rows, Slot what, RangeOf&& range_of) {
+  const size_t n = size_t(idx.numel());
+  auto check = [&](size_t i, int64_t v) {
+    if (!(v >= 0 && v < rows)) [[unlikely]]
+      c.fail("{}[{}] = {} is out of range [0, {}) ({})", what.name, i, v, rows, range_of());
+  };
+  const int64_t* out = nullptr;
   c.dispatch(type_list<int32_t, int64_t>{}, idx.dtype(), [&](auto tag) {
     using I = typename decltype(tag)::type;
     const I* p = idx.data<I>();
-    for (size_t i = 0; i < out.size(); ++i) {
-      int64_t v = int64_t(p[i]);
-      c.check(v >= 0 && v < rows, "{}[{}] = {} is out of range [0, {}) ({})", what, i, v, rows, range_of);
-      out[i] = v;
+    if constexpr (std::is_same_v<I, int64_t>) {
+      for (size_t i = 0; i < n; ++i) check(i, p[i]);
+      out = p;
+    } else {
+      int64_t* wide = thread_scratch<int64_t, 50>(n);
+      for (size_t i = 0; i < n; ++i) {
+        check(i, int64_t(p[i]));
+        wide[i] = int64_t(p[i]);
+      }
+      out = wide;
     }
   });
-  return out;
+  return {out, n};
 }
 
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
-inline void Gather::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& index = c.in("Index");
-  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
-  auto idx = cpu_kernels::checked_indices(c, index, x.dim(0), "Index", fmt::format("the rows of X {}", x.shape().str()).c_str());
-  Shape os = x.shape();
+inline void Gather::eval_cpu(KernelContext& c, const NoAttrs&) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& it = c.in(index);
+  c.check(xt.rank() >= 1, "X must have rank >= 1, got {}", xt.shape());
+  auto idx = cpu_kernels::checked_indices(c, it, xt.dim(0), index, [&] { return fmt::format("the rows of X {}", xt.shape().str()); });
+  Shape os = xt.shape();
   os[0] = int64_t(idx.size());
-  LoDTensor& out = c.out("Out");
-  c.check(&out != &x, "gather cannot run in place");
-  out.resize(os, x.dtype());
-  out.clear_lod();
-  size_t row = size_t(x.shape().numel(1, x.rank())) * size_of(x.dtype());
-  const char* src = static_cast<const char*>(x.raw());
-  char* dst = static_cast<char*>(out.raw());
+  LoDTensor& ot = c.out(out);
+  c.check(&ot != &xt, "gather cannot run in place");
+  ot.resize(os, xt.dtype());
+  ot.clear_lod();
+  size_t row = size_t(xt.shape().numel(1, xt.rank())) * size_of(xt.dtype());
+  const char* src = static_cast<const char*>(xt.raw());
+  char* dst = static_cast<char*>(ot.raw());
   if (row == 0) return;
   parallel_for(0, int64_t(idx.size()), std::max<int64_t>(1, int64_t((size_t(1) << 16) / row)), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) std::memcpy(dst + size_t(i) * row, src + size_t(idx[size_t(i)]) * row, row);
@@ -49,17 +65,17 @@ inline void Gather::eval_cpu(KernelContext& c) {
 }
 
 /// X@GRAD = zeros; X@GRAD[index[i]] += Out@GRAD[i] (repeated indices add up).
-inline void Gather::eval_grad_cpu(KernelContext& c) {
-  if (!c.has_out("X@GRAD")) return;
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& dout = c.in("Out@GRAD");
-  auto idx = cpu_kernels::checked_indices(c, c.in("Index"), x.dim(0), "Index", fmt::format("the rows of X {}", x.shape().str()).c_str());
-  LoDTensor& dx = c.out("X@GRAD");
-  int64_t d = x.shape().numel(1, x.rank());
-  c.check(dout.numel() == int64_t(idx.size()) * d, "Out@GRAD {} does not match {} rows of X {}", dout.shape(), idx.size(), x.shape());
+inline void Gather::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
+  if (!c.has_out(x_grad)) return;
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& dout = c.in(out_grad);
+  auto idx = cpu_kernels::checked_indices(c, c.in(index), xt.dim(0), index, [&] { return fmt::format("the rows of X {}", xt.shape().str()); });
+  LoDTensor& dx = c.out(x_grad);
+  int64_t d = xt.shape().numel(1, xt.rank());
+  c.check(dout.numel() == int64_t(idx.size()) * d, "Out@GRAD {} does not match {} rows of X {}", dout.shape(), idx.size(), xt.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(x.shape(), x.dtype());
+    dx.resize(xt.shape(), xt.dtype());
     T* g = dx.data<T>();
     const T* go = dout.data<T>();
     std::fill_n(g, dx.numel(), T(0));
@@ -72,7 +88,7 @@ inline void Gather::eval_grad_cpu(KernelContext& c) {
       }
     });
   });
-  dx.set_lod(x.lod());
+  dx.set_lod(xt.lod());
 }
 
 }  // namespace oar::ops

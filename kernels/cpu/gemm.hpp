@@ -9,7 +9,7 @@
 #include <string>
 #include <type_traits>
 
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/thread_pool.hpp"
 
 #include <Eigen/Core>
 #include <cctype>

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 

@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/gemm.hpp"
 #include "oar/ops/matmul.hpp"
-#include "oar/runtime/kernel_context.hpp"
+#include "oar/device/kernel_context.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -44,9 +44,9 @@ struct MatmulPlan {
   int64_t batch, m, n, k, sx, sy, sout;
   Shape out;
 };
-inline MatmulPlan matmul_plan(const KernelContext& c, const Tensor& x, const Tensor& y) {
+inline MatmulPlan matmul_plan(const KernelContext& c, const Matmul::Attrs& a, const Tensor& x, const Tensor& y) {
   MatmulPlan p;
-  bool tx = c.attr<bool>("transpose_X"), ty = c.attr<bool>("transpose_Y");
+  bool tx = a.transpose_x, ty = a.transpose_y;
   std::string why = matmul_shape(x.shape(), y.shape(), tx, ty, p.out);
   c.check(why.empty(), "{}", why);
   c.check(x.dtype() == y.dtype(), "X is {} but Y is {}", name(x.dtype()), name(y.dtype()));
@@ -60,12 +60,12 @@ inline MatmulPlan matmul_plan(const KernelContext& c, const Tensor& x, const Ten
 }
 }  // namespace detail
 
-inline void Matmul::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& y = c.in("Y");
-  LoDTensor& out = c.out("Out");
-  const detail::MatmulPlan p = detail::matmul_plan(c, x, y);
-  const float alpha = c.attr<float>("alpha");
+inline void Matmul::eval_cpu(KernelContext& c, const Attrs& attrs) {
+  const LoDTensor& x = c.in(Matmul::x);
+  const LoDTensor& y = c.in(Matmul::y);
+  LoDTensor& out = c.out(Matmul::out);
+  const detail::MatmulPlan p = detail::matmul_plan(c, attrs, x, y);
+  const float alpha = attrs.alpha;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     out.resize(p.out, x.dtype());
@@ -78,20 +78,20 @@ inline void Matmul::eval_cpu(KernelContext& c) {
 ///   dX = alpha * dOut op(Y)^T  (stored transposed when transpose_X: op(Y) dOut^T)
 ///   dY = alpha * op(X)^T dOut  (stored transposed when transpose_Y: dOut^T op(X))
 /// An operand shared by every batch gets the sum over the batch.
-inline void Matmul::eval_grad_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& y = c.in("Y");
-  const LoDTensor& dout = c.in("Out@GRAD");
-  const detail::MatmulPlan p = detail::matmul_plan(c, x, y);
+inline void Matmul::eval_grad_cpu(KernelContext& c, const Attrs& attrs) {
+  const LoDTensor& x = c.in(Matmul::x);
+  const LoDTensor& y = c.in(Matmul::y);
+  const LoDTensor& dout = c.in(Matmul::out_grad);
+  const detail::MatmulPlan p = detail::matmul_plan(c, attrs, x, y);
   c.check(dout.numel() == p.batch * p.m * p.n, "Out@GRAD {} does not match Out {}", dout.shape(), p.out);
-  const float alpha = c.attr<float>("alpha");
+  const float alpha = attrs.alpha;
   const bool tx = p.x.trans, ty = p.y.trans;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *px = x.data<T>(), *py = y.data<T>(), *pd = dout.data<T>();
     const T a = T(alpha);
-    if (c.has_out("X@GRAD")) {
-      LoDTensor& dx = c.out("X@GRAD");
+    if (c.has_out(Matmul::x_grad)) {
+      LoDTensor& dx = c.out(Matmul::x_grad);
       dx.resize(x.shape(), x.dtype());
       T* g = dx.data<T>();
       const bool shared = p.x.batch == 0 && p.y.batch != 0;
@@ -104,8 +104,8 @@ inline void Matmul::eval_grad_cpu(KernelContext& c) {
       }
       dx.set_lod(x.lod());
     }
-    if (c.has_out("Y@GRAD")) {
-      LoDTensor& dy = c.out("Y@GRAD");
+    if (c.has_out(Matmul::y_grad)) {
+      LoDTensor& dy = c.out(Matmul::y_grad);
       dy.resize(y.shape(), y.dtype());
       T* g = dy.data<T>();
       const bool shared = p.y.batch == 0 && p.x.batch != 0;

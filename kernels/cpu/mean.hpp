@@ -2,13 +2,13 @@
 #pragma once
 #include "kernels/cpu/sum_all.hpp"
 #include "oar/ops/mean.hpp"
-#include "oar/runtime/kernel_context.hpp"
+#include "oar/device/kernel_context.hpp"
 
 namespace oar::ops {
 
-inline void Mean::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  LoDTensor& out = c.out("Out");
+inline void Mean::eval_cpu(KernelContext& c, const NoAttrs&) {
+  const LoDTensor& x = c.in(Mean::x);
+  LoDTensor& out = c.out(Mean::out);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = x.data<T>();
@@ -18,11 +18,11 @@ inline void Mean::eval_cpu(KernelContext& c) {
   });
 }
 
-inline void Mean::eval_grad_cpu(KernelContext& c) {
-  if (!c.has_out("X@GRAD")) return;
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& dout = c.in("Out@GRAD");
-  LoDTensor& dx = c.out("X@GRAD");
+inline void Mean::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
+  if (!c.has_out(Mean::x_grad)) return;
+  const LoDTensor& x = c.in(Mean::x);
+  const LoDTensor& dout = c.in(Mean::out_grad);
+  LoDTensor& dx = c.out(Mean::x_grad);
   c.check(dout.numel() == 1, "Out@GRAD must hold one value, got {}", dout.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;

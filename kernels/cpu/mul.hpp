@@ -2,7 +2,7 @@
 #pragma once
 #include "kernels/cpu/gemm.hpp"
 #include "oar/ops/mul.hpp"
-#include "oar/runtime/kernel_context.hpp"
+#include "oar/device/kernel_context.hpp"
 
 namespace oar::ops {
 

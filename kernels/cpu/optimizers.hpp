@@ -5,39 +5,40 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/im2col.hpp"
 #include "oar/ops/optimizers.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels::param_update {
 
 inline constexpr int64_t kGrain = 1 << 14;
 
 /// The value of a one-element input (LearningRate, Beta1Pow, ...), whatever its float dtype.
-inline double scalar(const KernelContext& c, std::string_view slot) {
+inline double scalar(const KernelContext& c, Slot slot) {
   const LoDTensor& t = c.in(slot);
-  c.check(t.numel() == 1, "{} must hold one value, got shape {}", slot, t.shape());
-  c.check(t.dtype() == DType::f32 || t.dtype() == DType::f64, "{} must be float32 or float64, got {}", slot, name(t.dtype()));
+  c.check(t.numel() == 1, "{} must hold one value, got shape {}", slot.name, t.shape());
+  c.check(t.dtype() == DType::f32 || t.dtype() == DType::f64, "{} must be float32 or float64, got {}", slot.name, name(t.dtype()));
   return t.get(0);
 }
 
 /// Input `slot`, checked to have Param's shape and dtype.
-inline const LoDTensor& like_param(const KernelContext& c, std::string_view slot, const LoDTensor& p) {
+inline const LoDTensor& like_param(const KernelContext& c, Slot slot, const LoDTensor& p) {
   const LoDTensor& t = c.in(slot);
-  c.check(t.shape() == p.shape(), "{} {} must have Param's shape {}", slot, t.shape(), p.shape());
-  c.check(t.dtype() == p.dtype(), "{} is {} but Param is {}", slot, name(t.dtype()), name(p.dtype()));
+  c.check(t.shape() == p.shape(), "{} {} must have Param's shape {}", slot.name, t.shape(), p.shape());
+  c.check(t.dtype() == p.dtype(), "{} is {} but Param is {}", slot.name, name(t.dtype()), name(p.dtype()));
   return t;
 }
 
-/// The dense Grad; an error naming the op when it is SelectedRows (this op takes dense gradients only).
-inline const LoDTensor& dense_grad(const KernelContext& c, const LoDTensor& p) {
-  Value* v = c.in_value("Grad");
+/// The dense gradient `grad`; an error naming the op when it is SelectedRows (this op takes dense gradients only).
+inline const LoDTensor& dense_grad(const KernelContext& c, Slot grad, const LoDTensor& p) {
+  Value* v = c.in_value(grad);
   c.check(!(v && v->is_selected_rows()), "Grad is SelectedRows, but {} takes dense gradients only", c.op().type());
-  return like_param(c, "Grad", p);
+  return like_param(c, grad, p);
 }
 
 /// Output `slot` shaped like `in`; left untouched when it is `in` itself (in place).
-inline LoDTensor& out_like(const KernelContext& c, std::string_view slot, const LoDTensor& in) {
+inline LoDTensor& out_like(const KernelContext& c, Slot slot, const LoDTensor& in) {
   LoDTensor& o = c.out(slot);
   if (&o != &in) {
     o.resize(in.shape(), in.dtype());
@@ -48,7 +49,7 @@ inline LoDTensor& out_like(const KernelContext& c, std::string_view slot, const 
 
 /// Output `slot` holding a copy of `in` (nothing to do when it is `in` itself): for sparse updates that
 /// leave the rows they do not touch as they were.
-inline LoDTensor& out_copy(const KernelContext& c, std::string_view slot, const LoDTensor& in) {
+inline LoDTensor& out_copy(const KernelContext& c, Slot slot, const LoDTensor& in) {
   LoDTensor& o = c.out(slot);
   if (&o != &in) {
     o.copy_from(in);
@@ -57,8 +58,8 @@ inline LoDTensor& out_copy(const KernelContext& c, std::string_view slot, const 
   return o;
 }
 
-/// Writes `in * factor` to the optional scalar output `slot` (Beta1PowOut = Beta1Pow * beta1), if asked for.
-inline void advance_pow(const KernelContext& c, std::string_view in_slot, std::string_view out_slot, double factor) {
+/// Writes `in * factor` to the optional scalar output `out_slot` (Beta1PowOut = Beta1Pow * beta1), if asked for.
+inline void advance_pow(const KernelContext& c, Slot in_slot, Slot out_slot, double factor) {
   if (!c.has_out(out_slot)) return;
   const LoDTensor& in = c.in(in_slot);
   double v = scalar(c, in_slot) * factor;
@@ -87,33 +88,45 @@ inline int64_t check_sparse(const KernelContext& c, const SelectedRows& g, const
   return width;
 }
 
-/// Sums repeated rows: `merged[k]` is the row of Param, `sums` [merged.size() * width] their summed gradients.
+/// The rows of a SelectedRows gradient with repeated rows summed: `rows[k]` is a row of Param, `sums`
+/// [rows.size() * width] their summed gradients, `slot[r]` the k of Param row r (-1: not listed). The vectors
+/// are per-thread and keep their capacity, so that a run with sizes seen before allocates nothing.
 template <class T>
-void merge_rows(const SelectedRows& g, int64_t width, int64_t height, std::vector<int64_t>& merged, std::vector<T>& sums) {
-  std::vector<int64_t> slot(size_t(height), -1);
+struct MergedRows {
+  std::vector<int64_t> rows, slot;
+  std::vector<T> sums;
+};
+
+template <class T>
+MergedRows<T>& merge_rows(const SelectedRows& g, int64_t width, int64_t height) {
+  thread_local MergedRows<T> m;
+  m.rows.clear();
+  m.sums.clear();
+  m.slot.assign(size_t(height), -1);
   const T* v = g.value.data<T>();
   for (size_t i = 0; i < g.rows.size(); ++i) {
     int64_t r = g.rows[i];
-    if (slot[size_t(r)] < 0) {
-      slot[size_t(r)] = int64_t(merged.size());
-      merged.push_back(r);
-      sums.resize(sums.size() + size_t(width), T(0));
+    if (m.slot[size_t(r)] < 0) {
+      m.slot[size_t(r)] = int64_t(m.rows.size());
+      m.rows.push_back(r);
+      m.sums.resize(m.sums.size() + size_t(width), T(0));
     }
-    T* dst = sums.data() + slot[size_t(r)] * width;
+    T* dst = m.sums.data() + m.slot[size_t(r)] * width;
     for (int64_t j = 0; j < width; ++j) dst[j] += v[int64_t(i) * width + j];
   }
+  return m;
 }
 
-/// The shared adam / adamw kernel; `decay` is adamw's lr * coeff (0 for adam).
-inline void adam_like(KernelContext& c, bool decoupled) {
-  const LoDTensor& p = c.in("Param");
-  const LoDTensor& m1 = like_param(c, "Moment1", p);
-  const LoDTensor& m2 = like_param(c, "Moment2", p);
-  const double lr = scalar(c, "LearningRate"), b1p = scalar(c, "Beta1Pow"), b2p = scalar(c, "Beta2Pow");
-  const double beta1 = c.attr<float>("beta1"), beta2 = c.attr<float>("beta2"), eps = c.attr<float>("epsilon");
-  const bool lazy = c.attr<bool>("lazy_mode");
-  const double coeff = decoupled && c.attr<bool>("with_decay") ? double(c.attr<float>("coeff")) : 0.0;
-  Value* gv = c.in_value("Grad");
+/// The shared adam / adamw kernel (`Op`'s slots); `coeff` is adamw's decoupled decay coefficient (0 for adam).
+template <class Op>
+void adam_like(KernelContext& c, const typename Op::Attrs& a, double coeff) {
+  const LoDTensor& p = c.in(Op::param);
+  const LoDTensor& m1 = like_param(c, Op::moment1, p);
+  const LoDTensor& m2 = like_param(c, Op::moment2, p);
+  const double lr = scalar(c, Op::learning_rate), b1p = scalar(c, Op::beta1_pow), b2p = scalar(c, Op::beta2_pow);
+  const double beta1 = a.beta1, beta2 = a.beta2, eps = a.epsilon;
+  const bool lazy = a.lazy_mode;
+  Value* gv = c.in_value(Op::grad);
   const bool sparse = gv && gv->is_selected_rows();
   c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -130,10 +143,10 @@ inline void adam_like(KernelContext& c, bool decoupled) {
       po[i] = pv - lr_t * a / (std::sqrt(b) + e);
     };
     if (!sparse) {
-      const LoDTensor& g = dense_grad(c, p);
-      LoDTensor& po = out_like(c, "ParamOut", p);
-      LoDTensor& m1o = out_like(c, "Moment1Out", m1);
-      LoDTensor& m2o = out_like(c, "Moment2Out", m2);
+      const LoDTensor& g = dense_grad(c, Op::grad, p);
+      LoDTensor& po = out_like(c, Op::param_out, p);
+      LoDTensor& m1o = out_like(c, Op::moment1_out, m1);
+      LoDTensor& m2o = out_like(c, Op::moment2_out, m2);
       const T *pp = p.data<T>(), *pg = g.data<T>(), *pm1 = m1.data<T>(), *pm2 = m2.data<T>();
       T *ppo = po.data<T>(), *pm1o = m1o.data<T>(), *pm2o = m2o.data<T>();
       for_range(p.numel(), [&](int64_t lo, int64_t hi) {
@@ -143,22 +156,21 @@ inline void adam_like(KernelContext& c, bool decoupled) {
     }
     const SelectedRows& g = gv->selected_rows();
     const int64_t width = check_sparse(c, g, p), height = p.dim(0);
-    std::vector<int64_t> rows;
-    std::vector<T> sums;
-    merge_rows<T>(g, width, height, rows, sums);
+    const MergedRows<T>& merged = merge_rows<T>(g, width, height);
+    const std::vector<int64_t>& rows = merged.rows;
+    const std::vector<T>& sums = merged.sums;
     if (lazy) {  // the unlisted rows keep their values: start from copies
-      LoDTensor& po = out_copy(c, "ParamOut", p);
-      LoDTensor& m1o = out_copy(c, "Moment1Out", m1);
-      LoDTensor& m2o = out_copy(c, "Moment2Out", m2);
+      LoDTensor& po = out_copy(c, Op::param_out, p);
+      LoDTensor& m1o = out_copy(c, Op::moment1_out, m1);
+      LoDTensor& m2o = out_copy(c, Op::moment2_out, m2);
       T *ppo = po.data<T>(), *pm1o = m1o.data<T>(), *pm2o = m2o.data<T>();
       for (size_t k = 0; k < rows.size(); ++k)
         for (int64_t j = 0; j < width; ++j) step(ppo, pm1o, pm2o, ppo, pm1o, pm2o, rows[k] * width + j, sums[k * size_t(width) + size_t(j)]);
     } else {  // every row, with g = 0 where none is listed
-      std::vector<int64_t> slot(size_t(height), -1);
-      for (size_t k = 0; k < rows.size(); ++k) slot[size_t(rows[k])] = int64_t(k);
-      LoDTensor& po = out_like(c, "ParamOut", p);
-      LoDTensor& m1o = out_like(c, "Moment1Out", m1);
-      LoDTensor& m2o = out_like(c, "Moment2Out", m2);
+      const std::vector<int64_t>& slot = merged.slot;
+      LoDTensor& po = out_like(c, Op::param_out, p);
+      LoDTensor& m1o = out_like(c, Op::moment1_out, m1);
+      LoDTensor& m2o = out_like(c, Op::moment2_out, m2);
       const T *pp = p.data<T>(), *pm1 = m1.data<T>(), *pm2 = m2.data<T>();
       T *ppo = po.data<T>(), *pm1o = m1o.data<T>(), *pm2o = m2o.data<T>();
       for_range(height, [&](int64_t lo, int64_t hi) {
@@ -169,83 +181,23 @@ inline void adam_like(KernelContext& c, bool decoupled) {
       });
     }
   });
-  advance_pow(c, "Beta1Pow", "Beta1PowOut", beta1);
-  advance_pow(c, "Beta2Pow", "Beta2PowOut", beta2);
+  advance_pow(c, Op::beta1_pow, Op::beta1_pow_out, beta1);
+  advance_pow(c, Op::beta2_pow, Op::beta2_pow_out, beta2);
 }
 
-}  // namespace oar::cpu_kernels::param_update
-
-namespace oar::ops {
-
-inline void Sgd::eval_cpu(KernelContext& c) {
-  using namespace cpu_kernels::param_update;
-  const LoDTensor& p = c.in("Param");
-  const double lr = scalar(c, "LearningRate");
-  Value* gv = c.in_value("Grad");
-  c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T l = T(lr);
-    if (gv && gv->is_selected_rows()) {
-      const SelectedRows& g = gv->selected_rows();
-      const int64_t width = check_sparse(c, g, p);
-      LoDTensor& po = out_copy(c, "ParamOut", p);
-      T* ppo = po.data<T>();
-      const T* v = g.value.data<T>();
-      for (size_t i = 0; i < g.rows.size(); ++i) {  // sequential: repeated rows add up
-        T* dst = ppo + g.rows[i] * width;
-        const T* src = v + int64_t(i) * width;
-        for (int64_t j = 0; j < width; ++j) dst[j] -= l * src[j];
-      }
-      return;
-    }
-    const LoDTensor& g = dense_grad(c, p);
-    LoDTensor& po = out_like(c, "ParamOut", p);
-    const T *pp = p.data<T>(), *pg = g.data<T>();
-    T* ppo = po.data<T>();
-    for_range(p.numel(), [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) ppo[i] = pp[i] - l * pg[i];
-    });
-  });
-}
-
-inline void Momentum::eval_cpu(KernelContext& c) {
-  using namespace cpu_kernels::param_update;
-  const LoDTensor& p = c.in("Param");
-  const LoDTensor& g = dense_grad(c, p);
-  const LoDTensor& v = like_param(c, "Velocity", p);
-  const double lr = scalar(c, "LearningRate"), mu = c.attr<float>("mu");
-  const bool nesterov = c.attr<bool>("use_nesterov");
-  c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T l = T(lr), m = T(mu);
-    LoDTensor& po = out_like(c, "ParamOut", p);
-    LoDTensor& vo = out_like(c, "VelocityOut", v);
-    const T *pp = p.data<T>(), *pg = g.data<T>(), *pv = v.data<T>();
-    T *ppo = po.data<T>(), *pvo = vo.data<T>();
-    for_range(p.numel(), [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        T gi = pg[i], vn = m * pv[i] + gi;
-        pvo[i] = vn;
-        ppo[i] = nesterov ? pp[i] - (gi + m * vn) * l : pp[i] - l * vn;
-      }
-    });
-  });
-}
-
-namespace param_update {
-/// adagrad (decay < 0: m' = m + g^2) and decayed_adagrad (m' = decay * m + (1 - decay) * g^2).
-inline void adagrad_like(KernelContext& c, double decay) {
-  using namespace cpu_kernels::param_update;
-  const LoDTensor& p = c.in("Param");
-  const LoDTensor& g = dense_grad(c, p);
-  const LoDTensor& m = like_param(c, "Moment", p);
-  const double lr = scalar(c, "LearningRate"), eps = c.attr<float>("epsilon");
+/// adagrad (decay < 0: m' = m + g^2) and decayed_adagrad (m' = decay * m + (1 - decay) * g^2), `Op`'s slots.
+template <class Op>
+void adagrad_like(KernelContext& c, double eps, double decay) {
+  const LoDTensor& p = c.in(Op::param);
+  const LoDTensor& g = dense_grad(c, Op::grad, p);
+  const LoDTensor& m = like_param(c, Op::moment, p);
+  const double lr = scalar(c, Op::learning_rate);
   c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T l = T(lr), e = T(eps), d = T(decay);
     const bool plain = decay < 0;
-    LoDTensor& po = out_like(c, "ParamOut", p);
-    LoDTensor& mo = out_like(c, "MomentOut", m);
+    LoDTensor& po = out_like(c, Op::param_out, p);
+    LoDTensor& mo = out_like(c, Op::moment_out, m);
     const T *pp = p.data<T>(), *pg = g.data<T>(), *pm = m.data<T>();
     T *ppo = po.data<T>(), *pmo = mo.data<T>();
     for_range(p.numel(), [&](int64_t lo, int64_t hi) {
@@ -258,28 +210,90 @@ inline void adagrad_like(KernelContext& c, double decay) {
     });
   });
 }
-}  // namespace param_update
 
-inline void Adagrad::eval_cpu(KernelContext& c) { param_update::adagrad_like(c, -1.0); }
-inline void DecayedAdagrad::eval_cpu(KernelContext& c) { param_update::adagrad_like(c, c.attr<float>("decay")); }
+}  // namespace oar::cpu_kernels::param_update
 
-inline void Adam::eval_cpu(KernelContext& c) { cpu_kernels::param_update::adam_like(c, false); }
-inline void AdamW::eval_cpu(KernelContext& c) { cpu_kernels::param_update::adam_like(c, true); }
+namespace oar::ops {
 
-inline void Adamax::eval_cpu(KernelContext& c) {
+inline void Sgd::eval_cpu(KernelContext& c, const NoAttrs&) {
   using namespace cpu_kernels::param_update;
-  const LoDTensor& p = c.in("Param");
-  const LoDTensor& g = dense_grad(c, p);
-  const LoDTensor& m = like_param(c, "Moment", p);
-  const LoDTensor& u = like_param(c, "InfNorm", p);
-  const double lr = scalar(c, "LearningRate"), b1p = scalar(c, "Beta1Pow");
-  const double beta1 = c.attr<float>("beta1"), beta2 = c.attr<float>("beta2"), eps = c.attr<float>("epsilon");
+  const LoDTensor& p = c.in(param);
+  const double lr = scalar(c, learning_rate);
+  Value* gv = c.in_value(grad);
   c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T b1 = T(beta1), b2 = T(beta2), e = T(eps), lr_t = T(lr / (1 - b1p));
-    LoDTensor& po = out_like(c, "ParamOut", p);
-    LoDTensor& mo = out_like(c, "MomentOut", m);
-    LoDTensor& uo = out_like(c, "InfNormOut", u);
+    const T l = T(lr);
+    if (gv && gv->is_selected_rows()) {
+      const SelectedRows& g = gv->selected_rows();
+      const int64_t width = check_sparse(c, g, p);
+      LoDTensor& po = out_copy(c, param_out, p);
+      T* ppo = po.data<T>();
+      const T* v = g.value.data<T>();
+      for (size_t i = 0; i < g.rows.size(); ++i) {  // sequential: repeated rows add up
+        T* dst = ppo + g.rows[i] * width;
+        const T* src = v + int64_t(i) * width;
+        for (int64_t j = 0; j < width; ++j) dst[j] -= l * src[j];
+      }
+      return;
+    }
+    const LoDTensor& g = dense_grad(c, grad, p);
+    LoDTensor& po = out_like(c, param_out, p);
+    const T *pp = p.data<T>(), *pg = g.data<T>();
+    T* ppo = po.data<T>();
+    for_range(p.numel(), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) ppo[i] = pp[i] - l * pg[i];
+    });
+  });
+}
+
+inline void Momentum::eval_cpu(KernelContext& c, const Attrs& a) {
+  using namespace cpu_kernels::param_update;
+  const LoDTensor& p = c.in(param);
+  const LoDTensor& g = dense_grad(c, grad, p);
+  const LoDTensor& v = like_param(c, velocity, p);
+  const double lr = scalar(c, learning_rate), mu_ = a.mu;
+  const bool nesterov = a.use_nesterov;
+  c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T l = T(lr), m = T(mu_);
+    LoDTensor& po = out_like(c, param_out, p);
+    LoDTensor& vo = out_like(c, velocity_out, v);
+    const T *pp = p.data<T>(), *pg = g.data<T>(), *pv = v.data<T>();
+    T *ppo = po.data<T>(), *pvo = vo.data<T>();
+    for_range(p.numel(), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        T gi = pg[i], vn = m * pv[i] + gi;
+        pvo[i] = vn;
+        ppo[i] = nesterov ? pp[i] - (gi + m * vn) * l : pp[i] - l * vn;
+      }
+    });
+  });
+}
+
+inline void Adagrad::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::param_update::adagrad_like<Adagrad>(c, a.epsilon, -1.0); }
+inline void DecayedAdagrad::eval_cpu(KernelContext& c, const Attrs& a) {
+  cpu_kernels::param_update::adagrad_like<DecayedAdagrad>(c, a.epsilon, a.decay);
+}
+
+inline void Adam::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::param_update::adam_like<Adam>(c, a, 0.0); }
+inline void AdamW::eval_cpu(KernelContext& c, const Attrs& a) {
+  cpu_kernels::param_update::adam_like<AdamW>(c, a, a.with_decay ? double(a.coeff) : 0.0);
+}
+
+inline void Adamax::eval_cpu(KernelContext& c, const Attrs& a) {
+  using namespace cpu_kernels::param_update;
+  const LoDTensor& p = c.in(param);
+  const LoDTensor& g = dense_grad(c, grad, p);
+  const LoDTensor& m = like_param(c, moment, p);
+  const LoDTensor& u = like_param(c, inf_norm, p);
+  const double lr = scalar(c, learning_rate), b1p = scalar(c, beta1_pow);
+  const double beta1_ = a.beta1, beta2_ = a.beta2, eps = a.epsilon;
+  c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T b1 = T(beta1_), b2 = T(beta2_), e = T(eps), lr_t = T(lr / (1 - b1p));
+    LoDTensor& po = out_like(c, param_out, p);
+    LoDTensor& mo = out_like(c, moment_out, m);
+    LoDTensor& uo = out_like(c, inf_norm_out, u);
     const T *pp = p.data<T>(), *pg = g.data<T>(), *pm = m.data<T>(), *pu = u.data<T>();
     T *ppo = po.data<T>(), *pmo = mo.data<T>(), *puo = uo.data<T>();
     for_range(p.numel(), [&](int64_t lo, int64_t hi) {
@@ -293,39 +307,39 @@ inline void Adamax::eval_cpu(KernelContext& c) {
       }
     });
   });
-  advance_pow(c, "Beta1Pow", "Beta1PowOut", beta1);
+  advance_pow(c, beta1_pow, beta1_pow_out, beta1_);
 }
 
-inline void Rmsprop::eval_cpu(KernelContext& c) {
+inline void Rmsprop::eval_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels::param_update;
-  const LoDTensor& p = c.in("Param");
-  const LoDTensor& g = dense_grad(c, p);
-  const LoDTensor& ms = like_param(c, "MeanSquare", p);
-  const LoDTensor& mom = like_param(c, "Moment", p);
-  const bool centered = c.attr<bool>("centered");
-  c.check(!centered || (c.has_in("MeanGrad") && c.has_out("MeanGradOut")), "centered = true needs MeanGrad and MeanGradOut");
-  const LoDTensor* mg = centered ? &like_param(c, "MeanGrad", p) : nullptr;
-  const double lr = scalar(c, "LearningRate"), eps = c.attr<float>("epsilon"), decay = c.attr<float>("decay"), momentum = c.attr<float>("momentum");
+  const LoDTensor& p = c.in(param);
+  const LoDTensor& g = dense_grad(c, grad, p);
+  const LoDTensor& ms = like_param(c, mean_square, p);
+  const LoDTensor& mom = like_param(c, moment, p);
+  const bool centered_ = a.centered;
+  c.check(!centered_ || (c.has_in(mean_grad) && c.has_out(mean_grad_out)), "centered = true needs MeanGrad and MeanGradOut");
+  const LoDTensor* mg = centered_ ? &like_param(c, mean_grad, p) : nullptr;
+  const double lr = scalar(c, learning_rate), eps = a.epsilon, decay_ = a.decay, momentum_ = a.momentum;
   c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T l = T(lr), e = T(eps), rho = T(decay), mu = T(momentum);
-    LoDTensor& po = out_like(c, "ParamOut", p);
-    LoDTensor& mso = out_like(c, "MeanSquareOut", ms);
-    LoDTensor& momo = out_like(c, "MomentOut", mom);
+    const T l = T(lr), e = T(eps), rho = T(decay_), mu = T(momentum_);
+    LoDTensor& po = out_like(c, param_out, p);
+    LoDTensor& mso = out_like(c, mean_square_out, ms);
+    LoDTensor& momo = out_like(c, moment_out, mom);
     const T *pp = p.data<T>(), *pg = g.data<T>(), *pms = ms.data<T>(), *pmom = mom.data<T>();
     T *ppo = po.data<T>(), *pmso = mso.data<T>(), *pmomo = momo.data<T>();
     const T* pmg = nullptr;
     T* pmgo = nullptr;
-    if (centered) {
+    if (centered_) {
       pmg = mg->data<T>();
-      pmgo = out_like(c, "MeanGradOut", *mg).data<T>();
+      pmgo = out_like(c, mean_grad_out, *mg).data<T>();
     }
     for_range(p.numel(), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         T gi = pg[i];
         T msn = rho * pms[i] + (T(1) - rho) * gi * gi;
         T denom = msn + e;
-        if (centered) {
+        if (centered_) {
           T mgn = rho * pmg[i] + (T(1) - rho) * gi;
           pmgo[i] = mgn;
           denom = msn - mgn * mgn + e;
@@ -339,77 +353,78 @@ inline void Rmsprop::eval_cpu(KernelContext& c) {
   });
 }
 
-inline void Adadelta::eval_cpu(KernelContext& c) {
+inline void Adadelta::eval_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels::param_update;
-  const LoDTensor& p = c.in("Param");
-  const LoDTensor& g = dense_grad(c, p);
-  const LoDTensor& eg = like_param(c, "AvgSquaredGrad", p);
-  const LoDTensor& edx = like_param(c, "AvgSquaredUpdate", p);
-  const double rho_ = c.attr<float>("rho"), eps = c.attr<float>("epsilon");
+  const LoDTensor& p = c.in(param);
+  const LoDTensor& g = dense_grad(c, grad, p);
+  const LoDTensor& eg = like_param(c, avg_squared_grad, p);
+  const LoDTensor& edx = like_param(c, avg_squared_update, p);
+  const double rho_ = a.rho, eps = a.epsilon;
   c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T rho = T(rho_), e = T(eps);
-    LoDTensor& po = out_like(c, "ParamOut", p);
-    LoDTensor& ego = out_like(c, "AvgSquaredGradOut", eg);
-    LoDTensor& edxo = out_like(c, "AvgSquaredUpdateOut", edx);
+    const T r = T(rho_), e = T(eps);
+    LoDTensor& po = out_like(c, param_out, p);
+    LoDTensor& ego = out_like(c, avg_squared_grad_out, eg);
+    LoDTensor& edxo = out_like(c, avg_squared_update_out, edx);
     const T *pp = p.data<T>(), *pg = g.data<T>(), *peg = eg.data<T>(), *pedx = edx.data<T>();
     T *ppo = po.data<T>(), *pego = ego.data<T>(), *pedxo = edxo.data<T>();
     for_range(p.numel(), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         T gi = pg[i];
-        T egn = rho * peg[i] + (T(1) - rho) * gi * gi;
+        T egn = r * peg[i] + (T(1) - r) * gi * gi;
         T d = -std::sqrt((pedx[i] + e) / (egn + e)) * gi;
         pego[i] = egn;
-        pedxo[i] = rho * pedx[i] + (T(1) - rho) * d * d;
+        pedxo[i] = r * pedx[i] + (T(1) - r) * d * d;
         ppo[i] = pp[i] + d;
       }
     });
   });
 }
 
-inline void Lamb::eval_cpu(KernelContext& c) {
+inline void Lamb::eval_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels::param_update;
-  const LoDTensor& p = c.in("Param");
-  const LoDTensor& g = dense_grad(c, p);
-  const LoDTensor& m1 = like_param(c, "Moment1", p);
-  const LoDTensor& m2 = like_param(c, "Moment2", p);
-  const double lr = scalar(c, "LearningRate"), b1p = scalar(c, "Beta1Pow"), b2p = scalar(c, "Beta2Pow");
-  const double beta1 = c.attr<float>("beta1"), beta2 = c.attr<float>("beta2"), eps = c.attr<float>("epsilon"), wd_ = c.attr<float>("weight_decay");
+  const LoDTensor& p = c.in(param);
+  const LoDTensor& g = dense_grad(c, grad, p);
+  const LoDTensor& m1 = like_param(c, moment1, p);
+  const LoDTensor& m2 = like_param(c, moment2, p);
+  const double lr = scalar(c, learning_rate), b1p = scalar(c, beta1_pow), b2p = scalar(c, beta2_pow);
+  const double beta1_ = a.beta1, beta2_ = a.beta2, eps = a.epsilon, wd_ = a.weight_decay;
   c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T b1 = T(beta1), b2 = T(beta2), e = T(eps), wd = T(wd_), c1 = T(1 - b1p), c2 = T(1 - b2p);
+    const T b1 = T(beta1_), b2 = T(beta2_), e = T(eps), wd = T(wd_), c1 = T(1 - b1p), c2 = T(1 - b2p);
     const int64_t n = p.numel();
-    std::vector<T> r(static_cast<size_t>(n));
-    LoDTensor& m1o = out_like(c, "Moment1Out", m1);
-    LoDTensor& m2o = out_like(c, "Moment2Out", m2);
+    // The direction r, in a per-thread buffer that outlives the call (a repeated step allocates nothing).
+    T* r = cpu_kernels::thread_scratch<T, 40>(size_t(n));
+    LoDTensor& m1o = out_like(c, moment1_out, m1);
+    LoDTensor& m2o = out_like(c, moment2_out, m2);
     const T *pp = p.data<T>(), *pg = g.data<T>(), *pm1 = m1.data<T>(), *pm2 = m2.data<T>();
     T *pm1o = m1o.data<T>(), *pm2o = m2o.data<T>();
     for_range(n, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         T gi = pg[i];
-        T a = b1 * pm1[i] + (T(1) - b1) * gi;
-        T b = b2 * pm2[i] + (T(1) - b2) * gi * gi;
-        pm1o[i] = a;
-        pm2o[i] = b;
-        r[size_t(i)] = (a / c1) / (std::sqrt(b / c2) + e) + wd * pp[i];
+        T am = b1 * pm1[i] + (T(1) - b1) * gi;
+        T bm = b2 * pm2[i] + (T(1) - b2) * gi * gi;
+        pm1o[i] = am;
+        pm2o[i] = bm;
+        r[i] = (am / c1) / (std::sqrt(bm / c2) + e) + wd * pp[i];
       }
     });
     double pn = 0, rn = 0;  // norms in double, in index order (deterministic)
     for (int64_t i = 0; i < n; ++i) {
       pn += double(pp[i]) * double(pp[i]);
-      rn += double(r[size_t(i)]) * double(r[size_t(i)]);
+      rn += double(r[i]) * double(r[i]);
     }
     pn = std::sqrt(pn);
     rn = std::sqrt(rn);
     const T step = T(lr * (pn > 0 && rn > 0 ? pn / rn : 1.0));
-    LoDTensor& po = out_like(c, "ParamOut", p);  // after the norms: ParamOut may be Param
+    LoDTensor& po = out_like(c, param_out, p);  // after the norms: ParamOut may be Param
     T* ppo = po.data<T>();
     for_range(n, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) ppo[i] = pp[i] - step * r[size_t(i)];
+      for (int64_t i = lo; i < hi; ++i) ppo[i] = pp[i] - step * r[i];
     });
   });
-  advance_pow(c, "Beta1Pow", "Beta1PowOut", beta1);
-  advance_pow(c, "Beta2Pow", "Beta2PowOut", beta2);
+  advance_pow(c, beta1_pow, beta1_pow_out, beta1_);
+  advance_pow(c, beta2_pow, beta2_pow_out, beta2_);
 }
 
 }  // namespace oar::ops

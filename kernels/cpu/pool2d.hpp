@@ -7,8 +7,8 @@
 #include <type_traits>
 
 #include "oar/ops/pool2d.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::ops {
 
@@ -29,24 +29,21 @@ struct PoolGeom {
   int64_t divisor(int64_t rows, int64_t cols) const { return exclusive ? rows * cols : kh * kw; }
 };
 
-inline PoolGeom pool_geom(const KernelContext& c, const Shape& x) {
+inline PoolGeom pool_geom(const KernelContext& c, const Pool2d::Attrs& a, const Shape& x) {
   c.check(x.rank() == 4, "X must be [N, C, H, W], got {}", x);
-  c.check(!c.attr<bool>("adaptive"), "adaptive pooling is not supported");
-  auto k = c.attr<std::vector<int32_t>>("ksize");
-  auto s = c.attr<std::vector<int32_t>>("strides");
-  auto p = c.attr<std::vector<int32_t>>("paddings");
+  c.check(!a.adaptive, "adaptive pooling is not supported");
+  const auto &k = a.ksize, &s = a.strides, &p = a.paddings;
   PoolGeom g;
   g.planes = x[0] * x[1], g.h = x[2], g.w = x[3];
-  g.max = c.attr<std::string>("pooling_type") == "max";
-  g.exclusive = c.attr<bool>("exclusive");
-  if (c.attr<bool>("global_pooling")) {
+  g.max = a.pooling_type == Pool2d::PoolingType::max;
+  g.exclusive = a.exclusive;
+  if (a.global_pooling) {
     g.kh = g.h, g.kw = g.w, g.oh = 1, g.ow = 1;
     return g;
   }
   g.kh = k[0], g.kw = k[1], g.sh = s[0], g.sw = s[1], g.ph = p[0], g.pw = p[1];
-  bool ceil_mode = c.attr<bool>("ceil_mode");
-  g.oh = Pool2d::out_size(g.h, g.kh, g.ph, g.sh, ceil_mode);
-  g.ow = Pool2d::out_size(g.w, g.kw, g.pw, g.sw, ceil_mode);
+  g.oh = Pool2d::out_size(g.h, g.kh, g.ph, g.sh, a.ceil_mode);
+  g.ow = Pool2d::out_size(g.w, g.kw, g.pw, g.sw, a.ceil_mode);
   c.check(g.oh > 0 && g.ow > 0, "output size [{}, {}] <= 0 for X {}", g.oh, g.ow, x);
   return g;
 }
@@ -192,15 +189,15 @@ inline int64_t pool_grain(const PoolGeom& g) { return std::max<int64_t>(1, (int6
 
 }  // namespace detail
 
-inline void Pool2d::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  LoDTensor& out = c.out("Out");
-  const detail::PoolGeom g = detail::pool_geom(c, x.shape());
+inline void Pool2d::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  LoDTensor& ot = c.out(out);
+  const detail::PoolGeom g = detail::pool_geom(c, a, xt.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    out.resize({x.dim(0), x.dim(1), g.oh, g.ow}, x.dtype());
-    const T* xp = x.data<T>();
-    T* op = out.data<T>();
+    ot.resize({xt.dim(0), xt.dim(1), g.oh, g.ow}, xt.dtype());
+    const T* xp = xt.data<T>();
+    T* op = ot.data<T>();
     const bool fast = detail::is_max_2x2(g);
     parallel_for(0, g.planes, detail::pool_grain(g), [&](int64_t lo, int64_t hi) {
       for (int64_t pl = lo; pl < hi; ++pl) {
@@ -230,18 +227,18 @@ inline void Pool2d::eval_cpu(KernelContext& c) {
   });
 }
 
-inline void Pool2d::eval_grad_cpu(KernelContext& c) {
-  if (!c.has_out("X@GRAD")) return;
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& dout = c.in("Out@GRAD");
-  const detail::PoolGeom g = detail::pool_geom(c, x.shape());
-  c.check(dout.shape() == Shape{x.dim(0), x.dim(1), g.oh, g.ow}, "Out@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), x.dim(0), x.dim(1), g.oh,
+inline void Pool2d::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  if (!c.has_out(x_grad)) return;
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& dout = c.in(out_grad);
+  const detail::PoolGeom g = detail::pool_geom(c, a, xt.shape());
+  c.check(dout.shape() == Shape{xt.dim(0), xt.dim(1), g.oh, g.ow}, "Out@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), xt.dim(0), xt.dim(1), g.oh,
           g.ow);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    LoDTensor& dx = c.out("X@GRAD");
-    dx.resize(x.shape(), x.dtype());
-    const T* xp = x.data<T>();
+    LoDTensor& dx = c.out(x_grad);
+    dx.resize(xt.shape(), xt.dtype());
+    const T* xp = xt.data<T>();
     const T* dop = dout.data<T>();
     T* dxp = dx.data<T>();
     const bool fast = detail::is_max_2x2(g);
@@ -259,8 +256,8 @@ inline void Pool2d::eval_grad_cpu(KernelContext& c) {
           for (int64_t j = 0; j < g.ow; ++j) {
             const T dv = d[i * g.ow + j];
             if (g.max) {
-              int64_t a = detail::pool_argmax(g, plane, i, j, detail::pool_max(g, plane, i, j));
-              if (a >= 0) dxl[a] += dv;
+              int64_t at = detail::pool_argmax(g, plane, i, j, detail::pool_max(g, plane, i, j));
+              if (at >= 0) dxl[at] += dv;
             } else {
               int64_t r0 = g.rows_lo(i), r1 = g.rows_hi(i), q0 = g.cols_lo(j), q1 = g.cols_hi(j);
               int64_t div = g.divisor(std::max<int64_t>(r1 - r0, 0), std::max<int64_t>(q1 - q0, 0));
@@ -272,7 +269,7 @@ inline void Pool2d::eval_grad_cpu(KernelContext& c) {
           }
       }
     });
-    dx.set_lod(x.lod());
+    dx.set_lod(xt.lod());
   });
 }
 

@@ -6,8 +6,8 @@
 #include <numbers>
 
 #include "oar/ops/random.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -35,22 +35,19 @@ struct CounterRng {
 };
 
 /// The seed an op uses: its `seed` attribute, or the executor's next seed when that is 0.
-inline uint64_t op_seed(const KernelContext& c) {
-  int32_t s = c.attr<int32_t>("seed");
-  return s != 0 ? uint64_t(uint32_t(s)) : c.device().next_seed();
+inline uint64_t op_seed(const KernelContext& c, const ops::tensor_detail::RandomAttrs& a) {
+  return a.seed != 0 ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();
 }
 
 inline constexpr int64_t kRandomGrain = 1 << 14;
 
 /// out[i] = gen(i) as T, in parallel over i. requires: Out's `shape` attribute known.
 template <class Gen>
-void random_fill(KernelContext& c, Gen gen) {
-  LoDTensor& out = c.out("Out");
-  Shape shape(c.attr<std::vector<int64_t>>("shape"));
-  DType dtype = DType(c.attr<int32_t>("dtype"));
-  c.dispatch(type_list<float, double>{}, dtype, [&](auto tag) {
+void random_fill(KernelContext& c, const ops::tensor_detail::RandomAttrs& a, Gen gen) {
+  LoDTensor& out = c.out(ops::tensor_detail::RandomNames::out);
+  c.dispatch(type_list<float, double>{}, a.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    out.resize(shape, dtype);
+    out.resize(a.shape, a.dtype);
     out.clear_lod();
     T* p = out.data<T>();
     parallel_for(0, out.numel(), kRandomGrain, [&](int64_t lo, int64_t hi) {
@@ -63,11 +60,11 @@ void random_fill(KernelContext& c, Gen gen) {
 
 namespace oar::ops {
 
-inline void UniformRandom::eval_cpu(KernelContext& c) {
-  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c));
-  const double lo = c.attr<float>("min"), hi = c.attr<float>("max");
-  bool f32 = c.attr<int32_t>("dtype") == int32_t(DType::f32);
-  cpu_kernels::random_fill(c, [&](uint64_t i) {
+inline void UniformRandom::eval_cpu(KernelContext& c, const Attrs& a) {
+  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c, a));
+  const double lo = a.min, hi = a.max;
+  bool f32 = a.dtype == DType::f32;
+  cpu_kernels::random_fill(c, a, [&](uint64_t i) {
     double v = lo + (hi - lo) * rng.uniform(i);
     // NOTE: rounding to float can reach max itself; keep the range half-open as Fluid documents it.
     if (f32 && hi > lo && float(v) >= float(hi)) v = std::nextafter(float(hi), float(lo));
@@ -75,17 +72,17 @@ inline void UniformRandom::eval_cpu(KernelContext& c) {
   });
 }
 
-inline void GaussianRandom::eval_cpu(KernelContext& c) {
-  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c));
-  const double mean = c.attr<float>("mean"), sd = c.attr<float>("std");
-  cpu_kernels::random_fill(c, [&](uint64_t i) { return mean + sd * rng.normal(i); });
+inline void GaussianRandom::eval_cpu(KernelContext& c, const Attrs& a) {
+  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c, a));
+  const double mean = a.mean, sd = a.std;
+  cpu_kernels::random_fill(c, a, [&](uint64_t i) { return mean + sd * rng.normal(i); });
 }
 
-inline void TruncatedGaussianRandom::eval_cpu(KernelContext& c) {
-  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c));
-  const double mean = c.attr<float>("mean"), sd = c.attr<float>("std");
+inline void TruncatedGaussianRandom::eval_cpu(KernelContext& c, const Attrs& a) {
+  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c, a));
+  const double mean = a.mean, sd = a.std;
   // Rejection: element i tries normals i, i + 2^40, i + 2*2^40, ... until one lies within 2 std (95.4% accept).
-  cpu_kernels::random_fill(c, [&](uint64_t i) {
+  cpu_kernels::random_fill(c, a, [&](uint64_t i) {
     for (uint64_t k = 0;; ++k) {
       double z = rng.normal(i + (k << 40));
       if (std::abs(z) <= 2.0) return mean + sd * z;

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "oar/ops/reduce.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -167,30 +167,30 @@ void reduce_backward(const ReducePlan& p, H&& h) {
 }
 
 template <template <class> class R>
-void reduce_kernel(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  LoDTensor& out = c.out("Out");
+void reduce_kernel(KernelContext& c, const ops::ReduceOp::Attrs& a) {
+  const LoDTensor& x = c.in(ops::ReduceOp::x);
+  LoDTensor& out = c.out(ops::ReduceOp::out);
   std::string why;
-  auto axes = ops::reduce_axes(x.shape(), c.attr<std::vector<int32_t>>("dim"), c.attr<bool>("reduce_all"), why);
+  auto axes = ops::reduce_axes(x.shape(), a.dim, a.reduce_all, why);
   c.check(why.empty(), "{}", why);
   const ReducePlan p = make_reduce_plan(x.shape(), axes);
   c.dispatch(type_list<float, double, int32_t, int64_t>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     c.check(&out != &x, "Out must not be X");
-    out.resize(ops::reduce_shape(x.shape(), axes, c.attr<bool>("keep_dim")), x.dtype());
+    out.resize(ops::reduce_shape(x.shape(), axes, a.keep_dim), x.dtype());
     reduce_forward<R, T>(p, x.data<T>(), out.data<T>());
   });
 }
 
 /// sum: dx = dout[o]; mean: dout[o] / count; max / min: dout[o] * (x == out[o]).
 template <template <class> class R>
-void reduce_grad_kernel(KernelContext& c) {
-  if (!c.has_out("X@GRAD")) return;
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& dout = c.in("Out@GRAD");
-  LoDTensor& dx = c.out("X@GRAD");
+void reduce_grad_kernel(KernelContext& c, const ops::ReduceOp::Attrs& a) {
+  if (!c.has_out(ops::ReduceOp::x_grad)) return;
+  const LoDTensor& x = c.in(ops::ReduceOp::x);
+  const LoDTensor& dout = c.in(ops::ReduceOp::out_grad);
+  LoDTensor& dx = c.out(ops::ReduceOp::x_grad);
   std::string why;
-  auto axes = ops::reduce_axes(x.shape(), c.attr<std::vector<int32_t>>("dim"), c.attr<bool>("reduce_all"), why);
+  auto axes = ops::reduce_axes(x.shape(), a.dim, a.reduce_all, why);
   c.check(why.empty(), "{}", why);
   const ReducePlan p = make_reduce_plan(x.shape(), axes);
   c.check(dout.numel() == p.out_numel, "Out@GRAD {} does not match the reduced shape of X {}", dout.shape(), x.shape());
@@ -200,7 +200,7 @@ void reduce_grad_kernel(KernelContext& c) {
     const T *pd = dout.data<T>(), *px = x.data<T>();
     T* g = dx.data<T>();
     if constexpr (std::is_same_v<R<T>, MaxReducer<T>> || std::is_same_v<R<T>, MinReducer<T>>) {
-      const T* po = c.in("Out").data<T>();
+      const T* po = c.in(ops::ReduceOp::out).data<T>();
       reduce_backward(p, [&](int64_t i, int64_t o) { g[i] = px[i] == po[o] ? pd[o] : T(0); });
     } else if constexpr (std::is_same_v<R<T>, MeanReducer<T>>) {
       const T k = T(1) / T(p.count);
@@ -216,8 +216,8 @@ void reduce_grad_kernel(KernelContext& c) {
 
 namespace oar::ops {
 #define OAR_DEFINE_REDUCE_KERNELS(type, Op, Reducer, with_out)                                  \
-  inline void Op::eval_cpu(KernelContext& c) { cpu_kernels::reduce_kernel<cpu_kernels::Reducer>(c); }           \
-  inline void Op::eval_grad_cpu(KernelContext& c) { cpu_kernels::reduce_grad_kernel<cpu_kernels::Reducer>(c); }
+  inline void Op::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::reduce_kernel<cpu_kernels::Reducer>(c, a); }           \
+  inline void Op::eval_grad_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::reduce_grad_kernel<cpu_kernels::Reducer>(c, a); }
 OAR_REDUCE_OPS(OAR_DEFINE_REDUCE_KERNELS)
 #undef OAR_DEFINE_REDUCE_KERNELS
 }  // namespace oar::ops

@@ -3,24 +3,24 @@
 #include <cmath>
 
 #include "oar/ops/sigmoid_cross_entropy_with_logits.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::ops {
 
-inline void SigmoidCrossEntropyWithLogits::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& label = c.in("Label");
-  LoDTensor& out = c.out("Out");
-  c.check(label.shape() == x.shape(), "Label {} must have X's shape {}", label.shape(), x.shape());
-  const int ignore = c.attr<int32_t>("ignore_index");
+inline void SigmoidCrossEntropyWithLogits::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& lt = c.in(label);
+  LoDTensor& ot = c.out(out);
+  c.check(lt.shape() == xt.shape(), "Label {} must have X's shape {}", lt.shape(), xt.shape());
+  const int ignore = a.ignore_index;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (&out != &x) out.resize(x.shape(), x.dtype());
-    const T *px = x.data<T>(), *pl = label.data<T>();
-    T* po = out.data<T>();
+    if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
+    const T *px = xt.data<T>(), *pl = lt.data<T>();
+    T* po = ot.data<T>();
     const T ig = T(ignore);
-    parallel_for(0, x.numel(), int64_t(1) << 14, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, xt.numel(), int64_t(1) << 14, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         T v = px[i], l = pl[i];
         T r = std::max(v, T(0)) - v * l + std::log1p(std::exp(-std::abs(v)));
@@ -28,24 +28,24 @@ inline void SigmoidCrossEntropyWithLogits::eval_cpu(KernelContext& c) {
       }
     });
   });
-  if (&out != &x) out.set_lod(x.lod());
+  if (&ot != &xt) ot.set_lod(xt.lod());
 }
 
-inline void SigmoidCrossEntropyWithLogits::eval_grad_cpu(KernelContext& c) {
-  if (!c.has_out("X@GRAD")) return;
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& label = c.in("Label");
-  const LoDTensor& dout = c.in("Out@GRAD");
-  LoDTensor& dx = c.out("X@GRAD");
-  c.check(dout.shape() == x.shape(), "Out@GRAD {} does not match X {}", dout.shape(), x.shape());
-  const int ignore = c.attr<int32_t>("ignore_index");
+inline void SigmoidCrossEntropyWithLogits::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  if (!c.has_out(x_grad)) return;
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& lt = c.in(label);
+  const LoDTensor& dout = c.in(out_grad);
+  LoDTensor& dx = c.out(x_grad);
+  c.check(dout.shape() == xt.shape(), "Out@GRAD {} does not match X {}", dout.shape(), xt.shape());
+  const int ignore = a.ignore_index;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(x.shape(), x.dtype());
-    const T *px = x.data<T>(), *pl = label.data<T>(), *pd = dout.data<T>();
+    dx.resize(xt.shape(), xt.dtype());
+    const T *px = xt.data<T>(), *pl = lt.data<T>(), *pd = dout.data<T>();
     T* pdx = dx.data<T>();
     const T ig = T(ignore);
-    parallel_for(0, x.numel(), int64_t(1) << 14, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, xt.numel(), int64_t(1) << 14, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         T v = px[i];
         T e = std::exp(-std::abs(v));  // stable sigmoid
@@ -54,7 +54,7 @@ inline void SigmoidCrossEntropyWithLogits::eval_grad_cpu(KernelContext& c) {
       }
     });
   });
-  dx.set_lod(x.lod());
+  dx.set_lod(xt.lod());
 }
 
 }  // namespace oar::ops

@@ -1,14 +1,14 @@
 // kernels/cpu/sign.hpp: sign on the CPU.
 #pragma once
 #include "oar/ops/sign.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::ops {
 
-inline void Sign::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  LoDTensor& out = c.out("Out");
+inline void Sign::eval_cpu(KernelContext& c, const NoAttrs&) {
+  const LoDTensor& x = c.in(Sign::x);
+  LoDTensor& out = c.out(Sign::out);
   c.dispatch(type_list<float, double, int32_t, int64_t>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (&out != &x) out.resize(x.shape(), x.dtype());

@@ -1,18 +1,18 @@
 // kernels/cpu/slice.hpp: slice and slice_grad on the CPU: each output row is one contiguous run of the input
 // (byte-wise, so every dtype shares the code), parallel over rows.
 #pragma once
+#include <array>
 #include <cstring>
 
 #include "oar/ops/slice.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
 /// Copies the box (begin[d], out_shape[d]) of a tensor of shape `full` between `full_data` and the dense
 /// `box_data`: to_box = true reads the box (slice), false writes it (slice_grad). Element size `es` bytes.
-inline void box_copy(char* full_data, const Shape& full, char* box_data, const Shape& box, const std::vector<int64_t>& begin, size_t es,
-                     bool to_box) {
+inline void box_copy(char* full_data, const Shape& full, char* box_data, const Shape& box, const int64_t* begin, size_t es, bool to_box) {
   int r = full.rank();
   int64_t n = box.numel();
   if (n == 0) return;
@@ -21,7 +21,8 @@ inline void box_copy(char* full_data, const Shape& full, char* box_data, const S
     else std::memcpy(full_data, box_data, es);
     return;
   }
-  std::vector<int64_t> stride(size_t(r), 1);
+  std::array<int64_t, Shape::kMaxRank> stride;
+  stride[size_t(r - 1)] = 1;
   for (int d = r - 2; d >= 0; --d) stride[size_t(d)] = stride[size_t(d + 1)] * full[d + 1];
   int64_t last = box[r - 1], rows = n / last;
   size_t row_bytes = size_t(last) * es;
@@ -44,38 +45,38 @@ inline void box_copy(char* full_data, const Shape& full, char* box_data, const S
 
 namespace oar::ops {
 
-inline void Slice::eval_cpu(KernelContext& c) {
-  const LoDTensor& in = c.in("Input");
-  std::vector<int64_t> begin(size_t(in.rank()), 0);
+inline void Slice::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& in = c.in(input);
+  std::array<int64_t, Shape::kMaxRank> begin{};
   Shape os = in.shape();
-  for (auto [axis, b, e] : ranges(c, in.shape())) {
+  for_each_range(c, in.shape(), a.axes, a.starts, a.ends, [&](int axis, int64_t b, int64_t e) {
     begin[size_t(axis)] = b;
     os[axis] = e - b;
-  }
-  LoDTensor& out = c.out("Out");
-  c.check(&out != &in, "slice cannot run in place");
-  out.resize(os, in.dtype());
-  cpu_kernels::box_copy(static_cast<char*>(in.raw()), in.shape(), static_cast<char*>(out.raw()), os, begin, size_of(in.dtype()), true);
-  if (os.rank() > 0 && in.rank() > 0 && os[0] == in.dim(0)) out.set_lod(in.lod());
-  else out.clear_lod();
+  });
+  LoDTensor& ot = c.out(out);
+  c.check(&ot != &in, "slice cannot run in place");
+  ot.resize(os, in.dtype());
+  cpu_kernels::box_copy(static_cast<char*>(in.raw()), in.shape(), static_cast<char*>(ot.raw()), os, begin.data(), size_of(in.dtype()), true);
+  if (os.rank() > 0 && in.rank() > 0 && os[0] == in.dim(0)) ot.set_lod(in.lod());
+  else ot.clear_lod();
 }
 
 /// Input@GRAD = zeros of Input's shape with Out@GRAD written into the box.
-inline void Slice::eval_grad_cpu(KernelContext& c) {
-  if (!c.has_out("Input@GRAD")) return;
-  const LoDTensor& in = c.in("Input");
-  const LoDTensor& dout = c.in("Out@GRAD");
-  std::vector<int64_t> begin(size_t(in.rank()), 0);
+inline void Slice::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  if (!c.has_out(input_grad)) return;
+  const LoDTensor& in = c.in(input);
+  const LoDTensor& dout = c.in(out_grad);
+  std::array<int64_t, Shape::kMaxRank> begin{};
   Shape os = in.shape();
-  for (auto [axis, b, e] : ranges(c, in.shape())) {
+  for_each_range(c, in.shape(), a.axes, a.starts, a.ends, [&](int axis, int64_t b, int64_t e) {
     begin[size_t(axis)] = b;
     os[axis] = e - b;
-  }
+  });
   c.check(dout.shape() == os, "Out@GRAD {} does not match the slice {}", dout.shape(), os);
-  LoDTensor& din = c.out("Input@GRAD");
+  LoDTensor& din = c.out(input_grad);
   din.resize(in.shape(), dout.dtype());
   if (din.bytes()) std::memset(din.raw(), 0, din.bytes());
-  cpu_kernels::box_copy(static_cast<char*>(din.raw()), in.shape(), static_cast<char*>(dout.raw()), os, begin, size_of(dout.dtype()), false);
+  cpu_kernels::box_copy(static_cast<char*>(din.raw()), in.shape(), static_cast<char*>(dout.raw()), os, begin.data(), size_of(dout.dtype()), false);
   din.set_lod(in.lod());
 }
 

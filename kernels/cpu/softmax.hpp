@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "oar/ops/softmax.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -60,12 +60,11 @@ T softmax_line(const T* x, T* y, int64_t n, int64_t s, T* mx = nullptr) {
   return lse;
 }
 
-/// Out = softmax / log_softmax of X along `axis`.
-template <bool log>
-void softmax_forward(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  LoDTensor& out = c.out("Out");
-  int axis = c.attr<int32_t>("axis");
+/// Out = softmax / log_softmax (`Op`) of X along `axis`.
+template <bool log, class Op>
+void softmax_forward(KernelContext& c, int axis) {
+  const LoDTensor& x = c.in(Op::x);
+  LoDTensor& out = c.out(Op::out);
   c.check(axis >= -x.rank() && axis < x.rank(), "axis = {} is out of range for X {}", axis, x.shape());
   const AxisSplit sp = split_at_axis(x.shape(), axis);
   c.dispatch_float([&](auto tag) {
@@ -83,15 +82,15 @@ void softmax_forward(KernelContext& c) {
   if (&out != &x) out.set_lod(x.lod());
 }
 
-/// X@GRAD from Out and Out@GRAD: softmax dx = y * (dy - sum(dy * y)); log_softmax dx = dy - exp(y) * sum(dy).
-template <bool log>
-void softmax_backward(KernelContext& c) {
-  if (!c.has_out("X@GRAD")) return;
-  const LoDTensor& y = c.in("Out");
-  const LoDTensor& dy = c.in("Out@GRAD");
-  LoDTensor& dx = c.out("X@GRAD");
+/// X@GRAD from Out and Out@GRAD (of `Op`): softmax dx = y * (dy - sum(dy * y)); log_softmax dx = dy - exp(y) * sum(dy).
+template <bool log, class Op>
+void softmax_backward(KernelContext& c, int axis) {
+  if (!c.has_out(Op::x_grad)) return;
+  const LoDTensor& y = c.in(Op::out);
+  const LoDTensor& dy = c.in(Op::out_grad);
+  LoDTensor& dx = c.out(Op::x_grad);
   c.check(dy.shape() == y.shape(), "Out@GRAD {} does not match Out {}", dy.shape(), y.shape());
-  const AxisSplit sp = split_at_axis(y.shape(), c.attr<int32_t>("axis"));
+  const AxisSplit sp = split_at_axis(y.shape(), axis);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(y.shape(), y.dtype());
@@ -120,8 +119,8 @@ void softmax_backward(KernelContext& c) {
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
-inline void Softmax::eval_cpu(KernelContext& c) { cpu_kernels::softmax_forward<false>(c); }
-inline void Softmax::eval_grad_cpu(KernelContext& c) { cpu_kernels::softmax_backward<false>(c); }
-inline void LogSoftmax::eval_cpu(KernelContext& c) { cpu_kernels::softmax_forward<true>(c); }
-inline void LogSoftmax::eval_grad_cpu(KernelContext& c) { cpu_kernels::softmax_backward<true>(c); }
+inline void Softmax::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::softmax_forward<false, Softmax>(c, a.axis); }
+inline void Softmax::eval_grad_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::softmax_backward<false, Softmax>(c, a.axis); }
+inline void LogSoftmax::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::softmax_forward<true, LogSoftmax>(c, a.axis); }
+inline void LogSoftmax::eval_grad_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::softmax_backward<true, LogSoftmax>(c, a.axis); }
 }  // namespace oar::ops

@@ -2,13 +2,13 @@
 #pragma once
 #include "kernels/cpu/sum_all.hpp"
 #include "oar/ops/squared_l2_norm.hpp"
-#include "oar/runtime/kernel_context.hpp"
+#include "oar/device/kernel_context.hpp"
 
 namespace oar::ops {
 
-inline void SquaredL2Norm::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  LoDTensor& out = c.out("Out");
+inline void SquaredL2Norm::eval_cpu(KernelContext& c, const NoAttrs&) {
+  const LoDTensor& x = c.in(SquaredL2Norm::x);
+  LoDTensor& out = c.out(SquaredL2Norm::out);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* p = x.data<T>();
@@ -18,11 +18,11 @@ inline void SquaredL2Norm::eval_cpu(KernelContext& c) {
   });
 }
 
-inline void SquaredL2Norm::eval_grad_cpu(KernelContext& c) {
-  if (!c.has_out("X@GRAD")) return;
-  const LoDTensor& x = c.in("X");
-  const LoDTensor& dout = c.in("Out@GRAD");
-  LoDTensor& dx = c.out("X@GRAD");
+inline void SquaredL2Norm::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
+  if (!c.has_out(SquaredL2Norm::x_grad)) return;
+  const LoDTensor& x = c.in(SquaredL2Norm::x);
+  const LoDTensor& dout = c.in(SquaredL2Norm::out_grad);
+  LoDTensor& dx = c.out(SquaredL2Norm::x_grad);
   c.check(dout.numel() == 1, "Out@GRAD must hold one value, got {}", dout.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;

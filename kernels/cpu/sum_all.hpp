@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 

@@ -1,9 +1,12 @@
 // kernels/cpu/transpose.hpp: transpose and transpose_grad on the CPU: one strided gather per output row,
 // over the element's bytes (so every dtype shares the code), parallel over rows.
 #pragma once
+#include <array>
+#include <span>
+
 #include "oar/ops/transpose.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -20,18 +23,19 @@ void visit_bytes(size_t bytes, F&& f) {
 }
 
 /// out = x with dims permuted: out.shape[k] = x.shape[perm[k]]. requires: perm a permutation; out != x.
-inline void transpose(const Tensor& x, const std::vector<int>& perm, Tensor& out) {
+inline void transpose(const Tensor& x, std::span<const int32_t> perm, Tensor& out) {
   const Shape& is = x.shape();
   int r = is.rank();
   Shape os;
-  for (int p : perm) os.push_back(is[p]);
+  for (int32_t p : perm) os.push_back(is[p]);
   out.resize(os, x.dtype());
   int64_t n = x.numel();
   if (n == 0) return;
-  std::vector<int64_t> istride(size_t(r), 1);
+  std::array<int64_t, Shape::kMaxRank> istride;
+  if (r) istride[size_t(r - 1)] = 1;
   for (int d = r - 2; d >= 0; --d) istride[size_t(d)] = istride[size_t(d + 1)] * is[d + 1];
   // Stride in x of each output dim.
-  std::vector<int64_t> ps(static_cast<size_t>(r));
+  std::array<int64_t, Shape::kMaxRank> ps;
   for (int k = 0; k < r; ++k) ps[size_t(k)] = istride[size_t(perm[size_t(k)])];
   int64_t last = r ? os[r - 1] : 1, rows = last ? n / last : 0, ls = r ? ps[size_t(r - 1)] : 1;
   visit_bytes(size_of(x.dtype()), [&](auto tag) {
@@ -58,27 +62,25 @@ inline void transpose(const Tensor& x, const std::vector<int>& perm, Tensor& out
 
 namespace oar::ops {
 
-inline void Transpose::eval_cpu(KernelContext& c) {
-  const LoDTensor& x = c.in("X");
-  auto axis = c.attr<std::vector<int32_t>>("axis");
-  check_perm(c, x.shape(), axis);
-  LoDTensor& out = c.out("Out");
-  c.check(&out != &x, "transpose cannot run in place");
-  cpu_kernels::transpose(x, {axis.begin(), axis.end()}, out);
-  out.clear_lod();
+inline void Transpose::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  check_perm(c, xt.shape(), a.axis);
+  LoDTensor& ot = c.out(out);
+  c.check(&ot != &xt, "transpose cannot run in place");
+  cpu_kernels::transpose(xt, a.axis, ot);
+  ot.clear_lod();
 }
 
 /// X@GRAD = transpose(Out@GRAD, inverse of axis).
-inline void Transpose::eval_grad_cpu(KernelContext& c) {
-  if (!c.has_out("X@GRAD")) return;
-  const LoDTensor& dout = c.in("Out@GRAD");
-  auto axis = c.attr<std::vector<int32_t>>("axis");
-  check_perm(c, dout.shape(), axis);
-  std::vector<int> inv(axis.size());
-  for (size_t k = 0; k < axis.size(); ++k) inv[size_t(axis[k])] = int(k);
-  LoDTensor& dx = c.out("X@GRAD");
-  cpu_kernels::transpose(dout, inv, dx);
-  dx.set_lod(c.in("X").lod());
+inline void Transpose::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  if (!c.has_out(x_grad)) return;
+  const LoDTensor& dout = c.in(out_grad);
+  check_perm(c, dout.shape(), a.axis);
+  std::array<int32_t, Shape::kMaxRank> inv;
+  for (size_t k = 0; k < a.axis.size(); ++k) inv[size_t(a.axis[k])] = int32_t(k);
+  LoDTensor& dx = c.out(x_grad);
+  cpu_kernels::transpose(dout, std::span<const int32_t>(inv.data(), a.axis.size()), dx);
+  dx.set_lod(c.in(x).lod());
 }
 
 }  // namespace oar::ops

@@ -9,7 +9,7 @@
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/im2col.hpp"
-#include "oar/runtime/conv_algorithm.hpp"
+#include "oar/device/conv_algorithm.hpp"
 
 namespace oar::cpu_kernels {
 

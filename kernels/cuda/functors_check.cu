@@ -1,8 +1,10 @@
 // kernels/cuda/functors_check.cu: the shared element-wise functors compiled for the device: one kernel that
 // applies every unary functor, so a functor that is not host+device clean fails the CUDA build.
 #include "kernels/functors.hpp"
+// The op list alone (OAR_UNARY_OPS, no includes), as nvcc gets no ir headers.
+#include "oar/ops/unary_list.hpp"
 
-namespace oar::cuda {
+namespace oar::cuda_kernels {
 
 template <class F>
 __global__ void apply_unary(const float* x, float* y, int n, F f) {
@@ -10,16 +12,14 @@ __global__ void apply_unary(const float* x, float* y, int n, F f) {
   if (i < n) y[i] = f(x[i]) + f.grad(x[i], f(x[i]), 1.0f);
 }
 
-/// Instantiates the kernel for every functor (never launched on the host-only build machines).
+/// Instantiates the kernel for the functor of every op in OAR_UNARY_OPS, with the op's default attributes
+/// (never launched on the host-only build machines).
 void instantiate_functors(const float* x, float* y, int n) {
   if (n <= 0) return;
-  apply_unary<<<(n + 255) / 256, 256>>>(x, y, n, fn::Relu{});
-  apply_unary<<<(n + 255) / 256, 256>>>(x, y, n, fn::Sigmoid{});
-  apply_unary<<<(n + 255) / 256, 256>>>(x, y, n, fn::Tanh{});
-  apply_unary<<<(n + 255) / 256, 256>>>(x, y, n, fn::Gelu{});
-  apply_unary<<<(n + 255) / 256, 256>>>(x, y, n, fn::LeakyRelu{0.02f, 0});
-  apply_unary<<<(n + 255) / 256, 256>>>(x, y, n, fn::Softplus{});
-  apply_unary<<<(n + 255) / 256, 256>>>(x, y, n, fn::Clip{-1, 1});
+#define OAR_CHECK_FUNCTOR(kind, op_type, Functor, a0, d0, a1, d1) \
+  apply_unary<<<(n + 255) / 256, 256>>>(x, y, n, fn::Functor{d0, d1});
+  OAR_UNARY_OPS(OAR_CHECK_FUNCTOR)
+#undef OAR_CHECK_FUNCTOR
 }
 
-}  // namespace oar::cuda
+}  // namespace oar::cuda_kernels

@@ -2,6 +2,7 @@
 // bound, save/load and inference models are bit-identical, evaluators run in parallel bit for bit,
 // checkpoints resume exactly, the concurrent optimizer is deterministic, and bad input gives clear errors.
 #include "pch.hpp"
+#include "support/heap.hpp"
 #include "support/op_check.hpp"
 
 #include <csignal>
@@ -131,17 +132,38 @@ TEST_CASE("api: save/load and inference models give bit-identical outputs") {
   fs::remove_all(dir);
 }
 
-TEST_CASE("api: 8 evaluators in parallel threads match a single-threaded run bit for bit") {
-  Tape tape;
-  Net n;
-  Model model(tape.program(n.pred));
-  std::vector<io::Batch> batches;
-  auto r = toy_data(8 * 50, 11).batch(50);
-  for (auto& b : r) batches.push_back(b);
+/// The book's conv net, small: conv-pool, batch norm, conv-pool, fc softmax; images [n, 1, 12, 12].
+struct ConvNet {
+  Var img, label, pred, cost;
+  ConvNet() {
+    img = data("img", f32, {-1, 1, 12, 12});
+    label = data("label", i64, {-1, 1});
+    auto conv_pool = [](const Var& x, int64_t filters) { return pool2d(conv2d(x, filters, 3).act(relu), 2, "max"); };
+    Var h = batch_norm(conv_pool(img, 8));
+    pred = fc(conv_pool(h, 8), 3).act(softmax).name("pred");
+    cost = mean(cross_entropy(pred, label));
+  }
+};
+
+io::Reader toy_images(int64_t n, uint64_t seed = 5) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> x(static_cast<size_t>(n * 144));
+  std::vector<int64_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    y[size_t(i)] = int64_t(i % 3);
+    for (int64_t j = 0; j < 144; ++j) x[size_t(i * 144 + j)] = d(rng) + (j % 3 == y[size_t(i)] ? 1.f : 0.f);
+  }
+  return io::Reader::from_tensors({Tensor::from<float>(x, {n, 1, 12, 12}), Tensor::from<int64_t>(y, {n, 1})});
+}
+
+/// Runs 8 evaluators of `model` in parallel threads, each over every batch 5 times, and checks every output
+/// against a single-threaded run bit for bit.
+void check_parallel_evaluators(const Model& model, const std::string& feed, const std::vector<io::Batch>& batches) {
   std::vector<Tensor> expected;
   {
     Evaluator ev(model);
-    for (auto& b : batches) expected.push_back(ev.forward({{"x", b[0]}})[0].clone());
+    for (auto& b : batches) expected.push_back(ev.forward({{feed, b[0]}})[0].clone());
   }
   std::vector<std::vector<Tensor>> got(8);
   std::vector<std::thread> threads;
@@ -151,7 +173,7 @@ TEST_CASE("api: 8 evaluators in parallel threads match a single-threaded run bit
       for (int rep = 0; rep < 5; ++rep)
         for (size_t i = 0; i < batches.size(); ++i) {
           size_t k = (i + size_t(t)) % batches.size();
-          auto out = ev.forward({{"x", batches[k][0]}})[0].clone();
+          auto out = ev.forward({{feed, batches[k][0]}})[0].clone();
           if (rep == 0) got[size_t(t)].push_back(out);
           else if (std::memcmp(out.raw(), got[size_t(t)][i].raw(), out.bytes()) != 0) got[size_t(t)][i] = Tensor();
         }
@@ -163,6 +185,61 @@ TEST_CASE("api: 8 evaluators in parallel threads match a single-threaded run bit
       REQUIRE(got[size_t(t)][i].initialized());
       CHECK(std::memcmp(got[size_t(t)][i].raw(), expected[k].raw(), expected[k].bytes()) == 0);
     }
+}
+
+TEST_CASE("api: 8 evaluators of a conv net with batch norm run in parallel, bit for bit, and never write its statistics") {
+  Tape tape;
+  ConvNet n;
+  Model model(tape.program({n.cost}));
+  Optimizer opt(model, n.cost, optim::momentum(0.05, 0.9));
+  auto train = toy_images(96).batch(32);
+  opt.train(train, {n.img, n.label}, 1);  // moves the running statistics away from their initial values
+  Model infer(tape.program(n.pred));
+  std::vector<std::pair<std::string, Tensor>> stats;
+  for (auto& [name, t] : infer.persistables()) stats.push_back({name, t.clone()});
+  std::vector<io::Batch> batches;
+  for (auto& b : toy_images(8 * 16, 9).batch(16)) batches.push_back(b);
+  check_parallel_evaluators(infer, "img", batches);
+  for (auto& [name, t] : stats) CHECK_MESSAGE(std::memcmp(t.raw(), infer.parameter(name).raw(), t.bytes()) == 0, name);
+}
+
+TEST_CASE("api: a training step allocates nothing on the heap once its shapes repeat (MLP and conv net)") {
+  auto steady_allocations = [](Optimizer& opt, const FeedMap& feeds) {
+    std::vector<LoDTensor> out;
+    for (int i = 0; i < 3; ++i) opt.step(feeds, out);  // first runs size every buffer
+    const int64_t before = oar_test::heap_allocations.load();
+    const char* trap = std::getenv("OAR_TEST_HEAP_TRAP");
+    oar_test::heap_trap = trap && *trap == '1';
+    for (int i = 0; i < 5; ++i) opt.step(feeds, out);
+    oar_test::heap_trap = false;
+    return oar_test::heap_allocations.load() - before;
+  };
+  SUBCASE("MLP, Adam") {
+    Tape tape;
+    Net n;
+    Model model(tape.program({n.cost}));
+    Optimizer opt(model, n.cost, optim::adam(1e-3));
+    auto b = *toy_data(64).batch(64).begin();
+    CHECK(steady_allocations(opt, {{"x", b[0]}, {"label", b[1]}}) == 0);
+  }
+  SUBCASE("conv net with batch norm, momentum") {
+    Tape tape;
+    ConvNet n;
+    Model model(tape.program({n.cost}));
+    Optimizer opt(model, n.cost, optim::momentum(0.05, 0.9));
+    auto b = *toy_images(32).batch(32).begin();
+    CHECK(steady_allocations(opt, {{"img", b[0]}, {"label", b[1]}}) == 0);
+  }
+}
+
+TEST_CASE("api: 8 evaluators in parallel threads match a single-threaded run bit for bit") {
+  Tape tape;
+  Net n;
+  Model model(tape.program(n.pred));
+  std::vector<io::Batch> batches;
+  auto r = toy_data(8 * 50, 11).batch(50);
+  for (auto& b : r) batches.push_back(b);
+  check_parallel_evaluators(model, "x", batches);
 }
 
 TEST_CASE("api: GradientMachine gradients drive Optimizer::update like step()") {

@@ -1,14 +1,20 @@
-// tests/cuda/device.cpp: the CUDA backend links, and its tests skip (saying so) when no device is found.
+// tests/cuda/device.cpp: the CUDA backend links, reports its devices, and a device context creates its
+// handles; the cases skip, saying so, when no device is found.
 #include <doctest/doctest.h>
 
-#include <oar/runtime/cuda.hpp>
+#include <oar/device/cuda.hpp>
 
 TEST_CASE("cuda: the backend links and reports its devices") {
-  int n = oar::cuda::device_count();
+  const int n = oar::cuda_device_count();
   CHECK(n >= 0);
   if (n == 0) {
     MESSAGE("no CUDA device: skipped");
     return;
   }
   MESSAGE("CUDA devices: " << n);
+  oar::CudaContext ctx(0);
+  CHECK(ctx.stream() != nullptr);
+  CHECK(ctx.cublas() != nullptr);
+  CHECK(ctx.cudnn() != nullptr);
+  ctx.synchronize();
 }

@@ -1,5 +1,6 @@
 // tests/ops/assign.cpp: assign, cast and increment through the op harness.
 #include "pch.hpp"
+#include "kernels/cpu/assign.hpp"  // Assign::eval_cpu, called directly on a SelectedRows input
 #include "support/op_check.hpp"
 
 using namespace oar;
@@ -37,7 +38,7 @@ TEST_CASE("assign: copies SelectedRows") {
   CpuContext dev(1);
   scope.var("Out");
   KernelContext ctx(op, scope, dev);
-  ops::Assign::eval_cpu(ctx);
+  ops::Assign::eval_cpu(ctx, NoAttrs(AttrReader(op, nullptr)));
   const SelectedRows& out = scope.var("Out").selected_rows();
   CHECK(out.rows == in.rows);
   CHECK(out.height == 5);

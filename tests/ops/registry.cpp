@@ -184,7 +184,11 @@ TEST_CASE("schema dump: readable text and OpProto text form") {
         "  grad:    mul_grad\n");
   CHECK(schema_str(op_def("feed")).ends_with("  grad:    none\n  kernel:  none (run by the executor)\n"));
   CHECK(schema_str(op_def("mul_grad")) ==
-        "mul_grad: gradient of mul\n  inputs:  -\n  outputs: -\n  grad:    (is a derived grad op)\n");
+        "mul_grad: gradient of mul\n"
+        "  inputs:  X, Y, Out@GRAD\n"
+        "  outputs: X@GRAD (dispensable), Y@GRAD (dispensable)\n"
+        "  attrs:   x_num_col_dims: int = 1 (checked), y_num_col_dims: int = 1 (checked)\n"
+        "  grad:    (is a derived grad op)\n");
   OpDef d("demo", "a demo");
   d.in("X", duplicable | dispensable, "the inputs").out("Out").out("XShape", intermediate).required_attr<std::string>("mode", "how");
   CHECK(schema_str(d) ==

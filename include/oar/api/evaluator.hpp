@@ -19,14 +19,15 @@ class Evaluator {
  public:
   /// Evaluates `model`'s outputs (or `fetch`).
   explicit Evaluator(const Model& model, std::vector<std::string> fetch = {}, EvaluatorOptions options = {})
-      : model_(&model), fetch_(fetch.empty() ? model.outputs() : std::move(fetch)) {
+      : model_(&model), fetch_(fetch.empty() ? model.outputs() : std::move(fetch)), exe_(model.place()) {
     Program test = model.program().clone(/*for_test=*/true);
+    drop_persistable_outputs(test);
     if (options.fuse) {
       FuseReport r = fuse_for_inference(test, std::set<std::string>(fetch_.begin(), fetch_.end()));
       fused_away_.insert(r.removed.begin(), r.removed.end());
     }
     program_ = std::make_shared<const Program>(std::move(test));
-    prepared_ = exe_.prepare(program_, model.scope());
+    prepared_ = exe_.prepare(program_, model.scope(), 0, PrepareOptions{.read_only_persistables = true});
   }
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
@@ -78,6 +79,27 @@ class Evaluator {
     if (metrics)
       for (auto& [k, v] : metrics->eval()) out[k] = v;
     return out;
+  }
+
+  /// A test program shares the model's persistable variables with every other evaluator, so its ops may not
+  /// write them: optional outputs that name persistables (batch_norm's running statistics) are dropped; any
+  /// other write is refused when the program is prepared.
+  static void drop_persistable_outputs(Program& p) {
+    for (size_t b = 0; b < p.num_blocks(); ++b) {
+      Block& blk = p.block(int(b));
+      for (Operator* op : blk.ops()) {
+        const OpDef* d = OpRegistry::instance().find(op->type());
+        if (!d) continue;
+        auto& outs = op->mutable_outputs();
+        std::erase_if(outs, [&](const SlotArgs& s) {
+          const SlotDef* sd = d->find_output(s.slot);
+          return sd && sd->dispensable && !s.args.empty() && std::all_of(s.args.begin(), s.args.end(), [&](const std::string& n) {
+                   const Variable* v = blk.find_var(n);
+                   return v && v->persistable();
+                 });
+        });
+      }
+    }
   }
 
   FeedMap to_feeds(const io::Batch& batch, const std::vector<std::string>& feed_names = {}) const {

@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "oar/ops/conv2d.hpp"
+#include "oar/ops/conv2d_fusion.hpp"
+#include "oar/ops/elementwise.hpp"
+#include "oar/ops/elementwise_binary.hpp"
 #include "oar/ops/registry.hpp"
 
 namespace oar {
@@ -63,16 +67,17 @@ inline FuseReport fuse_for_inference(Program& program, const std::set<std::strin
   const detail::VarUses uses(program);
   for (size_t i = 0; i < b.num_ops(); ++i) {
     Operator& conv = b.op(i);
-    if (conv.type() != "conv2d" || conv.output("Output").size() != 1) continue;
-    const std::string conv_out = conv.output("Output")[0];
+    if (conv.type() != ops::Conv2d::type || conv.output(ops::Conv2d::output).size() != 1) continue;
+    const std::string conv_out = conv.output(ops::Conv2d::output)[0];
     if (keep.count(conv_out) || !uses.single(conv_out)) continue;
     const int ai = detail::reader_of(b, i, conv_out);
     if (ai < 0) continue;
+    using Add = ops::ElementwiseAdd;
     const Operator& add = b.op(size_t(ai));
-    if (add.type() != "elementwise_add" || add.input("X") != std::vector<std::string>{conv_out} || add.attr_or<int32_t>("axis", -1) != 1) continue;
-    const std::string bias = add.input("Y")[0], add_out = add.output("Out")[0];
+    if (add.type() != Add::type || add.input(Add::x) != std::vector<std::string>{conv_out} || add.attr_or(Add::axis, -1) != 1) continue;
+    const std::string bias = add.input(Add::y)[0], add_out = add.output(Add::out)[0];
     const Variable* bv = b.find_var(bias);
-    const Variable* fv = b.find_var(conv.input("Filter")[0]);
+    const Variable* fv = b.find_var(conv.input(ops::Conv2d::filter)[0]);
     if (!bv || !fv || bv->shape().rank() != 1 || bv->shape()[0] < 0 || bv->shape()[0] != fv->shape()[0] || bv->dtype() != fv->dtype()) continue;
     if (!uses.written_once(add_out)) continue;
     std::vector<size_t> drop{size_t(ai)};
@@ -80,17 +85,17 @@ inline FuseReport fuse_for_inference(Program& program, const std::set<std::strin
     std::string out = add_out, act = "identity";
     if (!keep.count(add_out) && uses.single(add_out)) {
       const int ri = detail::reader_of(b, size_t(ai), add_out);
-      if (ri >= 0 && b.op(size_t(ri)).type() == "relu" && uses.written_once(b.op(size_t(ri)).output("Out")[0])) {
+      if (ri >= 0 && b.op(size_t(ri)).type() == ops::ReluOp::type && uses.written_once(b.op(size_t(ri)).output(ops::ReluOp::out)[0])) {
         drop.push_back(size_t(ri));
         gone.push_back(add_out);
-        out = b.op(size_t(ri)).output("Out")[0];
+        out = b.op(size_t(ri)).output(ops::ReluOp::out)[0];
         act = "relu";
       }
     }
-    conv.set_type("conv2d_fusion");
-    conv.set_input("Bias", {bias});
-    conv.set_output("Output", {out});
-    conv.set_attr("activation", act);
+    conv.set_type(std::string(ops::Conv2dFusion::type));
+    conv.set_input(ops::Conv2dFusion::bias, {bias});
+    conv.set_output(ops::Conv2dFusion::output, {out});
+    conv.set_attr(ops::Conv2dFusion::activation, act);
     validate_op(conv);
     for (auto it = drop.rbegin(); it != drop.rend(); ++it) b.remove_op(*it);  // later index first (each refreshes writers)
     for (auto& n : gone) b.remove_var(n);

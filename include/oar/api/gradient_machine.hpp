@@ -12,7 +12,7 @@ class GradientMachine {
   /// Gradients of `loss` (a model output name) for every trainable parameter. `fetch` adds outputs to fetch
   /// on every forward_backward (metrics).
   GradientMachine(Model& model, std::string loss, std::vector<std::string> fetch = {}, uint64_t seed = 0)
-      : model_(&model), loss_(std::move(loss)), exe_(cpu(), seed ? seed : model.seed() + 1000) {
+      : model_(&model), loss_(std::move(loss)), exe_(model.place(), seed ? seed : model.seed() + 1000) {
     Program p = model.program();
     params_grads_ = append_backward(p, loss_);
     program_ = std::make_shared<const Program>(std::move(p));
@@ -49,6 +49,8 @@ class GradientMachine {
 
   /// Forward and backward on one batch; returns the fetched values (loss first, then `fetch`).
   std::vector<LoDTensor> forward_backward(const FeedMap& feeds) { return exe_.run(*prepared_, model_->scope(), feeds, fetch_); }
+  /// The same into `out` (its storage reused: a step whose shapes repeat allocates nothing on the heap).
+  void forward_backward(const FeedMap& feeds, std::vector<LoDTensor>& out) { exe_.run(*prepared_, model_->scope(), feeds, fetch_, out); }
   const std::vector<std::string>& fetch_names() const { return fetch_; }
 
   /// The gradient of each trainable parameter from the last forward_backward.

@@ -1,10 +1,12 @@
 // oar/api/metrics.hpp: classification metrics that accumulate over batches and reset per pass: accuracy,
 // error rate, precision / recall / F1 (per class, macro, micro), AUC (ROC, binary) and the confusion matrix.
 #pragma once
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 
-#include "oar/runtime/tensor.hpp"
+#include "oar/device/tensor.hpp"
 
 namespace oar {
 

@@ -15,7 +15,10 @@ class Model {
  public:
   /// Takes a replayed topology and creates its parameters by running the startup program (only for
   /// parameters not already created by another Model of the same tape). `seed` fixes the initial values.
-  explicit Model(Topology t, uint64_t seed = 42) : topo_(std::move(t)), seed_(seed) {
+  explicit Model(Topology t, uint64_t seed = 42) : Model(std::move(t), cpu(), seed) {}
+  /// The same on `place` (`oar::cuda(0)`): parameters live there, and every Evaluator, GradientMachine and
+  /// Optimizer of the model runs there. An oar::Error when that device does not exist.
+  Model(Topology t, Place place, uint64_t seed = 42) : topo_(std::move(t)), seed_(seed), place_(place) {
     if (topo_.param_slot)
       if (auto s = topo_.param_slot->lock()) scope_ = std::static_pointer_cast<Scope>(s);
     if (!scope_) {
@@ -31,6 +34,8 @@ class Model {
   const std::vector<std::string>& feeds() const { return topo_.feeds; }
   const std::vector<std::string>& outputs() const { return topo_.outputs; }
   uint64_t seed() const { return seed_; }
+  /// Where the parameters live and the model's programs run.
+  Place place() const { return place_; }
   /// The scope holding parameters and other persistable state (optimizer accumulators, BN statistics).
   Scope& scope() const { return *scope_; }
   std::shared_ptr<Scope> shared_scope() const { return scope_; }
@@ -63,7 +68,7 @@ class Model {
       if (all_set) g.remove_op(i);
     }
     if (g.num_ops() == 0) return;
-    Executor exe(cpu(), seed_ + init_runs_++);
+    Executor exe(place_, seed_ + init_runs_++);
     exe.run(p, *scope_);
   }
 
@@ -84,7 +89,7 @@ class Model {
     detail::write_file_atomic(dir / "__meta__", meta + "\n");
   }
   /// Reads a directory written by save(); malformed or missing files give an oar::Error.
-  static Model load(const std::filesystem::path& dir) {
+  static Model load(const std::filesystem::path& dir, Place place = cpu()) {
     Topology t;
     t.main = load_program(dir / "__model__");
     t.startup = load_program(dir / "__startup__");
@@ -98,9 +103,9 @@ class Model {
       while (ls >> v) (key == "feeds" ? t.feeds : key == "outputs" ? t.outputs : params).push_back(v);
     }
     infer_program_shapes(t.main);
-    Model m(std::move(t));
+    Model m(std::move(t), place);
     auto tensors = io::load_combined(dir / "__params__", params);
-    for (size_t i = 0; i < params.size(); ++i) m.scope_->var(params[i]).tensor() = tensors[i];
+    for (size_t i = 0; i < params.size(); ++i) m.scope_->var(params[i]).tensor() = LoDTensor(tensors[i].to(place), tensors[i].lod());
     return m;
   }
 
@@ -111,24 +116,25 @@ class Model {
     io::save_inference_model(dir, feeds.empty() ? topo_.feeds : feeds, fetches.empty() ? topo_.outputs : fetches, topo_.main, *scope_, combined);
   }
   /// A model from an inference-model directory: its program, feeds, fetches (as outputs) and parameters.
-  static Model load_inference(const std::filesystem::path& dir) {
+  static Model load_inference(const std::filesystem::path& dir, Place place = cpu()) {
     io::InferenceModel im = io::load_inference_model(dir);
     Topology t;
     t.main = std::move(im.program);
     infer_program_shapes(t.main);
     t.feeds = im.feeds;
     t.outputs = im.fetches;
-    Model m(std::move(t));
-    for (auto& [n, v] : im.params) m.scope_->var(n).tensor() = v;
+    Model m(std::move(t), place);
+    for (auto& [n, v] : im.params) m.scope_->var(n).tensor() = LoDTensor(v.to(place), v.lod());
     return m;
   }
 
-  /// Every persistable tensor of the scope, sorted by name.
+  /// Every persistable tensor of the scope, sorted by name, on the CPU (shared, not copied, when the model
+  /// lives there).
   std::vector<std::pair<std::string, LoDTensor>> persistables() const {
     std::vector<std::pair<std::string, LoDTensor>> out;
     for (auto& n : scope_->local_names()) {
       Value* v = scope_->find_local(n);
-      if (v && v->is_tensor() && v->tensor().initialized()) out.push_back({n, v->tensor()});
+      if (v && v->is_tensor() && v->tensor().initialized()) out.push_back({n, LoDTensor(v->tensor().to(cpu()), v->tensor().lod())});
     }
     std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.first < b.first; });
     return out;
@@ -137,6 +143,7 @@ class Model {
  private:
   Topology topo_;
   uint64_t seed_;
+  Place place_;
   std::shared_ptr<Scope> scope_;
   uint64_t init_runs_ = 0;
 };

@@ -28,7 +28,8 @@ class Optimizer {
  public:
   /// Minimizes `loss` (a Var of the model's tape) of `model` with `rule`; `threads` > 1 trains concurrently.
   Optimizer(Model& model, const Var& loss, optim::Rule rule, int threads = 1) : Optimizer(model, model.name_of(loss), std::move(rule), threads) {}
-  Optimizer(Model& model, std::string loss, optim::Rule rule, int threads = 1) : model_(&model), rule_(std::move(rule)) {
+  Optimizer(Model& model, std::string loss, optim::Rule rule, int threads = 1)
+      : model_(&model), rule_(std::move(rule)), update_exe_(model.place()) {
     OAR_CHECK(threads >= 1, "Optimizer: threads must be >= 1, got {}", threads);
     std::vector<std::string> extra;
     for (auto& o : model.outputs())
@@ -50,6 +51,11 @@ class Optimizer {
     auto out = machines_[0]->forward_backward(feeds);
     apply_update(*machines_[0]);
     return out;
+  }
+  /// The same into `out` (its storage reused: a step whose shapes repeat allocates nothing on the heap).
+  void step(const FeedMap& feeds, std::vector<LoDTensor>& out) {
+    machines_[0]->forward_backward(feeds, out);
+    apply_update(*machines_[0]);
   }
   /// Applies the gradients currently held by `gm` (e.g. after gm.forward_backward).
   void update(GradientMachine& gm) { apply_update(gm); }
@@ -183,7 +189,7 @@ class Optimizer {
     size_t i = 0;
     while (i < machines_.size() && machines_[i].get() != &gm) ++i;
     OAR_CHECK(i < machines_.size(), "update: the GradientMachine does not belong to this optimizer");
-    update_exe_.run(*update_runs_[i], gm.scope());
+    update_exe_.run(*update_runs_[i], gm.scope(), {}, {}, update_out_);
   }
 
   /// Forward/backward of each batch on its own machine (in parallel), gradients summed into machine 0,
@@ -245,6 +251,7 @@ class Optimizer {
   std::shared_ptr<const Program> update_;
   Executor update_exe_;
   std::vector<std::shared_ptr<PreparedBlock>> update_runs_;
+  std::vector<LoDTensor> update_out_;  // always empty: the update fetches nothing
   std::string lr_name_;
   int64_t epoch_ = 0;
   int64_t step_ = 0;

@@ -5,7 +5,10 @@
 #include <map>
 #include <set>
 
+#include "oar/ops/fill_constant.hpp"
+#include "oar/ops/fill_zeros_like.hpp"
 #include "oar/ops/registry.hpp"
+#include "oar/ops/sum.hpp"
 
 namespace oar {
 
@@ -30,8 +33,8 @@ inline std::vector<Operator> add_up_repeated_grads(std::vector<Operator> ops) {
   auto flush = [&](const std::string& g) {
     auto it = pending.find(g);
     if (it == pending.end() || it->second.size() < 2) return;
-    Operator sum("sum");
-    sum.set_input("X", it->second).set_output("Out", {g});
+    Operator sum{std::string(ops::Sum::type)};
+    sum.set_input(ops::Sum::x, it->second).set_output(ops::Sum::out, {g});
     out.push_back(std::move(sum));
     writers[g].first = out.size() - 1;
     it->second = {g};
@@ -110,8 +113,10 @@ inline std::vector<ParamGrad> append_backward(Program& program, const std::strin
   }
 
   std::vector<Operator> grads;
-  Operator seed("fill_constant");
-  seed.set_output("Out", {grad_var_name(loss)}).set_attr("shape", std::vector<int64_t>{1}).set_attr("value", 1.0f).set_attr("dtype", int32_t(lv->dtype()));
+  using F = ops::FillConstant;
+  Operator seed{std::string(F::type)};
+  seed.set_output(F::out, {grad_var_name(loss)});
+  seed.set_attr(F::shape, std::vector<int64_t>{1}).set_attr(F::value, 1.0f).set_attr(F::dtype, int32_t(lv->dtype()));
   grads.push_back(seed);
   for (size_t i : path) {
     const Operator& op = b.op(i);
@@ -140,8 +145,9 @@ inline std::vector<ParamGrad> append_backward(Program& program, const std::strin
   for (auto& g : grads) {
     for (auto& n : g.input_names())
       if (detail::is_grad_name(n) && !produced.count(n)) {
-        Operator z("fill_zeros_like");
-        z.set_input("X", {detail::forward_name(n)}).set_output("Out", {n});
+        using Z = ops::FillZerosLike;
+        Operator z{std::string(Z::type)};
+        z.set_input(Z::x, {detail::forward_name(n)}).set_output(Z::out, {n});
         final_ops.push_back(std::move(z));
         produced.insert(n);
       }

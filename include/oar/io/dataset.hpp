@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "oar/runtime/tensor.hpp"
+#include "oar/device/tensor.hpp"
 
 namespace oar::io {
 

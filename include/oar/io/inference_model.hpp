@@ -6,7 +6,8 @@
 
 #include "oar/io/tensor_file.hpp"
 #include "oar/ir/serialize.hpp"
-#include "oar/runtime/scope.hpp"
+#include "oar/ops/feed_fetch.hpp"
+#include "oar/device/scope.hpp"
 
 namespace oar::io {
 
@@ -33,13 +34,13 @@ inline void save_inference_model(const std::filesystem::path& dir, const std::ve
   g.create_var("feed", {.persistable = true, .kind = VarKind::feed_minibatch});
   g.create_var("fetch", {.persistable = true, .kind = VarKind::fetch_list});
   for (size_t i = feeds.size(); i-- > 0;) {
-    Operator op("feed");
-    op.set_input("X", {"feed"}).set_output("Out", {feeds[i]}).set_attr("col", int32_t(i));
+    Operator op(std::string(ops::Feed::type));
+    op.set_input(ops::Feed::x, {"feed"}).set_output(ops::Feed::out, {feeds[i]}).set_attr(ops::Feed::col, int32_t(i));
     g.prepend_op(std::move(op));
   }
   for (size_t i = 0; i < fetches.size(); ++i) {
-    Operator op("fetch");
-    op.set_input("X", {fetches[i]}).set_output("Out", {"fetch"}).set_attr("col", int32_t(i));
+    Operator op(std::string(ops::Fetch::type));
+    op.set_input(ops::Fetch::x, {fetches[i]}).set_output(ops::Fetch::out, {"fetch"}).set_attr(ops::Fetch::col, int32_t(i));
     g.append_op(std::move(op));
   }
   std::filesystem::create_directories(dir);
@@ -67,8 +68,8 @@ inline InferenceModel load_inference_model(const std::filesystem::path& dir) {
   Block& g = m.program.global_block();
   std::map<int, std::string> feeds, fetches;
   for (auto* op : g.ops()) {
-    if (op->type() == "feed") feeds[op->attr<int32_t>("col")] = op->output("Out").at(0);
-    if (op->type() == "fetch") fetches[op->attr<int32_t>("col")] = op->input("X").at(0);
+    if (op->type() == ops::Feed::type) feeds[op->attr(ops::Feed::col)] = op->output(ops::Feed::out).at(0);
+    if (op->type() == ops::Fetch::type) fetches[op->attr(ops::Fetch::col)] = op->input(ops::Fetch::x).at(0);
   }
   for (auto& [c, n] : feeds) m.feeds.push_back(n);
   for (auto& [c, n] : fetches) m.fetches.push_back(n);

@@ -14,7 +14,7 @@
 
 #include "oar/core/file.hpp"
 #include "oar/ir/framework.pb.h"
-#include "oar/runtime/tensor.hpp"
+#include "oar/device/tensor.hpp"
 
 namespace oar::io {
 

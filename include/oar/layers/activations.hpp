@@ -2,6 +2,7 @@
 // their own (`oar::relu(x)`); on an expression (`oar::relu(a - b)`) they extend the expression instead.
 #pragma once
 #include "oar/layers/op_layer.hpp"
+#include "oar/ops/elementwise.hpp"
 
 namespace oar {
 
@@ -23,30 +24,18 @@ struct ActivationFn : Activation {
   auto operator()(const E& e) const;
 };
 
-/// max(x, 0)
-inline const ActivationFn relu{"relu"};
-/// 1 / (1 + e^-x)
-inline const ActivationFn sigmoid{"sigmoid"};
-inline const ActivationFn tanh{"tanh"};
 /// softmax over the last dim
 inline const ActivationFn softmax{"softmax"};
 inline const ActivationFn log_softmax{"log_softmax"};
-/// x > 0 ? x : alpha x (alpha 0.02)
-inline const ActivationFn leaky_relu{"leaky_relu"};
-inline const ActivationFn elu{"elu"};
-inline const ActivationFn gelu{"gelu"};
-inline const ActivationFn softplus{"softplus"};
-inline const ActivationFn softsign{"softsign"};
-inline const ActivationFn swish{"swish"};
-inline const ActivationFn relu6{"relu6"};
-inline const ActivationFn hard_sigmoid{"hard_sigmoid"};
-inline const ActivationFn exp{"exp"};
-inline const ActivationFn log{"log"};
-inline const ActivationFn sqrt{"sqrt"};
-inline const ActivationFn abs{"abs"};
-inline const ActivationFn square{"square"};
-inline const ActivationFn reciprocal{"reciprocal"};
 
+// The element-wise activations, generated: `inline const ActivationFn relu{"relu"};` for each `fusable` or
+// `activation` row of OAR_UNARY_OPS (ops/unary_list.hpp; the comment on a row is its doc). The fusable ones
+// also extend an expression (layers/expr.hpp); the others have attributes, changed with `.with`.
+#define OAR_ACTIVATION_FN(kind, op_type, ...) OAR_UNARY_IF_ACTIVATION(kind, inline const ActivationFn op_type{#op_type};)
+OAR_UNARY_OPS(OAR_ACTIVATION_FN)
+#undef OAR_ACTIVATION_FN
+
+// The `function` rows of OAR_UNARY_OPS: layer functions taking the attributes as arguments.
 /// x^factor
 inline Var pow(const Var& x, double factor, std::source_location loc = std::source_location::current()) {
   return record_unary_layer("pow", x, {{"factor", float(factor)}}, loc);

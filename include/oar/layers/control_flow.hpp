@@ -2,6 +2,8 @@
 // sub-block: `oar::cond(pred, [&] { return ...; })`.
 #pragma once
 #include "oar/layers/op_layer.hpp"
+#include "oar/ops/assign.hpp"
+#include "oar/ops/control_flow.hpp"
 
 namespace oar {
 
@@ -18,8 +20,8 @@ Var cond(const Var& pred, F&& body, std::source_location loc = std::source_locat
     const Variable& iv = sb.var_recursive(inner);
     Variable& out = h.create_tmp(iv.dtype());
     out.set_shape(iv.shape()).set_lod_level(iv.lod_level());
-    Operator assign("assign");
-    assign.set_input("X", {inner}).set_output("Out", {out.name()});
+    Operator assign{std::string(ops::Assign::type)};
+    assign.set_input(ops::Assign::x, {inner}).set_output(ops::Assign::out, {out.name()});
     assign.set_origin(h.origin());
     add_op(sb, std::move(assign));
     std::vector<std::string> outer;  // outer variables the sub-block reads
@@ -27,10 +29,11 @@ Var cond(const Var& pred, F&& body, std::source_location loc = std::source_locat
       for (auto& n : op->input_names())
         if (!sb.has_var(n) && std::find(outer.begin(), outer.end(), n) == outer.end()) outer.push_back(n);
     Variable& scope = h.block().create_var(h.name() + ".scope", {.kind = VarKind::step_scopes});
-    Operator op("conditional_block");
-    op.set_input("Cond", {h.input()}).set_input("Input", outer);
-    op.set_output("Out", {out.name()}).set_output("Scope", {scope.name()});
-    op.set_attr("sub_block", BlockRef{sub}).set_attr("is_scalar_condition", true);
+    using C = ops::ConditionalBlock;
+    Operator op{std::string(C::type)};
+    op.set_input(C::cond, {h.input()}).set_input(C::input, outer);
+    op.set_output(C::out, {out.name()}).set_output(C::scope, {scope.name()});
+    op.set_attr(C::sub_block, BlockRef{sub}).set_attr(C::is_scalar_condition, true);
     h.append_op(std::move(op));
     return std::vector<std::string>{out.name()};
   };

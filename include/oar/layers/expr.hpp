@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "oar/layers/activations.hpp"
+#include "oar/ops/elementwise.hpp"
 
 namespace oar {
 
@@ -131,10 +132,13 @@ auto max(const A& a, const B& b) { return expr::make_bin("max", a, b); }
 template <class A, class B> requires expr::ExprOperands<A, B>
 auto min(const A& a, const B& b) { return expr::make_bin("min", a, b); }
 
-/// Applies an activation to an expression: extends the expression when the activation is element-wise.
+/// Applies an activation to an expression: extends the expression when the activation is element-wise and
+/// fusable (the `fusable` rows of OAR_UNARY_OPS, ops/unary_list.hpp: the unary tokens of fused_elementwise).
 template <class N>
 auto apply(const ActivationFn& f, const Expr<N>& e) {
-  static const std::set<std::string> fusable = {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "square", "reciprocal", "softplus", "softsign", "gelu"};
+#define OAR_FUSABLE_TYPE(kind, op_type, ...) OAR_UNARY_IF_FUSABLE(kind, #op_type, )
+  static const std::set<std::string> fusable = {OAR_UNARY_OPS(OAR_FUSABLE_TYPE)};
+#undef OAR_FUSABLE_TYPE
   OAR_CHECK(fusable.count(f.type) && f.attrs.empty(), "{} cannot be fused into an expression: convert the expression to an oar::Var first", f.type);
   return Expr<Un<N>>{{f.type, e.node}};
 }

@@ -2,27 +2,36 @@
 // softmax_with_cross_entropy, sigmoid_cross_entropy_with_logits, square_error_cost.
 #pragma once
 #include "oar/layers/op_layer.hpp"
+#include "oar/ops/cross_entropy.hpp"
+#include "oar/ops/elementwise.hpp"
+#include "oar/ops/elementwise_binary.hpp"
+#include "oar/ops/mean.hpp"
+#include "oar/ops/sigmoid_cross_entropy_with_logits.hpp"
+#include "oar/ops/softmax_with_cross_entropy.hpp"
 
 namespace oar {
 
 /// The mean of all elements: [...] -> [1].
-inline Var mean(const Var& x, std::source_location loc = std::source_location::current()) { return record_unary_layer("mean", x, {}, loc); }
+inline Var mean(const Var& x, std::source_location loc = std::source_location::current()) { return record_unary_layer<ops::Mean>(x, {}, loc); }
 
 /// -log(x[i, label_i]) per row (hard labels: i64 [N, 1]); with .set("soft_label", true): -sum label * log x.
 /// x: probabilities [N, D] -> [N, 1].
 inline Var cross_entropy(const Var& x, const Var& label, std::source_location loc = std::source_location::current()) {
-  return record_op_layer("cross_entropy", "cross_entropy", {{"X", {x}}, {"Label", {label}}}, {}, {{"Y"}}, loc)[0];
+  using C = ops::CrossEntropy;
+  return record_op_layer("cross_entropy", C::type, {{C::x, {x}}, {C::label, {label}}}, {}, {{C::y}}, loc)[0];
 }
 
 /// Softmax of logits then cross entropy, computed stably: logits [N, D] -> loss [N, 1].
 inline Var softmax_with_cross_entropy(const Var& logits, const Var& label, std::source_location loc = std::source_location::current()) {
-  return record_op_layer("softmax_with_cross_entropy", "softmax_with_cross_entropy", {{"Logits", {logits}}, {"Label", {label}}}, {},
-                         {{"Loss"}, {"Softmax", {}, true}}, loc)[0];
+  using S = ops::SoftmaxWithCrossEntropy;
+  return record_op_layer("softmax_with_cross_entropy", S::type, {{S::logits, {logits}}, {S::label, {label}}}, {}, {{S::loss}, {S::softmax, {}, true}},
+                         loc)[0];
 }
 
 /// max(x, 0) - x label + log(1 + e^-|x|), element-wise.
 inline Var sigmoid_cross_entropy_with_logits(const Var& x, const Var& label, std::source_location loc = std::source_location::current()) {
-  return record_op_layer("sigmoid_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits", {{"X", {x}}, {"Label", {label}}}, {}, {{"Out"}}, loc)[0];
+  using S = ops::SigmoidCrossEntropyWithLogits;
+  return record_op_layer("sigmoid_cross_entropy_with_logits", S::type, {{S::x, {x}}, {S::label, {label}}}, {}, {{S::out}}, loc)[0];
 }
 
 /// (x - label)^2, element-wise (elementwise_sub then square, as Fluid builds it).
@@ -30,12 +39,14 @@ inline Var square_error_cost(const Var& x, const Var& label, std::source_locatio
   auto replay = [](LayerHelper& h) {
     DType t = h.input_dtype();
     Variable& diff = h.create_tmp(t);
-    Operator sub("elementwise_sub");
-    sub.set_input("X", {h.input(0)}).set_input("Y", {h.input(1)}).set_output("Out", {diff.name()});
+    using Sub = ops::ElementwiseSub;
+    Operator sub{std::string(Sub::type)};
+    sub.set_input(Sub::x, {h.input(0)}).set_input(Sub::y, {h.input(1)}).set_output(Sub::out, {diff.name()});
     h.append_op(std::move(sub));
     Variable& out = h.create_tmp(t);
-    Operator sq("square");
-    sq.set_input("X", {diff.name()}).set_output("Out", {out.name()});
+    using Sq = ops::SquareOp;
+    Operator sq{std::string(Sq::type)};
+    sq.set_input(Sq::x, {diff.name()}).set_output(Sq::out, {out.name()});
     h.append_op(std::move(sq));
     return std::vector<std::string>{out.name()};
   };

@@ -2,6 +2,8 @@
 // output depends on them.
 #pragma once
 #include "oar/layers/op_layer.hpp"
+#include "oar/ops/accuracy.hpp"
+#include "oar/ops/arg_max.hpp"
 
 namespace oar {
 
@@ -12,15 +14,17 @@ inline Var accuracy(const Var& input, const Var& label, int k = 1, std::source_l
     DType t = h.input_var(0).dtype();
     Variable& values = h.create_tmp(t, true);
     Variable& indices = h.create_tmp(i64, true);
-    Operator top("top_k");
-    top.set_input("X", {h.input(0)}).set_output("Out", {values.name()}).set_output("Indices", {indices.name()}).set_attr("k", k);
+    using T = ops::TopK;
+    Operator top{std::string(T::type)};
+    top.set_input(T::x, {h.input(0)}).set_output(T::out, {values.name()}).set_output(T::indices, {indices.name()}).set_attr(T::k, int32_t(k));
     h.append_op(std::move(top));
     Variable& acc = h.create_tmp(f32, true);
     Variable& correct = h.create_tmp(i64, true);
     Variable& total = h.create_tmp(i64, true);
-    Operator op("accuracy");
-    op.set_input("Out", {values.name()}).set_input("Indices", {indices.name()}).set_input("Label", {h.input(1)});
-    op.set_output("Accuracy", {acc.name()}).set_output("Correct", {correct.name()}).set_output("Total", {total.name()});
+    using A = ops::Accuracy;
+    Operator op{std::string(A::type)};
+    op.set_input(A::out, {values.name()}).set_input(A::indices, {indices.name()}).set_input(A::label, {h.input(1)});
+    op.set_output(A::accuracy, {acc.name()}).set_output(A::correct, {correct.name()}).set_output(A::total, {total.name()});
     h.append_op(std::move(op));
     return std::vector<std::string>{acc.name()};
   };

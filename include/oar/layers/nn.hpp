@@ -2,6 +2,15 @@
 // layer_norm, dropout. Each records a creation on the current tape; options are fluent setters on the result.
 #pragma once
 #include "oar/layers/activations.hpp"
+#include "oar/ops/batch_norm.hpp"
+#include "oar/ops/conv2d.hpp"
+#include "oar/ops/conv2d_transpose.hpp"
+#include "oar/ops/dropout.hpp"
+#include "oar/ops/layer_norm.hpp"
+#include "oar/ops/lookup_table.hpp"
+#include "oar/ops/mul.hpp"
+#include "oar/ops/pool2d.hpp"
+#include "oar/ops/sum.hpp"
 
 namespace oar {
 
@@ -40,17 +49,18 @@ inline Var fc(std::vector<Var> inputs, int64_t size, std::source_location loc = 
         throw Error(fmt::format("fc: input {} has shape {}: the dims after num_flatten_dims = {} must be known", x.name(), x.shape().str(), k), h.origin());
       Variable& w = h.create_parameter(h.param_attr(i), Shape{in, size}, dtype, false);
       Variable& out = h.create_tmp(dtype);
-      Operator op("mul");
-      op.set_input("X", {x.name()}).set_input("Y", {w.name()}).set_output("Out", {out.name()});
-      op.set_attr("x_num_col_dims", k).set_attr("y_num_col_dims", 1);
+      using M = ops::Mul;
+      Operator op{std::string(M::type)};
+      op.set_input(M::x, {x.name()}).set_input(M::y, {w.name()}).set_output(M::out, {out.name()});
+      op.set_attr(M::x_num_col_dims, int32_t(k)).set_attr(M::y_num_col_dims, int32_t(1));
       h.append_op(std::move(op));
       partial.push_back(out.name());
     }
     std::string pre = partial[0];
     if (partial.size() > 1) {
       Variable& s = h.create_tmp(dtype);
-      Operator op("sum");
-      op.set_input("X", partial).set_output("Out", {s.name()});
+      Operator op{std::string(ops::Sum::type)};
+      op.set_input(ops::Sum::x, partial).set_output(ops::Sum::out, {s.name()});
       h.append_op(std::move(op));
       pre = s.name();
     }
@@ -71,9 +81,10 @@ inline Var embedding(const Var& ids, int64_t vocab, int64_t dim, std::source_loc
     Variable& w = h.create_parameter(h.param_attr(), Shape{vocab, dim}, dtype, false);
     Variable& out = h.create_tmp(dtype);
     int64_t pad = h.option<int64_t>("padding_idx", -1);
-    Operator op("lookup_table");
-    op.set_input("W", {w.name()}).set_input("Ids", {h.input()}).set_output("Out", {out.name()});
-    op.set_attr("is_sparse", h.option<bool>("is_sparse", false)).set_attr("padding_idx", pad < -1 ? vocab + pad : pad);
+    using L = ops::LookupTable;
+    Operator op{std::string(L::type)};
+    op.set_input(L::w, {w.name()}).set_input(L::ids, {h.input()}).set_output(L::out, {out.name()});
+    op.set_attr(L::is_sparse, h.option<bool>("is_sparse", false)).set_attr(L::padding_idx, int64_t(pad < -1 ? vocab + pad : pad));
     h.append_op(std::move(op));
     return std::vector<std::string>{out.name()};
   };
@@ -97,10 +108,11 @@ inline Var conv2d(const Var& input, int64_t num_filters, int64_t filter_size, st
     double std = std::sqrt(2.0 / double(filter_size * filter_size * c));
     Variable& w = h.create_parameter(h.param_attr(), Shape{num_filters, c / g, filter_size, filter_size}, x.dtype(), false, Normal(0, std));
     Variable& out = h.create_tmp(x.dtype());
-    Operator op("conv2d");
-    op.set_input("Input", {x.name()}).set_input("Filter", {w.name()}).set_output("Output", {out.name()});
-    op.set_attr("strides", std::vector<int32_t>{s, s}).set_attr("paddings", std::vector<int32_t>{p, p});
-    op.set_attr("dilations", std::vector<int32_t>{d, d}).set_attr("groups", g);
+    using C = ops::Conv2d;
+    Operator op{std::string(C::type)};
+    op.set_input(C::input, {x.name()}).set_input(C::filter, {w.name()}).set_output(C::output, {out.name()});
+    op.set_attr(C::strides, std::vector<int32_t>{s, s}).set_attr(C::paddings, std::vector<int32_t>{p, p});
+    op.set_attr(C::dilations, std::vector<int32_t>{d, d}).set_attr(C::groups, int32_t(g));
     h.apply_options(op);
     h.append_op(std::move(op));
     return std::vector<std::string>{h.append_activation(h.append_bias(out.name(), 1, 2))};
@@ -118,10 +130,11 @@ inline Var conv2d_transpose(const Var& input, int64_t num_filters, int64_t filte
     int64_t c = x.shape()[1];
     Variable& w = h.create_parameter(h.param_attr(), Shape{c, num_filters / g, filter_size, filter_size}, x.dtype(), false);
     Variable& out = h.create_tmp(x.dtype());
-    Operator op("conv2d_transpose");
-    op.set_input("Input", {x.name()}).set_input("Filter", {w.name()}).set_output("Output", {out.name()});
-    op.set_attr("strides", std::vector<int32_t>{s, s}).set_attr("paddings", std::vector<int32_t>{p, p});
-    op.set_attr("dilations", std::vector<int32_t>{d, d}).set_attr("groups", g);
+    using C = ops::Conv2dTranspose;
+    Operator op{std::string(C::type)};
+    op.set_input(C::input, {x.name()}).set_input(C::filter, {w.name()}).set_output(C::output, {out.name()});
+    op.set_attr(C::strides, std::vector<int32_t>{s, s}).set_attr(C::paddings, std::vector<int32_t>{p, p});
+    op.set_attr(C::dilations, std::vector<int32_t>{d, d}).set_attr(C::groups, int32_t(g));
     h.apply_options(op);
     h.append_op(std::move(op));
     return std::vector<std::string>{h.append_activation(h.append_bias(out.name(), 1, 2))};
@@ -136,10 +149,11 @@ inline Var pool2d(const Var& input, int64_t pool_size, std::string pool_type = "
   auto replay = [pool_size, pool_type](LayerHelper& h) {
     int s = h.option<int32_t>("pool_stride", int32_t(pool_size)), p = h.option<int32_t>("pool_padding", 0);
     Variable& out = h.create_tmp(h.input_var().dtype());
-    Operator op("pool2d");
-    op.set_input("X", {h.input()}).set_output("Out", {out.name()});
-    op.set_attr("pooling_type", pool_type).set_attr("ksize", std::vector<int32_t>{int32_t(pool_size), int32_t(pool_size)});
-    op.set_attr("strides", std::vector<int32_t>{s, s}).set_attr("paddings", std::vector<int32_t>{p, p});
+    using P = ops::Pool2d;
+    Operator op{std::string(P::type)};
+    op.set_input(P::x, {h.input()}).set_output(P::out, {out.name()});
+    op.set_attr(P::pooling_type, pool_type).set_attr(P::ksize, std::vector<int32_t>{int32_t(pool_size), int32_t(pool_size)});
+    op.set_attr(P::strides, std::vector<int32_t>{s, s}).set_attr(P::paddings, std::vector<int32_t>{p, p});
     h.apply_options(op);
     h.append_op(std::move(op));
     return std::vector<std::string>{out.name()};
@@ -166,11 +180,12 @@ inline Var batch_norm(const Var& input, std::source_location loc = std::source_l
     Variable& y = h.create_tmp(t);
     Variable& saved_mean = h.create_tmp(t, true);
     Variable& saved_var = h.create_tmp(t, true);
-    Operator op("batch_norm");
-    op.set_input("X", {x.name()}).set_input("Scale", {scale.name()}).set_input("Bias", {bias.name()});
-    op.set_input("Mean", {mean.name()}).set_input("Variance", {var.name()});
-    op.set_output("Y", {y.name()}).set_output("MeanOut", {mean.name()}).set_output("VarianceOut", {var.name()});
-    op.set_output("SavedMean", {saved_mean.name()}).set_output("SavedVariance", {saved_var.name()});
+    using B = ops::BatchNorm;
+    Operator op{std::string(B::type)};
+    op.set_input(B::x, {x.name()}).set_input(B::scale, {scale.name()}).set_input(B::bias, {bias.name()});
+    op.set_input(B::mean, {mean.name()}).set_input(B::variance, {var.name()});
+    op.set_output(B::y, {y.name()}).set_output(B::mean_out, {mean.name()}).set_output(B::variance_out, {var.name()});
+    op.set_output(B::saved_mean, {saved_mean.name()}).set_output(B::saved_variance, {saved_var.name()});
     h.apply_options(op);
     h.append_op(std::move(op));
     return std::vector<std::string>{h.append_activation(y.name())};
@@ -190,10 +205,11 @@ inline Var layer_norm(const Var& input, std::source_location loc = std::source_l
     Variable& y = h.create_tmp(x.dtype());
     Variable& mean = h.create_tmp(x.dtype(), true);
     Variable& var = h.create_tmp(x.dtype(), true);
-    Operator op("layer_norm");
-    op.set_input("X", {x.name()}).set_input("Scale", {scale.name()}).set_input("Bias", {bias.name()});
-    op.set_output("Y", {y.name()}).set_output("Mean", {mean.name()}).set_output("Variance", {var.name()});
-    op.set_attr("begin_norm_axis", axis);
+    using L = ops::LayerNorm;
+    Operator op{std::string(L::type)};
+    op.set_input(L::x, {x.name()}).set_input(L::scale, {scale.name()}).set_input(L::bias, {bias.name()});
+    op.set_output(L::y, {y.name()}).set_output(L::mean, {mean.name()}).set_output(L::variance, {var.name()});
+    op.set_attr(L::begin_norm_axis, int32_t(axis));
     h.apply_options(op);
     h.append_op(std::move(op));
     return std::vector<std::string>{h.append_activation(y.name())};
@@ -205,7 +221,8 @@ inline Var layer_norm(const Var& input, std::source_location loc = std::source_l
 /// Options: .set("is_test", true), .set("seed", s), .set("dropout_implementation", "upscale_in_train").
 inline Var dropout(const Var& x, double p, std::source_location loc = std::source_location::current()) {
   OAR_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
-  auto v = record_op_layer("dropout", "dropout", {{"X", {x}}}, {{"dropout_prob", float(p)}}, {{"Out"}, {"Mask", {}, true}}, loc);
+  using D = ops::Dropout;
+  auto v = record_op_layer("dropout", D::type, {{D::x, {x}}}, {{D::dropout_prob, float(p)}}, {{D::out}, {D::mask, {}, true}}, loc);
   return v[0];
 }
 

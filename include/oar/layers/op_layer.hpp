@@ -1,7 +1,8 @@
 // oar/layers/op_layer.hpp: record_op_layer, the generic builder for layers that emit exactly one op:
 // inputs by slot, attributes (overridable with `.set(...)`), one temporary per output slot.
 #pragma once
-#include "oar/layers/layer_helper.hpp"
+#include "oar/ops/elementwise.hpp"
+#include "oar/tape/replay.hpp"
 
 namespace oar {
 
@@ -18,9 +19,10 @@ struct OutSpec {
   bool stop_gradient = false;
 };
 
-/// Records layer `kind` emitting op `op_type`; returns one Var per entry of `outs`. With `with_act`, the
-/// layer's `.act(...)` applies to the first output.
-inline std::vector<Var> record_op_layer(std::string kind, std::string op_type, std::vector<SlotVars> ins, std::map<std::string, Attribute> attrs,
+/// Records layer `kind` emitting op `op_type` (an op struct's `type`); returns one Var per entry of `outs`.
+/// Slots and attribute keys are the op's constants: `{{ops::Concat::x, xs}}`, `{{ops::Concat::axis, axis}}`.
+/// With `with_act`, the layer's `.act(...)` applies to the first output.
+inline std::vector<Var> record_op_layer(std::string kind, std::string_view op_type, std::vector<SlotVars> ins, std::map<std::string, Attribute> attrs,
                                         std::vector<OutSpec> outs, std::source_location loc, bool with_act = false) {
   std::vector<Var> inputs;
   std::vector<std::pair<std::string, size_t>> slots;  // slot, count
@@ -29,7 +31,7 @@ inline std::vector<Var> record_op_layer(std::string kind, std::string op_type, s
     inputs.insert(inputs.end(), s.vars.begin(), s.vars.end());
   }
   int n = int(outs.size());
-  auto replay = [op_type, slots, attrs, outs, with_act](LayerHelper& h) {
+  auto replay = [op_type = std::string(op_type), slots, attrs, outs, with_act](LayerHelper& h) {
     Operator op(op_type);
     size_t k = 0;
     for (auto& [slot, count] : slots) {
@@ -53,11 +55,17 @@ inline std::vector<Var> record_op_layer(std::string kind, std::string op_type, s
   return record_layer(std::move(kind), std::move(inputs), std::move(replay), loc, n);
 }
 
-/// The common case: one output `Out`.
-inline Var record_unary_layer(std::string op_type, const Var& x, std::map<std::string, Attribute> attrs, std::source_location loc,
-                              std::string in_slot = "X", std::string out_slot = "Out") {
-  std::string kind = op_type;
-  return record_op_layer(std::move(kind), std::move(op_type), {{std::move(in_slot), {x}}}, std::move(attrs), {{std::move(out_slot)}}, loc)[0];
+/// The common case: layer `op_type` emitting that op, input `in_slot`, one output `out_slot`. The default
+/// slots are the activations' (the unary element-wise ops, softmax and log_softmax are all named as relu is).
+inline Var record_unary_layer(std::string_view op_type, const Var& x, std::map<std::string, Attribute> attrs, std::source_location loc,
+                              std::string_view in_slot = ops::ReluOp::x, std::string_view out_slot = ops::ReluOp::out) {
+  std::string kind(op_type);
+  return record_op_layer(std::move(kind), op_type, {{std::string(in_slot), {x}}}, std::move(attrs), {{std::string(out_slot)}}, loc)[0];
+}
+/// The same for op struct `Op` (its `type`, `x` and `out`): `record_unary_layer<ops::Mean>(x, {}, loc)`.
+template <class Op>
+Var record_unary_layer(const Var& x, std::map<std::string, Attribute> attrs, std::source_location loc) {
+  return record_unary_layer(Op::type, x, std::move(attrs), loc, Op::x, Op::out);
 }
 
 }  // namespace oar

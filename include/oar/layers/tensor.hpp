@@ -2,6 +2,20 @@
 // indexing, element-wise arithmetic with Fluid's broadcast axis, matmul and reductions.
 #pragma once
 #include "oar/layers/op_layer.hpp"
+#include "oar/ops/arg_max.hpp"
+#include "oar/ops/assign.hpp"
+#include "oar/ops/concat.hpp"
+#include "oar/ops/elementwise_binary.hpp"
+#include "oar/ops/fill_constant.hpp"
+#include "oar/ops/gather.hpp"
+#include "oar/ops/matmul.hpp"
+#include "oar/ops/one_hot.hpp"
+#include "oar/ops/reduce.hpp"
+#include "oar/ops/scale.hpp"
+#include "oar/ops/shape_ops.hpp"
+#include "oar/ops/slice.hpp"
+#include "oar/ops/sum.hpp"
+#include "oar/ops/transpose.hpp"
 
 namespace oar {
 
@@ -11,48 +25,63 @@ using SrcLoc = std::source_location;
 /// A tensor filled with `value`: [shape] of dtype.
 inline Var fill_constant(Shape shape, DType dtype, double value, OAR_HERE) {
   std::vector<int64_t> dims(shape.begin(), shape.end());
-  return record_op_layer("fill_constant", "fill_constant", {}, {{"shape", dims}, {"dtype", int32_t(dtype)}, {"value", float(value)}},
-                         {{"Out", dtype, true}}, loc)[0];
+  using F = ops::FillConstant;
+  return record_op_layer("fill_constant", F::type, {}, {{F::shape, dims}, {F::dtype, int32_t(dtype)}, {F::value, float(value)}},
+                         {{F::out, dtype, true}}, loc)[0];
 }
 /// x converted to dtype.
 inline Var cast(const Var& x, DType dtype, OAR_HERE) {
   auto replay = [dtype](LayerHelper& h) {
     Variable& out = h.create_tmp(dtype);
-    Operator op("cast");
-    op.set_input("X", {h.input()}).set_output("Out", {out.name()});
-    op.set_attr("in_dtype", int32_t(h.input_var().dtype())).set_attr("out_dtype", int32_t(dtype));
+    using C = ops::Cast;
+    Operator op{std::string(C::type)};
+    op.set_input(C::x, {h.input()}).set_output(C::out, {out.name()});
+    op.set_attr(C::in_dtype, int32_t(h.input_var().dtype())).set_attr(C::out_dtype, int32_t(dtype));
     h.append_op(std::move(op));
     return std::vector<std::string>{out.name()};
   };
   return record_layer("cast", {x}, std::move(replay), loc)[0];
 }
 /// A copy of x.
-inline Var assign(const Var& x, OAR_HERE) { return record_unary_layer("assign", x, {}, loc); }
+inline Var assign(const Var& x, OAR_HERE) { return record_unary_layer<ops::Assign>(x, {}, loc); }
 /// out = scale * x + bias
 inline Var scale(const Var& x, double s, double bias = 0, OAR_HERE) {
-  return record_unary_layer("scale", x, {{"scale", float(s)}, {"bias", float(bias)}}, loc);
+  return record_unary_layer<ops::Scale>(x, {{ops::Scale::scale, float(s)}, {ops::Scale::bias, float(bias)}}, loc);
 }
 /// Element-wise sum of several tensors of one shape.
-inline Var sums(std::vector<Var> xs, OAR_HERE) { return record_op_layer("sums", "sum", {{"X", std::move(xs)}}, {}, {{"Out"}}, loc)[0]; }
+inline Var sums(std::vector<Var> xs, OAR_HERE) {
+  return record_op_layer("sums", ops::Sum::type, {{ops::Sum::x, std::move(xs)}}, {}, {{ops::Sum::out}}, loc)[0];
+}
 /// Joins along `axis`.
 inline Var concat(std::vector<Var> xs, int axis = 0, OAR_HERE) {
-  return record_op_layer("concat", "concat", {{"X", std::move(xs)}}, {{"axis", axis}}, {{"Out"}}, loc)[0];
+  using C = ops::Concat;
+  return record_op_layer("concat", C::type, {{C::x, std::move(xs)}}, {{C::axis, int32_t(axis)}}, {{C::out}}, loc)[0];
 }
 /// New shape (0 copies a dim, one -1 is inferred).
-inline Var reshape(const Var& x, std::vector<int32_t> shape, OAR_HERE) { return record_unary_layer("reshape", x, {{"shape", shape}}, loc); }
+inline Var reshape(const Var& x, std::vector<int32_t> shape, OAR_HERE) {
+  return record_unary_layer<ops::Reshape>(x, {{ops::Reshape::shape, shape}}, loc);
+}
 /// Permutes dims.
-inline Var transpose(const Var& x, std::vector<int32_t> perm, OAR_HERE) { return record_unary_layer("transpose", x, {{"axis", perm}}, loc); }
+inline Var transpose(const Var& x, std::vector<int32_t> perm, OAR_HERE) {
+  return record_unary_layer<ops::Transpose>(x, {{ops::Transpose::axis, perm}}, loc);
+}
 /// [prod(d[:axis]), prod(d[axis:])]
-inline Var flatten(const Var& x, int axis = 1, OAR_HERE) { return record_unary_layer("flatten", x, {{"axis", axis}}, loc); }
-inline Var squeeze(const Var& x, std::vector<int32_t> axes, OAR_HERE) { return record_unary_layer("squeeze", x, {{"axes", axes}}, loc); }
-inline Var unsqueeze(const Var& x, std::vector<int32_t> axes, OAR_HERE) { return record_unary_layer("unsqueeze", x, {{"axes", axes}}, loc); }
+inline Var flatten(const Var& x, int axis = 1, OAR_HERE) { return record_unary_layer<ops::Flatten>(x, {{ops::Flatten::axis, int32_t(axis)}}, loc); }
+inline Var squeeze(const Var& x, std::vector<int32_t> axes, OAR_HERE) {
+  return record_unary_layer<ops::Squeeze>(x, {{ops::Squeeze::axes, axes}}, loc);
+}
+inline Var unsqueeze(const Var& x, std::vector<int32_t> axes, OAR_HERE) {
+  return record_unary_layer<ops::Unsqueeze>(x, {{ops::Unsqueeze::axes, axes}}, loc);
+}
 /// Stacks same-shaped tensors along a new `axis`.
 inline Var stack(std::vector<Var> xs, int axis = 0, OAR_HERE) {
-  return record_op_layer("stack", "stack", {{"X", std::move(xs)}}, {{"axis", axis}}, {{"Y"}}, loc)[0];
+  using S = ops::Stack;
+  return record_op_layer("stack", S::type, {{S::x, std::move(xs)}}, {{S::axis, int32_t(axis)}}, {{S::y}}, loc)[0];
 }
 /// x[starts:ends] along `axes`.
 inline Var slice(const Var& x, std::vector<int32_t> axes, std::vector<int32_t> starts, std::vector<int32_t> ends, OAR_HERE) {
-  return record_op_layer("slice", "slice", {{"Input", {x}}}, {{"axes", axes}, {"starts", starts}, {"ends", ends}}, {{"Out"}}, loc)[0];
+  using S = ops::Slice;
+  return record_op_layer("slice", S::type, {{S::input, {x}}}, {{S::axes, axes}, {S::starts, starts}, {S::ends, ends}}, {{S::out}}, loc)[0];
 }
 /// Splits into `num` equal parts along `axis`.
 inline std::vector<Var> split(const Var& x, int num, int axis = 0, OAR_HERE) {
@@ -60,8 +89,9 @@ inline std::vector<Var> split(const Var& x, int num, int axis = 0, OAR_HERE) {
   auto replay = [num, axis](LayerHelper& h) {
     std::vector<std::string> outs;
     for (int i = 0; i < num; ++i) outs.push_back(h.create_tmp(h.input_var().dtype()).name());
-    Operator op("split");
-    op.set_input("X", {h.input()}).set_output("Out", outs).set_attr("num", num).set_attr("axis", axis);
+    using S = ops::Split;
+    Operator op{std::string(S::type)};
+    op.set_input(S::x, {h.input()}).set_output(S::out, outs).set_attr(S::num, int32_t(num)).set_attr(S::axis, int32_t(axis));
     h.append_op(std::move(op));
     return outs;
   };
@@ -69,51 +99,58 @@ inline std::vector<Var> split(const Var& x, int num, int axis = 0, OAR_HERE) {
 }
 /// Rows of x picked by index.
 inline Var gather(const Var& x, const Var& index, OAR_HERE) {
-  return record_op_layer("gather", "gather", {{"X", {x}}, {"Index", {index}}}, {}, {{"Out"}}, loc)[0];
+  using G = ops::Gather;
+  return record_op_layer("gather", G::type, {{G::x, {x}}, {G::index, {index}}}, {}, {{G::out}}, loc)[0];
 }
 /// One-hot rows: i64 [N, 1] -> f32 [N, depth].
 inline Var one_hot(const Var& x, int depth, OAR_HERE) {
-  return record_op_layer("one_hot", "one_hot", {{"X", {x}}}, {{"depth", depth}}, {{"Out", f32, true}}, loc)[0];
+  using O = ops::OneHot;
+  return record_op_layer("one_hot", O::type, {{O::x, {x}}}, {{O::depth, int32_t(depth)}}, {{O::out, f32, true}}, loc)[0];
 }
 /// Index of the maximum along `axis` (i64).
 inline Var argmax(const Var& x, int axis = -1, OAR_HERE) {
-  return record_op_layer("argmax", "arg_max", {{"X", {x}}}, {{"axis", axis}}, {{"Out", i64, true}}, loc)[0];
+  using A = ops::ArgMax;
+  return record_op_layer("argmax", A::type, {{A::x, {x}}}, {{A::axis, int64_t(axis)}}, {{A::out, i64, true}}, loc)[0];
 }
 /// The k largest values along the last dim and their indices.
 inline std::vector<Var> topk(const Var& x, int k, OAR_HERE) {
-  return record_op_layer("top_k", "top_k", {{"X", {x}}}, {{"k", k}}, {{"Out"}, {"Indices", i64, true}}, loc);
+  using T = ops::TopK;
+  return record_op_layer("top_k", T::type, {{T::x, {x}}}, {{T::k, int32_t(k)}}, {{T::out}, {T::indices, i64, true}}, loc);
 }
 
-#define OAR_ELEMENTWISE_LAYER(fn, op)                                                                  \
-  /** x op y with Fluid's broadcast: y's dims match x's from `axis` on (-1: the trailing dims). */     \
-  inline Var fn(const Var& x, const Var& y, int axis = -1, OAR_HERE) {                                 \
-    return record_op_layer(#fn, #op, {{"X", {x}}, {"Y", {y}}}, {{"axis", axis}}, {{"Out"}}, loc, true)[0]; \
+#define OAR_ELEMENTWISE_LAYER(fn, Op)                                                                                  \
+  /** x op y with Fluid's broadcast: y's dims match x's from `axis` on (-1: the trailing dims). */                     \
+  inline Var fn(const Var& x, const Var& y, int axis = -1, OAR_HERE) {                                                 \
+    using O = ops::Op;                                                                                                 \
+    return record_op_layer(#fn, O::type, {{O::x, {x}}, {O::y, {y}}}, {{O::axis, int32_t(axis)}}, {{O::out}}, loc, true)[0]; \
   }
-OAR_ELEMENTWISE_LAYER(elementwise_add, elementwise_add)
-OAR_ELEMENTWISE_LAYER(elementwise_sub, elementwise_sub)
-OAR_ELEMENTWISE_LAYER(elementwise_mul, elementwise_mul)
-OAR_ELEMENTWISE_LAYER(elementwise_div, elementwise_div)
-OAR_ELEMENTWISE_LAYER(elementwise_max, elementwise_max)
-OAR_ELEMENTWISE_LAYER(elementwise_min, elementwise_min)
-OAR_ELEMENTWISE_LAYER(elementwise_pow, elementwise_pow)
+OAR_ELEMENTWISE_LAYER(elementwise_add, ElementwiseAdd)
+OAR_ELEMENTWISE_LAYER(elementwise_sub, ElementwiseSub)
+OAR_ELEMENTWISE_LAYER(elementwise_mul, ElementwiseMul)
+OAR_ELEMENTWISE_LAYER(elementwise_div, ElementwiseDiv)
+OAR_ELEMENTWISE_LAYER(elementwise_max, ElementwiseMax)
+OAR_ELEMENTWISE_LAYER(elementwise_min, ElementwiseMin)
+OAR_ELEMENTWISE_LAYER(elementwise_pow, ElementwisePow)
 #undef OAR_ELEMENTWISE_LAYER
 
 /// Matrix product with optional transposes; batched over leading dims.
 inline Var matmul(const Var& x, const Var& y, bool transpose_x = false, bool transpose_y = false, double alpha = 1.0, OAR_HERE) {
-  return record_op_layer("matmul", "matmul", {{"X", {x}}, {"Y", {y}}},
-                         {{"transpose_X", transpose_x}, {"transpose_Y", transpose_y}, {"alpha", float(alpha)}}, {{"Out"}}, loc)[0];
+  using M = ops::Matmul;
+  return record_op_layer("matmul", M::type, {{M::x, {x}}, {M::y, {y}}},
+                         {{M::transpose_x, transpose_x}, {M::transpose_y, transpose_y}, {M::alpha, float(alpha)}}, {{M::out}}, loc)[0];
 }
 
-#define OAR_REDUCE_LAYER(fn)                                                                                     \
+#define OAR_REDUCE_LAYER(fn, Op)                                                                                 \
   /** Reduces over `dims` (all dims when empty); keep_dim keeps them as size 1. */                               \
   inline Var fn(const Var& x, std::vector<int32_t> dims = {}, bool keep_dim = false, OAR_HERE) {                 \
+    using O = ops::Op;                                                                                           \
     bool all = dims.empty();                                                                                     \
-    return record_unary_layer(#fn, x, {{"dim", all ? std::vector<int32_t>{0} : dims}, {"keep_dim", keep_dim}, {"reduce_all", all}}, loc); \
+    return record_unary_layer<O>(x, {{O::dim, all ? std::vector<int32_t>{0} : dims}, {O::keep_dim, keep_dim}, {O::reduce_all, all}}, loc); \
   }
-OAR_REDUCE_LAYER(reduce_sum)
-OAR_REDUCE_LAYER(reduce_mean)
-OAR_REDUCE_LAYER(reduce_max)
-OAR_REDUCE_LAYER(reduce_min)
+OAR_REDUCE_LAYER(reduce_sum, ReduceSum)
+OAR_REDUCE_LAYER(reduce_mean, ReduceMean)
+OAR_REDUCE_LAYER(reduce_max, ReduceMax)
+OAR_REDUCE_LAYER(reduce_min, ReduceMin)
 #undef OAR_REDUCE_LAYER
 #undef OAR_HERE
 

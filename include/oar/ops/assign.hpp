@@ -8,63 +8,80 @@ namespace oar::ops {
 /// out = x (a copy with its own storage, so later in-place writes to either side stay apart).
 /// X [any] -> Out [same], any dtype; LoD copied. Grad: X@GRAD = assign(Out@GRAD).
 struct Assign {
-  static OpDef def() { return OpDef("assign", "Out = a copy of X").in("X").out("Out"); }
+  static constexpr std::string_view type = "assign";
+  static constexpr Slot x{"X"}, out{"Out"};
+  static OpDef def() { return OpDef(type, "Out = a copy of X").in(x).out(out); }
   static void infer_shape(InferShapeContext& c) {
-    c.set_output("Out", c.shape("X"), c.dtype("X"));
-    c.share_lod("X", "Out");
-    if (c.input_var("X").kind() == VarKind::selected_rows) c.output_var("Out").set_kind(VarKind::selected_rows);
+    c.set_output(out, c.shape(x), c.dtype(x));
+    c.share_lod(x, out);
+    if (c.input_var(x).kind() == VarKind::selected_rows) c.output_var(out).set_kind(VarKind::selected_rows);
   }
   static std::vector<Operator> grad(const GradContext& g) {
-    auto dx = g.input_grad("X");
+    auto dx = g.input_grad(x);
     if (dx[0] == kEmptyVarName) return {};
-    Operator op("assign");
-    op.set_input("X", g.output_grad("Out")).set_output("Out", dx);
+    Operator op{std::string(type)};
+    op.set_input(x, g.output_grad(out)).set_output(out, dx);
     op.set_origin(g.fwd().origin());
     return {op};
   }
-  static void eval_cpu(KernelContext&);  // kernels/cpu/assign.hpp
+  static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/assign.hpp
 };
 
 /// out = x + step, for X of one element (a loop counter); any numeric dtype. In-place allowed (Out == X).
 /// X [1] -> Out [1]. No gradient (Fluid's is a counter, not a differentiable op).
 struct Increment {
-  static OpDef def() { return OpDef("increment", "Out = X + step for a one-element X").in("X").out("Out").attr("step", 1.0f); }
+  static constexpr std::string_view type = "increment";
+  static constexpr Slot x{"X"}, out{"Out"};
+  static constexpr Attr<float> step{"step"};
+  struct Attrs {
+    float step;
+    explicit Attrs(const AttrReader& r) : step(r(Increment::step)) {}
+  };
+  static OpDef def() { return OpDef(type, "Out = X + step for a one-element X").in(x).out(out).attr(step, 1.0f); }
   static void infer_shape(InferShapeContext& c) {
-    const Shape& x = c.shape("X");
-    c.check(x.numel() < 0 || x.numel() == 1, "X must hold exactly one element, X is {}", x.str());
-    c.check(c.dtype("X") != DType::boolean, "X must be numeric, got bool");
-    c.set_output("Out", x, c.dtype("X"));
+    const Shape& xs = c.shape(x);
+    c.check(xs.numel() < 0 || xs.numel() == 1, "X must hold exactly one element, X is {}", xs.str());
+    c.check(c.dtype(x) != DType::boolean, "X must be numeric, got bool");
+    c.set_output(out, xs, c.dtype(x));
   }
-  static void eval_cpu(KernelContext&);  // kernels/cpu/assign.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/assign.hpp
 };
 
 /// out = static_cast<out_dtype>(x). X [any] of in_dtype -> Out [same] of out_dtype (bool, i32, i64, f32, f64;
 /// float -> int truncates toward zero, anything -> bool is x != 0). Grad (float -> float only): cast back.
 struct Cast {
+  static constexpr std::string_view type = "cast";
+  static constexpr Slot x{"X"}, out{"Out"};
+  static constexpr Attr<int32_t> in_dtype{"in_dtype"}, out_dtype{"out_dtype"};
+  /// The dtypes as DType (their values are checked by the schema).
+  struct Attrs {
+    DType in_dtype, out_dtype;
+    explicit Attrs(const AttrReader& r) : in_dtype(DType(r(Cast::in_dtype))), out_dtype(DType(r(Cast::out_dtype))) {}
+  };
   static OpDef def() {
     auto ok = [](int32_t v) { return v == 0 || v == 2 || v == 3 || v == 5 || v == 6; };
-    return OpDef("cast", "Out = X converted to out_dtype")
-        .in("X").out("Out")
-        .required_attr<int32_t>("in_dtype").check<int32_t>(ok, "must be one of 0 (bool), 2 (i32), 3 (i64), 5 (f32), 6 (f64)")
-        .required_attr<int32_t>("out_dtype").check<int32_t>(ok, "must be one of 0 (bool), 2 (i32), 3 (i64), 5 (f32), 6 (f64)");
+    return OpDef(type, "Out = X converted to out_dtype")
+        .in(x).out(out)
+        .required_attr(in_dtype).check<int32_t>(ok, "must be one of 0 (bool), 2 (i32), 3 (i64), 5 (f32), 6 (f64)")
+        .required_attr(out_dtype).check<int32_t>(ok, "must be one of 0 (bool), 2 (i32), 3 (i64), 5 (f32), 6 (f64)");
   }
   static void infer_shape(InferShapeContext& c) {
-    DType in = DType(c.attr<int32_t>("in_dtype"));
-    c.check(c.dtype("X") == in, "X is {} but in_dtype is {} ({})", name(c.dtype("X")), int(in), name(in));
-    c.set_output("Out", c.shape("X"), DType(c.attr<int32_t>("out_dtype")));
-    c.share_lod("X", "Out");
+    DType in = DType(c.attr(in_dtype));
+    c.check(c.dtype(x) == in, "X is {} but in_dtype is {} ({})", name(c.dtype(x)), int(in), name(in));
+    c.set_output(out, c.shape(x), DType(c.attr(out_dtype)));
+    c.share_lod(x, out);
   }
   /// cast(Out@GRAD, in_dtype = out_dtype, out_dtype = in_dtype) -> X@GRAD, when both dtypes are floating.
   static std::vector<Operator> grad(const GradContext& g) {
-    auto dx = g.input_grad("X");
-    int32_t in = g.fwd().attr<int32_t>("in_dtype"), out = g.fwd().attr<int32_t>("out_dtype");
-    if (dx[0] == kEmptyVarName || !is_float(DType(in)) || !is_float(DType(out))) return {};
-    Operator op("cast");
-    op.set_input("X", g.output_grad("Out")).set_output("Out", dx).set_attr("in_dtype", out).set_attr("out_dtype", in);
+    auto dx = g.input_grad(x);
+    int32_t from = g.fwd().attr(in_dtype), to = g.fwd().attr(out_dtype);
+    if (dx[0] == kEmptyVarName || !is_float(DType(from)) || !is_float(DType(to))) return {};
+    Operator op{std::string(type)};
+    op.set_input(x, g.output_grad(out)).set_output(out, dx).set_attr(in_dtype, to).set_attr(out_dtype, from);
     op.set_origin(g.fwd().origin());
     return {op};
   }
-  static void eval_cpu(KernelContext&);  // kernels/cpu/assign.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/assign.hpp
 };
 
 }  // namespace oar::ops

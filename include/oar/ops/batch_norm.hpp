@@ -10,48 +10,70 @@ namespace oar::ops {
 ///   (the biased batch variance, as Fluid's CPU kernel does); SavedMean = mean, SavedVariance = 1 / sqrt(var + eps).
 /// is_test or use_global_stats: the same with Mean / Variance in place of the batch statistics; MeanOut and
 ///   VarianceOut keep Mean / Variance; SavedMean / SavedVariance hold them (inverse std) for the grad.
+/// MeanOut and VarianceOut are dispensable: a test program (is_test), which evaluators run from many threads at
+///   once, never writes the running statistics: it leaves MeanOut / VarianceOut out (the Evaluator drops them),
+///   and where they are still there and are Mean / Variance themselves (in place) the kernel leaves them alone.
 /// x: [N, C] or [N, C, H, W] (rank 2..5, NCHW), scale, bias, mean, variance: [C] -> y: x's shape, the rest [C].
 struct BatchNorm {
+  static constexpr std::string_view type = "batch_norm";
+  static constexpr Slot x{"X"}, scale{"Scale"}, bias{"Bias"}, mean{"Mean"}, variance{"Variance"};
+  static constexpr Slot y{"Y"}, mean_out{"MeanOut"}, variance_out{"VarianceOut"}, saved_mean{"SavedMean"}, saved_variance{"SavedVariance"};
+  static constexpr Slot x_grad{"X@GRAD"}, scale_grad{"Scale@GRAD"}, bias_grad{"Bias@GRAD"}, y_grad{"Y@GRAD"};
+  static constexpr Attr<float> momentum{"momentum"}, epsilon{"epsilon"};
+  static constexpr Attr<bool> is_test{"is_test"}, use_global_stats{"use_global_stats"};
+  static constexpr Attr<std::string> data_layout{"data_layout"};
+
+  /// What the kernels read, decoded once when a program is prepared (data_layout is checked here: NCHW only).
+  struct Attrs {
+    float momentum, epsilon;
+    bool is_test, use_global_stats;
+    explicit Attrs(const AttrReader& r)
+        : momentum(r(BatchNorm::momentum)), epsilon(r(BatchNorm::epsilon)), is_test(r(BatchNorm::is_test)), use_global_stats(r(BatchNorm::use_global_stats)) {
+      const std::string layout = r(BatchNorm::data_layout);
+      if (layout != "NCHW") throw Error(fmt::format("{}: data_layout {} is not supported (only NCHW)", r.op().type(), layout), r.op().origin());
+    }
+  };
+
   static OpDef def() {
-    return OpDef("batch_norm", "batch normalization with running statistics (NCHW)")
-        .in("X").in("Scale").in("Bias").in("Mean").in("Variance")
-        .out("Y").out("MeanOut").out("VarianceOut").out("SavedMean", intermediate).out("SavedVariance", intermediate)
-        .attr("momentum", 0.9f, "running = running * momentum + batch * (1 - momentum)")
-        .attr("epsilon", 1e-5f, "added to the variance").check<float>([](float e) { return e >= 0; }, "must be >= 0")
-        .attr("is_test", false, "use the running statistics")
-        .attr("data_layout", std::string("NCHW")).check<std::string>([](const std::string& s) { return s == "NCHW"; }, "only NCHW is supported (NHWC is not implemented)")
-        .attr("use_global_stats", false, "normalize with the running statistics in training too");
+    return OpDef(type, "batch normalization with running statistics (NCHW)")
+        .in(x).in(scale).in(bias).in(mean).in(variance)
+        .out(y).out(mean_out, dispensable).out(variance_out, dispensable).out(saved_mean, intermediate).out(saved_variance, intermediate)
+        .attr(momentum, 0.9f, "running = running * momentum + batch * (1 - momentum)")
+        .attr(epsilon, 1e-5f, "added to the variance").check<float>([](float e) { return e >= 0; }, "must be >= 0")
+        .attr(is_test, false, "use the running statistics")
+        .attr(data_layout, std::string("NCHW")).check<std::string>([](const std::string& s) { return s == "NCHW"; }, "only NCHW is supported (NHWC is not implemented)")
+        .attr(use_global_stats, false, "normalize with the running statistics in training too");
   }
   static void infer_shape(InferShapeContext& c) {
-    const Shape& x = c.shape("X");
-    c.check(is_float(c.dtype("X")), "X must be a floating-point tensor, got {}", name(c.dtype("X")));
-    c.check(x.rank() >= 2 && x.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", x.str());
-    int64_t ch = x[1];
-    for (const char* s : {"Scale", "Bias", "Mean", "Variance"}) {
+    const Shape& xs = c.shape(x);
+    c.check(is_float(c.dtype(x)), "X must be a floating-point tensor, got {}", name(c.dtype(x)));
+    c.check(xs.rank() >= 2 && xs.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", xs.str());
+    int64_t ch = xs[1];
+    for (Slot s : {scale, bias, mean, variance}) {
       const Shape& p = c.shape(s);
-      c.check(p.rank() == 1 && dims_compatible(p[0], ch), "{} must be [C] = [{}] for X {} (NCHW), got {}", s, ch < 0 ? std::string("?") : std::to_string(ch), x.str(), p.str());
-      c.check(c.dtype(s) == c.dtype("X"), "{} must have X's dtype {}, got {}", s, name(c.dtype("X")), name(c.dtype(s)));
+      c.check(p.rank() == 1 && dims_compatible(p[0], ch), "{} must be [C] = [{}] for X {} (NCHW), got {}", s.name, ch < 0 ? std::string("?") : std::to_string(ch), xs.str(), p.str());
+      c.check(c.dtype(s) == c.dtype(x), "{} must have X's dtype {}, got {}", s.name, name(c.dtype(x)), name(c.dtype(s)));
     }
     Shape cs{ch};
-    c.set_output("Y", x, c.dtype("X"));
-    c.share_lod("X", "Y");
-    for (const char* s : {"MeanOut", "VarianceOut", "SavedMean", "SavedVariance"}) c.set_output(s, cs, c.dtype("X"));
+    c.set_output(y, xs, c.dtype(x));
+    c.share_lod(x, y);
+    for (Slot s : {mean_out, variance_out, saved_mean, saved_variance}) c.set_output(s, cs, c.dtype(x));
   }
   /// batch_norm_grad(X, Scale, SavedMean, SavedVariance, Y@GRAD) -> X@GRAD, Scale@GRAD, Bias@GRAD
   /// training: dx = scale * istd / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)) with m = N*H*W;
   /// global stats: dx = scale * istd * dy. dscale = sum(dy * xhat), dbias = sum(dy).
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op("batch_norm_grad");
-    op.set_input("X", g.input("X")).set_input("Scale", g.input("Scale"));
-    op.set_input("SavedMean", g.output("SavedMean")).set_input("SavedVariance", g.output("SavedVariance"));
-    op.set_input("Y@GRAD", g.output_grad("Y"));
-    op.set_output("X@GRAD", g.input_grad("X")).set_output("Scale@GRAD", g.input_grad("Scale")).set_output("Bias@GRAD", g.input_grad("Bias"));
+    Operator op(std::string(type) + "_grad");
+    op.set_input(x, g.input(x)).set_input(scale, g.input(scale));
+    op.set_input(saved_mean, g.output(saved_mean)).set_input(saved_variance, g.output(saved_variance));
+    op.set_input(y_grad, g.output_grad(y));
+    op.set_output(x_grad, g.input_grad(x)).set_output(scale_grad, g.input_grad(scale)).set_output(bias_grad, g.input_grad(bias));
     for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
     op.set_origin(g.fwd().origin());
     return {op};
   }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/batch_norm.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/batch_norm.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/batch_norm.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/batch_norm.hpp
 };
 
 }  // namespace oar::ops

@@ -1,8 +1,10 @@
 // oar/ops/conv2d.hpp: conv2d, the 2-D convolution (cross-correlation) over NCHW images with strides, zero
 // padding, dilation and channel groups, as Fluid's conv2d. Also the window arithmetic conv2d_transpose and
-// pool2d share (detail::conv_out_size, detail::check_pair).
+// pool2d share (detail::conv_out_size, detail::pair_at_least) and the decoded window (detail::ConvAttrs).
 #pragma once
+#include <array>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "oar/ops/op.hpp"
@@ -30,7 +32,21 @@ inline std::string ints_str(const std::vector<int32_t>& v) {
 }
 
 /// Fluid writes "AnyLayout" as the default layout of programs it saved; both mean NCHW here.
-inline bool is_nchw(const std::string& f) { return f == "NCHW" || f == "AnyLayout"; }
+inline bool is_nchw(std::string_view f) { return f == "NCHW" || f == "AnyLayout"; }
+
+/// The window of a conv-like op as its kernels read it (conv2d, conv2d_fusion, conv2d_transpose).
+struct ConvAttrs {
+  std::array<int32_t, 2> strides, paddings, dilations;
+  int32_t groups;
+};
+
+/// Decodes `Op`'s strides, paddings, dilations and groups, and refuses a data_format other than NCHW.
+template <class Op>
+ConvAttrs read_conv_attrs(const AttrReader& r) {
+  const std::string layout = r(Op::data_format);
+  if (!is_nchw(layout)) throw Error(fmt::format("{}: data_format '{}' is not supported (only NCHW)", r.op().type(), layout), r.op().origin());
+  return {r.array<2>(Op::strides), r.array<2>(Op::paddings), r.array<2>(Op::dilations), r(Op::groups)};
+}
 
 }  // namespace detail
 
@@ -39,29 +55,42 @@ inline bool is_nchw(const std::string& f) { return f == "NCHW" || f == "AnyLayou
 /// Input: [N, C, H, W], Filter: [M, C/groups, kh, kw] -> Output: [N, M, H', W'],
 /// H' = (H + 2p0 - (d0(kh-1)+1)) / s0 + 1, W' likewise. M must be a multiple of groups.
 struct Conv2d {
+  static constexpr std::string_view type = "conv2d";
+  static constexpr Slot input{"Input"}, filter{"Filter"}, output{"Output"};
+  static constexpr Slot input_grad{"Input@GRAD"}, filter_grad{"Filter@GRAD"}, output_grad{"Output@GRAD"};
+  static constexpr Attr<std::vector<int32_t>> strides{"strides"}, paddings{"paddings"}, dilations{"dilations"};
+  static constexpr Attr<int32_t> groups{"groups"};
+  static constexpr Attr<bool> use_cudnn{"use_cudnn"};
+  static constexpr Attr<std::string> data_format{"data_format"};
+
+  /// What the kernels read, decoded once when a program is prepared (data_format is checked here).
+  struct Attrs : detail::ConvAttrs {
+    explicit Attrs(const AttrReader& r) : detail::ConvAttrs(detail::read_conv_attrs<Conv2d>(r)) {}
+  };
+
   static OpDef def() {
-    return OpDef("conv2d", "2-D convolution of NCHW images")
-        .in("Input").in("Filter").out("Output")
-        .attr("strides", std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
-        .attr("paddings", std::vector<int32_t>{0, 0}).check<std::vector<int32_t>>(detail::pair_at_least(0), "must be two values >= 0")
-        .attr("dilations", std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
-        .attr("groups", 1).check<int32_t>([](int g) { return g >= 1; }, "must be >= 1")
-        .attr("use_cudnn", true, "ignored on the CPU")
-        .attr("data_format", std::string("NCHW"), "only NCHW (or Fluid's AnyLayout)");
+    return OpDef(type, "2-D convolution of NCHW images")
+        .in(input).in(filter).out(output)
+        .attr(strides, std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
+        .attr(paddings, std::vector<int32_t>{0, 0}).check<std::vector<int32_t>>(detail::pair_at_least(0), "must be two values >= 0")
+        .attr(dilations, std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
+        .attr(groups, 1).check<int32_t>([](int g) { return g >= 1; }, "must be >= 1")
+        .attr(use_cudnn, true, "ignored on the CPU")
+        .attr(data_format, std::string("NCHW"), "only NCHW (or Fluid's AnyLayout)");
   }
   static void infer_shape(InferShapeContext& c) {
-    const Shape& x = c.shape("Input");
-    const Shape& f = c.shape("Filter");
-    auto s = c.attr<std::vector<int32_t>>("strides");
-    auto p = c.attr<std::vector<int32_t>>("paddings");
-    auto d = c.attr<std::vector<int32_t>>("dilations");
-    int g = c.attr<int32_t>("groups");
-    std::string layout = c.attr<std::string>("data_format");
+    const Shape& x = c.shape(input);
+    const Shape& f = c.shape(filter);
+    auto s = c.attr(strides);
+    auto p = c.attr(paddings);
+    auto d = c.attr(dilations);
+    int g = c.attr(groups);
+    std::string layout = c.attr(data_format);
     c.check(detail::is_nchw(layout), "data_format '{}' is not supported (only NCHW)", layout);
     c.check(x.rank() == 4, "Input must be [N, C, H, W], got {}", x.str());
     c.check(f.rank() == 4, "Filter must be [M, C/groups, kh, kw], got {}", f.str());
-    c.check(is_float(c.dtype("Input")) && c.dtype("Input") == c.dtype("Filter"), "Input ({}) and Filter ({}) must be the same float type",
-            name(c.dtype("Input")), name(c.dtype("Filter")));
+    c.check(is_float(c.dtype(input)) && c.dtype(input) == c.dtype(filter), "Input ({}) and Filter ({}) must be the same float type",
+            name(c.dtype(input)), name(c.dtype(filter)));
     c.check(dims_compatible(x[1], f[1] < 0 ? -1 : f[1] * g), "Input {} has {} channels but Filter {} with groups = {} expects {}", x.str(), x[1], f.str(),
             g, f[1] * g);
     c.check(f[0] < 0 || f[0] % g == 0, "Filter {} has {} output channels, not a multiple of groups = {}", f.str(), f[0], g);
@@ -73,12 +102,12 @@ struct Conv2d {
               detail::ints_str(p), detail::ints_str(d));
       out[2 + i] = o;
     }
-    c.set_output("Output", out, c.dtype("Input"));
+    c.set_output(output, out, c.dtype(input));
   }
   /// conv2d_grad(Input, Filter, Output@GRAD) -> Input@GRAD (col2im of Filter^T * dOutput), Filter@GRAD (dOutput * im2col(Input)^T)
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/conv2d.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/conv2d.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/conv2d.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/conv2d.hpp
 };
 
 }  // namespace oar::ops

@@ -10,18 +10,39 @@ namespace oar::ops {
 /// Input: [N, C, H, W], Filter: [C, M/groups, kh, kw] -> Output: [N, M, H', W'],
 /// H' = (H-1)s0 - 2p0 + d0(kh-1) + 1, or output_size[0] when given (it must lie in [H', H' + s0)).
 struct Conv2dTranspose {
+  static constexpr std::string_view type = "conv2d_transpose";
+  static constexpr Slot input{"Input"}, filter{"Filter"}, output{"Output"};
+  static constexpr Slot input_grad{"Input@GRAD"}, filter_grad{"Filter@GRAD"}, output_grad{"Output@GRAD"};
+  static constexpr Attr<std::vector<int32_t>> strides{"strides"}, paddings{"paddings"}, dilations{"dilations"}, output_size{"output_size"};
+  static constexpr Attr<int32_t> groups{"groups"};
+  static constexpr Attr<bool> use_cudnn{"use_cudnn"};
+  static constexpr Attr<std::string> data_format{"data_format"};
+
+  /// What the kernels read, decoded once when a program is prepared (data_format is checked here).
+  struct Attrs : detail::ConvAttrs {
+    std::array<int32_t, 2> output_size{0, 0};  ///< 0: not given (the smallest size)
+    explicit Attrs(const AttrReader& r) : detail::ConvAttrs(detail::read_conv_attrs<Conv2dTranspose>(r)) {
+      const std::vector<int32_t> os = r(Conv2dTranspose::output_size);
+      if (os.empty()) return;
+      if (os.size() != 2)
+        throw Error(fmt::format("{}: attribute '{}' must be empty or have 2 entries, got {}", r.op().type(), Conv2dTranspose::output_size.name, os.size()),
+                    r.op().origin());
+      output_size = {os[0], os[1]};
+    }
+  };
+
   static OpDef def() {
-    return OpDef("conv2d_transpose", "transposed 2-D convolution of NCHW images")
-        .in("Input").in("Filter").out("Output")
-        .attr("strides", std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
-        .attr("paddings", std::vector<int32_t>{0, 0}).check<std::vector<int32_t>>(detail::pair_at_least(0), "must be two values >= 0")
-        .attr("dilations", std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
-        .attr("groups", 1).check<int32_t>([](int g) { return g >= 1; }, "must be >= 1")
-        .attr("output_size", std::vector<int32_t>{}, "[H', W'] to pick among the sizes a stride allows; empty: the smallest")
+    return OpDef(type, "transposed 2-D convolution of NCHW images")
+        .in(input).in(filter).out(output)
+        .attr(strides, std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
+        .attr(paddings, std::vector<int32_t>{0, 0}).check<std::vector<int32_t>>(detail::pair_at_least(0), "must be two values >= 0")
+        .attr(dilations, std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
+        .attr(groups, 1).check<int32_t>([](int g) { return g >= 1; }, "must be >= 1")
+        .attr(output_size, std::vector<int32_t>{}, "[H', W'] to pick among the sizes a stride allows; empty: the smallest")
         .check<std::vector<int32_t>>([](const std::vector<int32_t>& v) { return v.empty() || (v.size() == 2 && v[0] > 0 && v[1] > 0); },
                                      "must be empty or two values > 0")
-        .attr("use_cudnn", true, "ignored on the CPU")
-        .attr("data_format", std::string("NCHW"), "only NCHW (or Fluid's AnyLayout)");
+        .attr(use_cudnn, true, "ignored on the CPU")
+        .attr(data_format, std::string("NCHW"), "only NCHW (or Fluid's AnyLayout)");
   }
   /// Output extent along one axis (-1 when unknown); `given` is output_size's entry or 0.
   static int64_t out_size(int64_t in, int64_t k, int64_t p, int64_t s, int64_t d, int64_t given) {
@@ -30,19 +51,19 @@ struct Conv2dTranspose {
     return given > 0 ? given : o;
   }
   static void infer_shape(InferShapeContext& c) {
-    const Shape& x = c.shape("Input");
-    const Shape& f = c.shape("Filter");
-    auto s = c.attr<std::vector<int32_t>>("strides");
-    auto p = c.attr<std::vector<int32_t>>("paddings");
-    auto d = c.attr<std::vector<int32_t>>("dilations");
-    auto os = c.attr<std::vector<int32_t>>("output_size");
-    int g = c.attr<int32_t>("groups");
-    std::string layout = c.attr<std::string>("data_format");
+    const Shape& x = c.shape(input);
+    const Shape& f = c.shape(filter);
+    auto s = c.attr(strides);
+    auto p = c.attr(paddings);
+    auto d = c.attr(dilations);
+    auto os = c.attr(output_size);
+    int g = c.attr(groups);
+    std::string layout = c.attr(data_format);
     c.check(detail::is_nchw(layout), "data_format '{}' is not supported (only NCHW)", layout);
     c.check(x.rank() == 4, "Input must be [N, C, H, W], got {}", x.str());
     c.check(f.rank() == 4, "Filter must be [C, M/groups, kh, kw], got {}", f.str());
-    c.check(is_float(c.dtype("Input")) && c.dtype("Input") == c.dtype("Filter"), "Input ({}) and Filter ({}) must be the same float type",
-            name(c.dtype("Input")), name(c.dtype("Filter")));
+    c.check(is_float(c.dtype(input)) && c.dtype(input) == c.dtype(filter), "Input ({}) and Filter ({}) must be the same float type",
+            name(c.dtype(input)), name(c.dtype(filter)));
     c.check(dims_compatible(x[1], f[0]), "Input {} has {} channels but Filter {} has {} input channels (dim 0)", x.str(), x[1], f.str(), f[0]);
     c.check(f[0] < 0 || f[0] % g == 0, "Filter {} has {} input channels, not a multiple of groups = {}", f.str(), f[0], g);
     Shape out{x[0], f[1] < 0 ? -1 : f[1] * g, -1, -1};
@@ -58,12 +79,12 @@ struct Conv2dTranspose {
                 detail::ints_str(os), smallest, smallest + s[size_t(i)], i, x.str(), f.str(), detail::ints_str(s));
       out[2 + i] = given > 0 ? given : smallest;
     }
-    c.set_output("Output", out, c.dtype("Input"));
+    c.set_output(output, out, c.dtype(input));
   }
   /// conv2d_transpose_grad(Input, Filter, Output@GRAD) -> Input@GRAD (conv2d of dOutput), Filter@GRAD
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/conv2d_transpose.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/conv2d_transpose.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/conv2d_transpose.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/conv2d_transpose.hpp
 };
 
 }  // namespace oar::ops

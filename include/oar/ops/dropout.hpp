@@ -10,35 +10,65 @@ namespace oar::ops {
 /// x: any shape -> out, mask: x's shape and dtype (at test the mask is all ones).
 /// Seed: `seed` when fix_seed, else the executor's next seed; the stream does not depend on the thread count.
 struct Dropout {
+  static constexpr std::string_view type = "dropout";
+  static constexpr Slot x{"X"}, out{"Out"}, mask{"Mask"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<float> dropout_prob{"dropout_prob"};
+  static constexpr Attr<bool> is_test{"is_test"}, fix_seed{"fix_seed"};
+  static constexpr Attr<int32_t> seed{"seed"};
+  static constexpr Attr<std::string> dropout_implementation{"dropout_implementation"};
+
+  enum class Implementation { downgrade_in_infer, upscale_in_train };
+
+  /// What the kernels read, decoded once when a program is prepared (dropout_implementation is checked here).
+  struct Attrs {
+    float dropout_prob;
+    bool is_test, fix_seed;
+    int32_t seed;
+    Implementation dropout_implementation;
+    explicit Attrs(const AttrReader& r)
+        : dropout_prob(r(Dropout::dropout_prob)),
+          is_test(r(Dropout::is_test)),
+          fix_seed(r(Dropout::fix_seed)),
+          seed(r(Dropout::seed)),
+          dropout_implementation(decode_implementation(r)) {}
+  };
+  static Implementation decode_implementation(const AttrReader& r) {
+    const std::string s = r(Dropout::dropout_implementation);
+    if (s == "downgrade_in_infer") return Implementation::downgrade_in_infer;
+    if (s == "upscale_in_train") return Implementation::upscale_in_train;
+    throw Error(fmt::format("{}: {} '{}' must be downgrade_in_infer or upscale_in_train", r.op().type(), Dropout::dropout_implementation.name, s),
+                r.op().origin());
+  }
+
   static OpDef def() {
-    return OpDef("dropout", "randomly zero elements of X with probability dropout_prob")
-        .in("X").out("Out").out("Mask", intermediate)
-        .attr("dropout_prob", 0.5f, "probability of dropping an element").check<float>([](float p) { return p >= 0 && p <= 1; }, "must be in [0, 1]")
-        .attr("is_test", false, "inference: no randomness")
-        .attr("fix_seed", false, "use `seed` instead of the executor's seed stream")
-        .attr("seed", 0, "the seed when fix_seed")
-        .attr("dropout_implementation", std::string("downgrade_in_infer"))
+    return OpDef(type, "randomly zero elements of X with probability dropout_prob")
+        .in(x).out(out).out(mask, intermediate)
+        .attr(dropout_prob, 0.5f, "probability of dropping an element").check<float>([](float p) { return p >= 0 && p <= 1; }, "must be in [0, 1]")
+        .attr(is_test, false, "inference: no randomness")
+        .attr(fix_seed, false, "use `seed` instead of the executor's seed stream")
+        .attr(seed, 0, "the seed when fix_seed")
+        .attr(dropout_implementation, std::string("downgrade_in_infer"))
         .check<std::string>([](const std::string& s) { return s == "downgrade_in_infer" || s == "upscale_in_train"; },
                             "must be downgrade_in_infer or upscale_in_train");
   }
   static void infer_shape(InferShapeContext& c) {
-    c.check(is_float(c.dtype("X")), "X must be a floating-point tensor, got {}", name(c.dtype("X")));
-    c.set_output("Out", c.shape("X"), c.dtype("X"));
-    c.set_output("Mask", c.shape("X"), c.dtype("X"));
-    c.share_lod("X", "Out");
+    c.check(is_float(c.dtype(x)), "X must be a floating-point tensor, got {}", name(c.dtype(x)));
+    c.set_output(out, c.shape(x), c.dtype(x));
+    c.set_output(mask, c.shape(x), c.dtype(x));
+    c.share_lod(x, out);
   }
   /// dropout_grad(Mask, Out@GRAD) -> X@GRAD = dout * mask (/ (1 - p) for upscale_in_train; * (1 - p) at test for
   /// downgrade_in_infer).
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op("dropout_grad");
-    op.set_input("Mask", g.output("Mask")).set_input("Out@GRAD", g.output_grad("Out"));
-    op.set_output("X@GRAD", g.input_grad("X"));
+    Operator op(std::string(type) + "_grad");
+    op.set_input(mask, g.output(mask)).set_input(out_grad, g.output_grad(out));
+    op.set_output(x_grad, g.input_grad(x));
     for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
     op.set_origin(g.fwd().origin());
     return {op};
   }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/dropout.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/dropout.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/dropout.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/dropout.hpp
 };
 
 }  // namespace oar::ops

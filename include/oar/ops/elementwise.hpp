@@ -1,64 +1,61 @@
-// oar/ops/elementwise.hpp: the unary element-wise ops (activations and math), one X-macro line each.
-// An op here is: its functor in kernels/functors.hpp, one line below, one row in tests/ops/elementwise.cpp.
+// oar/ops/elementwise.hpp: the unary element-wise ops (activations and math), one struct per line of the
+// list in ops/unary_list.hpp.
 #pragma once
+#include "oar/ops/unary_list.hpp"
 #include "oar/ops/op.hpp"
-
-// X(op type, functor in kernels/functors.hpp, first float attribute + default, second + default);
-// an empty attribute name means the op has none.
-#define OAR_UNARY_OPS(X)                                   \
-  X(relu, Relu, "", 0.f, "", 0.f)                          \
-  X(sigmoid, Sigmoid, "", 0.f, "", 0.f)                    \
-  X(tanh, Tanh, "", 0.f, "", 0.f)                          \
-  X(exp, Exp, "", 0.f, "", 0.f)                            \
-  X(log, Log, "", 0.f, "", 0.f)                            \
-  X(sqrt, Sqrt, "", 0.f, "", 0.f)                          \
-  X(abs, Abs, "", 0.f, "", 0.f)                            \
-  X(square, Square, "", 0.f, "", 0.f)                      \
-  X(reciprocal, Reciprocal, "", 0.f, "", 0.f)              \
-  X(softplus, Softplus, "", 0.f, "", 0.f)                  \
-  X(softsign, Softsign, "", 0.f, "", 0.f)                  \
-  X(gelu, Gelu, "", 0.f, "", 0.f)                          \
-  X(leaky_relu, LeakyRelu, "alpha", 0.02f, "", 0.f)        \
-  X(elu, Elu, "alpha", 1.0f, "", 0.f)                      \
-  X(relu6, Relu6, "threshold", 6.0f, "", 0.f)              \
-  X(hard_sigmoid, HardSigmoid, "slope", 0.2f, "offset", 0.5f) \
-  X(swish, Swish, "beta", 1.0f, "", 0.f)                   \
-  X(pow, Pow, "factor", 1.0f, "", 0.f)                     \
-  X(clip, Clip, "min", -1.0f, "max", 1.0f)
 
 namespace oar::ops {
 
-namespace detail {
-inline OpDef unary_def(const char* type, const char* a0, float d0, const char* a1, float d1) {
-  OpDef d(type, "element-wise: Out = f(X)");
-  d.in("X").out("Out");
-  if (*a0) d.attr(a0, d0);
-  if (*a1) d.attr(a1, d1);
-  return d;
-}
-inline void unary_infer_shape(InferShapeContext& c) {
-  c.check(is_float(c.dtype("X")), "X must be a floating-point tensor, got {}", name(c.dtype("X")));
-  c.set_output("Out", c.shape("X"), c.dtype("X"));
-  c.share_lod("X", "Out");
-}
-/// <op>_grad(X, Out, Out@GRAD) -> X@GRAD
-inline std::vector<Operator> unary_grad(const GradContext& g) {
-  Operator op(g.fwd().type() + "_grad");
-  op.set_input("X", g.input("X")).set_input("Out", g.output("Out")).set_input("Out@GRAD", g.output_grad("Out"));
-  op.set_output("X@GRAD", g.input_grad("X"));
-  for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-  op.set_origin(g.fwd().origin());
-  return {op};
-}
-}  // namespace detail
+/// The names every unary element-wise op has; `P0`, `P1` are its float parameters' names ("" for none).
+template <const char* P0, const char* P1>
+struct UnaryOp {
+  static constexpr Slot x{"X"}, out{"Out"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<float> param0{P0}, param1{P1};
+  /// The functor's parameters (fn::*::a, b); 0 for an op without them.
+  struct Attrs {
+    float a = 0, b = 0;
+    explicit Attrs(const AttrReader& r) {
+      if (*P0) a = r(param0);
+      if (*P1) b = r(param1);
+    }
+  };
+  static OpDef make_def(std::string_view type, float d0, float d1) {
+    OpDef d(type, "element-wise: Out = f(X)");
+    d.in(x).out(out);
+    if (*P0) d.attr(param0, d0);
+    if (*P1) d.attr(param1, d1);
+    return d;
+  }
+  static void infer_shape(InferShapeContext& c) {
+    c.check(is_float(c.dtype(x)), "X must be a floating-point tensor, got {}", name(c.dtype(x)));
+    c.set_output(out, c.shape(x), c.dtype(x));
+    c.share_lod(x, out);
+  }
+  /// <op>_grad(X, Out, Out@GRAD) -> X@GRAD
+  static std::vector<Operator> grad(const GradContext& g) {
+    Operator op(g.fwd().type() + "_grad");
+    op.set_input(x, g.input(x)).set_input(out, g.output(out)).set_input(out_grad, g.output_grad(out));
+    op.set_output(x_grad, g.input_grad(x));
+    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
+    op.set_origin(g.fwd().origin());
+    return {op};
+  }
+};
 
-#define OAR_DECLARE_UNARY_OP(type, Functor, a0, d0, a1, d1)                                              \
-  struct Functor##Op {                                                                                   \
-    static OpDef def() { return detail::unary_def(#type, a0, d0, a1, d1); }                              \
-    static void infer_shape(InferShapeContext& c) { detail::unary_infer_shape(c); }                      \
-    static std::vector<Operator> grad(const GradContext& g) { return detail::unary_grad(g); }            \
-    static void eval_cpu(KernelContext&);      /* kernels/cpu/elementwise.hpp */                         \
-    static void eval_grad_cpu(KernelContext&); /* kernels/cpu/elementwise.hpp */                         \
+namespace unary_params {
+#define OAR_UNARY_PARAM_NAMES(kind, op_type, Functor, a0, d0, a1, d1) \
+  inline constexpr char Functor##_p0[] = a0, Functor##_p1[] = a1;     \
+  OAR_UNARY_IF_FUSABLE(kind, static_assert(!*a0 && !*a1, "a fusable op has no attributes: " #op_type);)
+OAR_UNARY_OPS(OAR_UNARY_PARAM_NAMES)
+#undef OAR_UNARY_PARAM_NAMES
+}  // namespace unary_params
+
+#define OAR_DECLARE_UNARY_OP(kind, op_type, Functor, a0, d0, a1, d1)                                                     \
+  struct Functor##Op : UnaryOp<unary_params::Functor##_p0, unary_params::Functor##_p1> {                               \
+    static constexpr std::string_view type = #op_type;                                                                 \
+    static OpDef def() { return make_def(type, d0, d1); }                                                              \
+    static void eval_cpu(KernelContext&, const Attrs&);      /* kernels/cpu/elementwise.hpp */                         \
+    static void eval_grad_cpu(KernelContext&, const Attrs&); /* kernels/cpu/elementwise.hpp */                         \
   };
 OAR_UNARY_OPS(OAR_DECLARE_UNARY_OP)
 #undef OAR_DECLARE_UNARY_OP
@@ -66,7 +63,8 @@ OAR_UNARY_OPS(OAR_DECLARE_UNARY_OP)
 }  // namespace oar::ops
 
 namespace oar {
-#define OAR_UNARY_OP_TYPE(type, Functor, a0, d0, a1, d1) ops::Functor##Op,
+#define OAR_UNARY_OP_TYPE(kind, type, Functor, a0, d0, a1, d1) ops::Functor##Op,
 using UnaryOps = op_list<OAR_UNARY_OPS(OAR_UNARY_OP_TYPE) void>;
 #undef OAR_UNARY_OP_TYPE
 }  // namespace oar
+

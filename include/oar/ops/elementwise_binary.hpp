@@ -57,35 +57,43 @@ inline std::string broadcast_dims(const Shape& x, const Shape& y, int axis, Broa
   return {};
 }
 
-namespace detail {
-inline OpDef binary_def(const char* type) {
-  return OpDef(type, "element-wise: Out = f(X, Y), Y broadcast over X's dims from `axis` on")
-      .in("X").in("Y").out("Out")
-      .attr("axis", -1, "the first dim of X that Y's dims line up with; -1: the last rank(Y) dims")
-      .check<int32_t>([](int v) { return v >= -1; }, "must be >= -1");
-}
-inline void binary_infer_shape(InferShapeContext& c) {
-  const Shape& x = c.shape("X");
-  const Shape& y = c.shape("Y");
-  c.check(c.dtype("X") == c.dtype("Y"), "X is {} but Y is {}", name(c.dtype("X")), name(c.dtype("Y")));
-  BroadcastDims b;
-  std::string why = broadcast_dims(x, y, c.attr<int32_t>("axis"), b);
-  c.check(why.empty(), "{}", why);
-  c.set_output("Out", x, c.dtype("X"));
-  c.share_lod("X", "Out");
-}
-}  // namespace detail
+/// The names every binary element-wise op has, and what its kernels read.
+struct BinaryOp {
+  static constexpr Slot x{"X"}, y{"Y"}, out{"Out"};
+  static constexpr Slot x_grad{"X@GRAD"}, y_grad{"Y@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<int32_t> axis{"axis"};
+  struct Attrs {
+    int32_t axis;
+    explicit Attrs(const AttrReader& r) : axis(r(BinaryOp::axis)) {}
+  };
+  static OpDef make_def(std::string_view type) {
+    return OpDef(type, "element-wise: Out = f(X, Y), Y broadcast over X's dims from `axis` on")
+        .in(x).in(y).out(out)
+        .attr(axis, -1, "the first dim of X that Y's dims line up with; -1: the last rank(Y) dims")
+        .check<int32_t>([](int v) { return v >= -1; }, "must be >= -1");
+  }
+  static void infer_shape(InferShapeContext& c) {
+    const Shape& xs = c.shape(x);
+    const Shape& ys = c.shape(y);
+    c.check(c.dtype(x) == c.dtype(y), "X is {} but Y is {}", name(c.dtype(x)), name(c.dtype(y)));
+    BroadcastDims b;
+    std::string why = broadcast_dims(xs, ys, c.attr(axis), b);
+    c.check(why.empty(), "{}", why);
+    c.set_output(out, xs, c.dtype(x));
+    c.share_lod(x, out);
+  }
+};
 
 /// One struct per line of OAR_BINARY_OPS, e.g. `ElementwiseAdd` for elementwise_add:
 /// out[i, j, k] = f(x[i, j, k], y[j]) with X as [pre, n, post] (see broadcast_dims); Out has X's shape and LoD.
 /// <type>_grad(X, Y, Out@GRAD) -> X@GRAD (X's shape), Y@GRAD (summed over the broadcast dims).
-#define OAR_DECLARE_BINARY_OP(type, Op, Functor)                                                       \
-  struct Op {                                                                                          \
-    static OpDef def() { return detail::binary_def(#type); }                                           \
-    static void infer_shape(InferShapeContext& c) { detail::binary_infer_shape(c); }                   \
+#define OAR_DECLARE_BINARY_OP(op_type, Op, Functor)                                                    \
+  struct Op : BinaryOp {                                                                               \
+    static constexpr std::string_view type = #op_type;                                                 \
+    static OpDef def() { return make_def(type); }                                                      \
     static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }        \
-    static void eval_cpu(KernelContext&);      /* kernels/cpu/elementwise_binary.hpp */                \
-    static void eval_grad_cpu(KernelContext&); /* kernels/cpu/elementwise_binary.hpp */                \
+    static void eval_cpu(KernelContext&, const Attrs&);      /* kernels/cpu/elementwise_binary.hpp */  \
+    static void eval_grad_cpu(KernelContext&, const Attrs&); /* kernels/cpu/elementwise_binary.hpp */  \
   };
 OAR_BINARY_OPS(OAR_DECLARE_BINARY_OP)
 #undef OAR_DECLARE_BINARY_OP

@@ -6,15 +6,23 @@
 namespace oar::ops {
 
 struct Feed {
+  static constexpr std::string_view type = "feed";
+  static constexpr Slot x{"X"}, out{"Out"};
+  static constexpr Attr<int32_t> col{"col"};
+
   static OpDef def() {
-    return OpDef("feed", "Out = feed_list[col]").in("X").out("Out").attr("col", 0).check<int32_t>([](int v) { return v >= 0; }, "must be >= 0").no_kernel();
+    return OpDef(type, "Out = feed_list[col]").in(x).out(out).attr(col, 0).check<int32_t>([](int v) { return v >= 0; }, "must be >= 0").no_kernel();
   }
   static void infer_shape(InferShapeContext&) {}
 };
 
 struct Fetch {
+  static constexpr std::string_view type = "fetch";
+  static constexpr Slot x{"X"}, out{"Out"};
+  static constexpr Attr<int32_t> col{"col"};
+
   static OpDef def() {
-    return OpDef("fetch", "fetch_list[col] = X").in("X").out("Out").attr("col", 0).check<int32_t>([](int v) { return v >= 0; }, "must be >= 0").no_kernel();
+    return OpDef(type, "fetch_list[col] = X").in(x).out(out).attr(col, 0).check<int32_t>([](int v) { return v >= 0; }, "must be >= 0").no_kernel();
   }
   static void infer_shape(InferShapeContext&) {}
 };

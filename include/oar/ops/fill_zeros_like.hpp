@@ -8,9 +8,11 @@ namespace oar::ops {
 /// out = 0
 /// x: any shape and dtype -> the same shape and dtype. X's values are not read.
 struct FillZerosLike {
-  static OpDef def() { return OpDef("fill_zeros_like", "zeros shaped like X").in("X").out("Out"); }
-  static void infer_shape(InferShapeContext& c) { c.set_output("Out", c.shape("X"), c.dtype("X")); }
-  static void eval_cpu(KernelContext&);  // kernels/cpu/fill_zeros_like.hpp
+  static constexpr std::string_view type = "fill_zeros_like";
+  static constexpr Slot x{"X"}, out{"Out"};
+  static OpDef def() { return OpDef(type, "zeros shaped like X").in(x).out(out); }
+  static void infer_shape(InferShapeContext& c) { c.set_output(out, c.shape(x), c.dtype(x)); }
+  static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/fill_zeros_like.hpp
 };
 
 }  // namespace oar::ops

@@ -1,30 +1,18 @@
 // oar/ops/fused_elementwise.hpp: fused_elementwise, one element-wise expression over broadcast inputs X[i]
 // given as a postfix program (attribute `expression`, grammar in docs/expressions.md), and its parser.
-// The tape's expression templates (tape/expr.hpp) record it; the kernel runs it in one pass over memory.
+// The expression templates on Var (layers/expr.hpp) record it; the kernel runs it in one pass over memory.
 #pragma once
 #include <cctype>
 #include <cstdlib>
-#include <memory>
-#include <mutex>
 #include <string_view>
 #include <unordered_map>
 
+#include "oar/ops/unary_list.hpp"
 #include "oar/ops/op.hpp"
 
-// X(token, functor in kernels/functors.hpp): the unary functions of the expression grammar ("neg" is extra).
-#define OAR_FUSED_UNARY(X) \
-  X(relu, Relu)            \
-  X(sigmoid, Sigmoid)      \
-  X(tanh, Tanh)            \
-  X(exp, Exp)              \
-  X(log, Log)              \
-  X(sqrt, Sqrt)            \
-  X(abs, Abs)              \
-  X(square, Square)        \
-  X(reciprocal, Reciprocal)\
-  X(softplus, Softplus)    \
-  X(softsign, Softsign)    \
-  X(gelu, Gelu)
+// The unary functions of the grammar: `neg`, and the `fusable` rows of OAR_UNARY_OPS (ops/unary_list.hpp),
+// each token the op type, computed by the op's functor (kernels/functors.hpp). A reader of the list takes
+// them with OAR_UNARY_IF_FUSABLE (see below and kernels/cpu/fused_elementwise.hpp).
 
 // The binary operators: pop b, pop a, push a OP b.
 #define OAR_FUSED_BINARY(X) X(add) X(sub) X(mul) X(div) X(max) X(min) X(pow)
@@ -34,8 +22,8 @@ namespace oar::ops {
 namespace fused {
 
 enum class Kind : uint8_t { input, constant, unary, binary };
-#define OAR_FUSED_ENUM_U(tok, F) tok,
-enum class Unary : uint8_t { neg, OAR_FUSED_UNARY(OAR_FUSED_ENUM_U) };
+#define OAR_FUSED_ENUM_U(kind, tok, ...) OAR_UNARY_IF_FUSABLE(kind, tok, )
+enum class Unary : uint8_t { neg, OAR_UNARY_OPS(OAR_FUSED_ENUM_U) };
 #undef OAR_FUSED_ENUM_U
 #define OAR_FUSED_ENUM_B(tok) tok,
 enum class Binary : uint8_t { OAR_FUSED_BINARY(OAR_FUSED_ENUM_B) };
@@ -66,8 +54,8 @@ inline std::string parse(std::string_view expr, size_t num_inputs, Program& out)
   static const std::unordered_map<std::string_view, std::pair<Kind, uint8_t>> ops = [] {
     std::unordered_map<std::string_view, std::pair<Kind, uint8_t>> m;
     m["neg"] = {Kind::unary, uint8_t(Unary::neg)};
-#define OAR_FUSED_MAP_U(tok, F) m[#tok] = {Kind::unary, uint8_t(Unary::tok)};
-    OAR_FUSED_UNARY(OAR_FUSED_MAP_U)
+#define OAR_FUSED_MAP_U(kind, tok, ...) OAR_UNARY_IF_FUSABLE(kind, m[#tok] = {Kind::unary, uint8_t(Unary::tok)};)
+    OAR_UNARY_OPS(OAR_FUSED_MAP_U)
 #undef OAR_FUSED_MAP_U
 #define OAR_FUSED_MAP_B(tok) m[#tok] = {Kind::binary, uint8_t(Binary::tok)};
     OAR_FUSED_BINARY(OAR_FUSED_MAP_B)
@@ -130,49 +118,27 @@ inline std::string parse(std::string_view expr, size_t num_inputs, Program& out)
   return {};
 }
 
-/// Parsed programs by expression text, shared by all threads (an expression is parsed once per process).
-/// Validates against `num_inputs` on every call (cheap); the error text is returned in `why`.
-inline std::shared_ptr<const Program> cached(const std::string& expr, size_t num_inputs, std::string& why) {
-  static std::mutex mu;
-  static std::unordered_map<std::string, std::shared_ptr<const Program>> cache;
-  {
-    std::lock_guard<std::mutex> lk(mu);
-    auto it = cache.find(expr);
-    if (it != cache.end()) {
-      if (size_t(it->second->max_input + 1) <= num_inputs) return it->second;
-      why = fmt::format("the expression uses X[{}] but the op has {} inputs", it->second->max_input, num_inputs);
-      return nullptr;
-    }
-  }
-  auto p = std::make_shared<Program>();
-  why = parse(expr, num_inputs, *p);
-  if (!why.empty()) return nullptr;
-  std::lock_guard<std::mutex> lk(mu);
-  if (cache.size() > 4096) cache.clear();  // a bound for programs that generate endless distinct expressions
-  cache.emplace(expr, p);
-  return p;
-}
-
 /// numpy broadcasting of `a` and `b` (right-aligned; dims equal or 1; -1 unknown gives -1 unless the other
 /// dim is > 1). Returns false when they cannot broadcast.
 inline bool broadcast(const Shape& a, const Shape& b, Shape& out) {
   int r = std::max(a.rank(), b.rank());
-  std::vector<int64_t> d(static_cast<size_t>(r));
+  Shape d;  // dims inline: no heap (kernels call this on every run); `out` may be `a` or `b`
+  d.resize(r);
   for (int i = 0; i < r; ++i) {
     int64_t x = i < r - a.rank() ? 1 : a[i - (r - a.rank())];
     int64_t y = i < r - b.rank() ? 1 : b[i - (r - b.rank())];
     if (x < 0 || y < 0) {
       int64_t other = x < 0 ? y : x;
-      d[size_t(i)] = other > 1 ? other : -1;
+      d[i] = other > 1 ? other : -1;
     } else if (x == y || y == 1) {
-      d[size_t(i)] = x;
+      d[i] = x;
     } else if (x == 1) {
-      d[size_t(i)] = y;
+      d[i] = y;
     } else {
       return false;
     }
   }
-  out = Shape(std::move(d));
+  out = d;
   return true;
 }
 
@@ -188,43 +154,58 @@ inline std::string shapes_str(const std::vector<Shape>& s) {
 /// Out = f(X[0], X[1], ...), f given by `expression` in postfix form (docs/expressions.md), e.g.
 /// relu(x0 * x1 + x2) is "x0 x1 mul x2 add relu". X: any shapes that broadcast (numpy rules) to Out's shape.
 struct FusedElementwise {
+  static constexpr std::string_view type = "fused_elementwise";
+  static constexpr Slot x{"X"}, out{"Out"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<std::string> expression{"expression"};
+
+  /// What the kernels read: the expression parsed once, when a program is prepared, against the op's number
+  /// of inputs X (a bad expression is reported there, naming the op and the user's line).
+  struct Attrs {
+    fused::Program program;
+    explicit Attrs(const AttrReader& r) {
+      const std::string expr = r(FusedElementwise::expression);
+      std::string why = fused::parse(expr, r.op().input(x).size(), program);
+      if (!why.empty()) throw Error(fmt::format("{}: {} in expression \"{}\"", r.op().type(), why, expr), r.op().origin());
+    }
+  };
+
   static OpDef def() {
-    return OpDef("fused_elementwise", "element-wise expression over broadcast inputs, evaluated in one pass")
-        .in("X", duplicable, "inputs x0, x1, ... of the expression; one floating dtype; shapes broadcast")
-        .out("Out", none, "the expression's value, of the broadcast shape")
-        .required_attr<std::string>("expression", "postfix program: x<i>, c:<number>, add sub mul div max min pow, neg relu ...");
+    return OpDef(type, "element-wise expression over broadcast inputs, evaluated in one pass")
+        .in(x, duplicable, "inputs x0, x1, ... of the expression; one floating dtype; shapes broadcast")
+        .out(out, none, "the expression's value, of the broadcast shape")
+        .required_attr(expression, "postfix program: x<i>, c:<number>, add sub mul div max min pow, neg relu ...");
   }
   static void infer_shape(InferShapeContext& c) {
-    size_t n = c.num_inputs("X");
-    std::string expr = c.attr<std::string>("expression");
+    size_t n = c.num_inputs(x);
+    std::string expr = c.attr(expression);
     fused::Program p;
     std::string why = fused::parse(expr, n, p);
     c.check(why.empty(), "{} in expression \"{}\"", why, expr);
-    DType t = c.dtype("X", 0);
+    DType t = c.dtype(x, 0);
     c.check(is_float(t), "X must be floating-point, X[0] is {}", name(t));
     std::vector<Shape> shapes;
-    Shape out;
+    Shape os;
     for (size_t i = 0; i < n; ++i) {
-      c.check(c.dtype("X", i) == t, "every X must have one dtype: X[0] is {} but X[{}] is {}", name(t), i, name(c.dtype("X", i)));
-      shapes.push_back(c.shape("X", i));
+      c.check(c.dtype(x, i) == t, "every X must have one dtype: X[0] is {} but X[{}] is {}", name(t), i, name(c.dtype(x, i)));
+      shapes.push_back(c.shape(x, i));
     }
     bool ok = true;
-    for (size_t i = 0; i < n && ok; ++i) ok = i == 0 ? (out = shapes[0], true) : fused::broadcast(out, shapes[i], out);
+    for (size_t i = 0; i < n && ok; ++i) ok = i == 0 ? (os = shapes[0], true) : fused::broadcast(os, shapes[i], os);
     c.check(ok, "input shapes {} do not broadcast (numpy rules: right-aligned dims must be equal or 1)", fused::shapes_str(shapes));
-    c.set_output("Out", out, t);
-    c.share_lod("X", "Out");
+    c.set_output(out, os, t);
+    c.share_lod(x, out);
   }
   /// fused_elementwise_grad(X, Out, Out@GRAD) -> X@GRAD (each reduced over its broadcast dims)
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op("fused_elementwise_grad");
-    op.set_input("X", g.input("X")).set_input("Out", g.output("Out")).set_input("Out@GRAD", g.output_grad("Out"));
-    op.set_output("X@GRAD", g.input_grad("X"));
+    Operator op(std::string(type) + "_grad");
+    op.set_input(x, g.input(x)).set_input(out, g.output(out)).set_input(out_grad, g.output_grad(out));
+    op.set_output(x_grad, g.input_grad(x));
     for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
     op.set_origin(g.fwd().origin());
     return {op};
   }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/fused_elementwise.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/fused_elementwise.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/fused_elementwise.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/fused_elementwise.hpp
 };
 
 }  // namespace oar::ops

@@ -7,29 +7,32 @@ namespace oar::ops {
 /// out[i, ...] = x[index[i], ...]. X [R, ...], Index i32/i64 [M] or [M, 1] -> Out [M, ...]. Any dtype of X;
 /// an index outside [0, R) is an oar::Error naming it. Grad: X@GRAD = zeros, then X@GRAD[index[i]] += Out@GRAD[i].
 struct Gather {
-  static OpDef def() { return OpDef("gather", "rows of X at Index").in("X").in("Index").out("Out"); }
+  static constexpr std::string_view type = "gather";
+  static constexpr Slot x{"X"}, index{"Index"}, out{"Out"};
+  static constexpr Slot x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
+  static OpDef def() { return OpDef(type, "rows of X at Index").in(x).in(index).out(out); }
   static void infer_shape(InferShapeContext& c) {
-    const Shape& x = c.shape("X");
-    const Shape& idx = c.shape("Index");
-    DType it = c.dtype("Index");
+    const Shape& xs = c.shape(x);
+    const Shape& idx = c.shape(index);
+    DType it = c.dtype(index);
     c.check(it == DType::i32 || it == DType::i64, "Index must be i32 or i64, got {}", name(it));
     c.check(idx.rank() == 1 || (idx.rank() == 2 && dims_compatible(idx[1], 1)), "Index must be [M] or [M, 1], got {}", idx.str());
-    c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.str());
-    Shape out = x;
-    out[0] = idx[0];
-    c.set_output("Out", out, c.dtype("X"));
+    c.check(xs.rank() >= 1, "X must have rank >= 1, got {}", xs.str());
+    Shape os = xs;
+    os[0] = idx[0];
+    c.set_output(out, os, c.dtype(x));
   }
   /// gather_grad(X, Index, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad("X")[0] == kEmptyVarName) return {};
-    Operator op("gather_grad");
-    op.set_input("X", g.input("X")).set_input("Index", g.input("Index")).set_input("Out@GRAD", g.output_grad("Out"));
-    op.set_output("X@GRAD", g.input_grad("X"));
+    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    Operator op{std::string(type) + "_grad"};
+    op.set_input(x, g.input(x)).set_input(index, g.input(index)).set_input(out_grad, g.output_grad(out));
+    op.set_output(x_grad, g.input_grad(x));
     op.set_origin(g.fwd().origin());
     return {op};
   }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/gather.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/gather.hpp
+  static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/gather.hpp
+  static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/gather.hpp
 };
 
 }  // namespace oar::ops

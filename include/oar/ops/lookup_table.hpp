@@ -10,36 +10,46 @@ namespace oar::ops {
 /// naming it. Grad: W@GRAD[ids[i]] += Out@GRAD[i] (padding rows get nothing); dense by default, SelectedRows
 /// {rows = the non-padding ids in order (repeats kept), height = V, value = their Out@GRAD rows} with is_sparse.
 struct LookupTable {
+  static constexpr std::string_view type = "lookup_table";
+  static constexpr Slot w{"W"}, ids{"Ids"}, out{"Out"};
+  static constexpr Slot w_grad{"W@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<bool> is_sparse{"is_sparse"}, is_distributed{"is_distributed"};
+  static constexpr Attr<int64_t> padding_idx{"padding_idx"};
+  struct Attrs {
+    bool is_sparse;
+    int64_t padding_idx;
+    explicit Attrs(const AttrReader& r) : is_sparse(r(LookupTable::is_sparse)), padding_idx(r(LookupTable::padding_idx)) {}
+  };
   static OpDef def() {
-    return OpDef("lookup_table", "rows of W at Ids (embedding)")
-        .in("W").in("Ids").out("Out")
-        .attr("is_sparse", false, "grad as SelectedRows")
-        .attr("is_distributed", false, "Fluid compatibility; ignored")
-        .attr("padding_idx", int64_t(-1), "an id whose rows are zeros and get no gradient; -1 none");
+    return OpDef(type, "rows of W at Ids (embedding)")
+        .in(w).in(ids).out(out)
+        .attr(is_sparse, false, "grad as SelectedRows")
+        .attr(is_distributed, false, "Fluid compatibility; ignored")
+        .attr(padding_idx, int64_t(-1), "an id whose rows are zeros and get no gradient; -1 none");
   }
   static void infer_shape(InferShapeContext& c) {
-    const Shape& w = c.shape("W");
-    const Shape& ids = c.shape("Ids");
-    c.check(w.rank() == 2, "W must be [V, D], got {}", w.str());
-    c.check(c.dtype("Ids") == DType::i64, "Ids must be i64, got {}", name(c.dtype("Ids")));
-    c.check(ids.rank() >= 1 && dims_compatible(ids[ids.rank() - 1], 1), "Ids must end in a dim of 1 ([N, 1]), got {}", ids.str());
-    Shape out = ids;
-    out[out.rank() - 1] = w[1];
-    c.set_output("Out", out, c.dtype("W"));
-    c.share_lod("Ids", "Out");
+    const Shape& ws = c.shape(w);
+    const Shape& is = c.shape(ids);
+    c.check(ws.rank() == 2, "W must be [V, D], got {}", ws.str());
+    c.check(c.dtype(ids) == DType::i64, "Ids must be i64, got {}", name(c.dtype(ids)));
+    c.check(is.rank() >= 1 && dims_compatible(is[is.rank() - 1], 1), "Ids must end in a dim of 1 ([N, 1]), got {}", is.str());
+    Shape os = is;
+    os[os.rank() - 1] = ws[1];
+    c.set_output(out, os, c.dtype(w));
+    c.share_lod(ids, out);
   }
   /// lookup_table_grad(W, Ids, Out@GRAD) -> W@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad("W")[0] == kEmptyVarName) return {};
-    Operator op("lookup_table_grad");
-    op.set_input("W", g.input("W")).set_input("Ids", g.input("Ids")).set_input("Out@GRAD", g.output_grad("Out"));
-    op.set_output("W@GRAD", g.input_grad("W"));
+    if (g.input_grad(w)[0] == kEmptyVarName) return {};
+    Operator op{std::string(type) + "_grad"};
+    op.set_input(w, g.input(w)).set_input(ids, g.input(ids)).set_input(out_grad, g.output_grad(out));
+    op.set_output(w_grad, g.input_grad(w));
     for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
     op.set_origin(g.fwd().origin());
     return {op};
   }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/lookup_table.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/lookup_table.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/lookup_table.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/lookup_table.hpp
 };
 
 }  // namespace oar::ops

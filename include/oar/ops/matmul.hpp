@@ -58,23 +58,34 @@ inline std::string matmul_shape(const Shape& x, const Shape& y, bool tx, bool ty
 /// out = alpha * op(x) * op(y), op(m) = m^T when transposed, per batch.
 /// x: [..., M, K], y: [..., K, N] -> [..., M, N] (see matmul_shape for the 1-D and broadcast forms).
 struct Matmul {
+  static constexpr std::string_view type = "matmul";
+  static constexpr Slot x{"X"}, y{"Y"}, out{"Out"};
+  static constexpr Slot x_grad{"X@GRAD"}, y_grad{"Y@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<bool> transpose_x{"transpose_X"}, transpose_y{"transpose_Y"};
+  static constexpr Attr<float> alpha{"alpha"};
+  struct Attrs {
+    bool transpose_x, transpose_y;
+    float alpha;
+    explicit Attrs(const AttrReader& r)
+        : transpose_x(r(Matmul::transpose_x)), transpose_y(r(Matmul::transpose_y)), alpha(r(Matmul::alpha)) {}
+  };
   static OpDef def() {
-    return OpDef("matmul", "Out = alpha * op(X) * op(Y), batched over leading dims")
-        .in("X").in("Y").out("Out")
-        .attr("transpose_X", false).attr("transpose_Y", false).attr("alpha", 1.0f);
+    return OpDef(type, "Out = alpha * op(X) * op(Y), batched over leading dims")
+        .in(x).in(y).out(out)
+        .attr(transpose_x, false).attr(transpose_y, false).attr(alpha, 1.0f);
   }
   static void infer_shape(InferShapeContext& c) {
-    c.check(is_float(c.dtype("X")), "X must be a floating-point tensor, got {}", name(c.dtype("X")));
-    c.check(c.dtype("X") == c.dtype("Y"), "X is {} but Y is {}", name(c.dtype("X")), name(c.dtype("Y")));
-    Shape out;
-    std::string why = matmul_shape(c.shape("X"), c.shape("Y"), c.attr<bool>("transpose_X"), c.attr<bool>("transpose_Y"), out);
+    c.check(is_float(c.dtype(x)), "X must be a floating-point tensor, got {}", name(c.dtype(x)));
+    c.check(c.dtype(x) == c.dtype(y), "X is {} but Y is {}", name(c.dtype(x)), name(c.dtype(y)));
+    Shape os;
+    std::string why = matmul_shape(c.shape(x), c.shape(y), c.attr(transpose_x), c.attr(transpose_y), os);
     c.check(why.empty(), "{}", why);
-    c.set_output("Out", out, c.dtype("X"));
+    c.set_output(out, os, c.dtype(x));
   }
   /// matmul_grad(X, Y, Out@GRAD) -> X@GRAD, Y@GRAD (a shared rank-2 operand gets the sum over the batch)
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/matmul.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/matmul.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/matmul.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/matmul.hpp
 };
 
 }  // namespace oar::ops

@@ -51,37 +51,46 @@ inline Shape reduce_shape(const Shape& x, const std::vector<int>& axes, bool kee
   return out;
 }
 
-namespace detail {
-inline OpDef reduce_def(const char* type) {
-  return OpDef(type, "reduces X over the dims in `dim` (all dims with reduce_all)")
-      .in("X").out("Out")
-      .attr("dim", std::vector<int32_t>{0}, "dims to reduce; negative counts from the back")
-      .attr("keep_dim", false, "keep the reduced dims as size 1")
-      .attr("reduce_all", false, "reduce every dim to a [1] (or all-ones with keep_dim) output");
-}
-inline void reduce_infer_shape(InferShapeContext& c) {
-  const Shape& x = c.shape("X");
-  std::string why;
-  auto axes = reduce_axes(x, c.attr<std::vector<int32_t>>("dim"), c.attr<bool>("reduce_all"), why);
-  c.check(why.empty(), "{}", why);
-  c.set_output("Out", reduce_shape(x, axes, c.attr<bool>("keep_dim")), c.dtype("X"));
-}
-/// <type>_grad(X, [Out,] Out@GRAD) -> X@GRAD
-inline std::vector<Operator> reduce_grad(const GradContext& g, bool with_out) { return {g.default_grad(with_out)}; }
-}  // namespace detail
+/// The names every reduce op has, and what its kernels read.
+struct ReduceOp {
+  static constexpr Slot x{"X"}, out{"Out"};
+  static constexpr Slot x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<std::vector<int32_t>> dim{"dim"};
+  static constexpr Attr<bool> keep_dim{"keep_dim"}, reduce_all{"reduce_all"};
+  struct Attrs {
+    std::vector<int32_t> dim;
+    bool keep_dim, reduce_all;
+    explicit Attrs(const AttrReader& r) : dim(r(ReduceOp::dim)), keep_dim(r(ReduceOp::keep_dim)), reduce_all(r(ReduceOp::reduce_all)) {}
+  };
+  static OpDef make_def(std::string_view type) {
+    return OpDef(type, "reduces X over the dims in `dim` (all dims with reduce_all)")
+        .in(x).out(out)
+        .attr(dim, std::vector<int32_t>{0}, "dims to reduce; negative counts from the back")
+        .attr(keep_dim, false, "keep the reduced dims as size 1")
+        .attr(reduce_all, false, "reduce every dim to a [1] (or all-ones with keep_dim) output");
+  }
+  static void infer_shape(InferShapeContext& c) {
+    const Shape& xs = c.shape(x);
+    std::string why;
+    auto axes = reduce_axes(xs, c.attr(dim), c.attr(reduce_all), why);
+    c.check(why.empty(), "{}", why);
+    c.set_output(out, reduce_shape(xs, axes, c.attr(keep_dim)), c.dtype(x));
+  }
+};
 
 /// reduce_sum: out = sum over the reduced dims; grad: dOut broadcast back.
 /// reduce_mean: out = sum / count; grad: dOut / count broadcast back.
 /// reduce_max / reduce_min: out = max / min; grad: dOut to every element equal to the extreme (ties: all of
 /// them, as Fluid does: dx = dout * (x == out)).
 /// x: [2, 3, 4], dim {1, -1} -> [2] (keep_dim: [2, 1, 1]).
-#define OAR_DECLARE_REDUCE_OP(type, Op, Reducer, with_out)                                                  \
-  struct Op {                                                                                               \
-    static OpDef def() { return detail::reduce_def(#type); }                                                \
-    static void infer_shape(InferShapeContext& c) { detail::reduce_infer_shape(c); }                        \
-    static std::vector<Operator> grad(const GradContext& g) { return detail::reduce_grad(g, with_out); }    \
-    static void eval_cpu(KernelContext&);      /* kernels/cpu/reduce.hpp */                                 \
-    static void eval_grad_cpu(KernelContext&); /* kernels/cpu/reduce.hpp */                                 \
+#define OAR_DECLARE_REDUCE_OP(op_type, Op, Reducer, with_out)                                               \
+  struct Op : ReduceOp {                                                                                    \
+    static constexpr std::string_view type = #op_type;                                                      \
+    static OpDef def() { return make_def(type); }                                                           \
+    /* <type>_grad(X, [Out,] Out@GRAD) -> X@GRAD */                                                         \
+    static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(with_out)}; }          \
+    static void eval_cpu(KernelContext&, const Attrs&);      /* kernels/cpu/reduce.hpp */                   \
+    static void eval_grad_cpu(KernelContext&, const Attrs&); /* kernels/cpu/reduce.hpp */                   \
   };
 OAR_REDUCE_OPS(OAR_DECLARE_REDUCE_OP)
 #undef OAR_DECLARE_REDUCE_OP

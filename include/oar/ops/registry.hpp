@@ -3,6 +3,8 @@
 #pragma once
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 #include <unordered_map>
 
 #include "oar/ops/op_list.hpp"
@@ -11,18 +13,25 @@ namespace oar {
 
 namespace detail {
 
-/// Shape inference shared by every derived `<op>_grad`: each output `X@GRAD` gets the shape and dtype of X.
+/// Shape inference shared by every derived `<op>_grad`: each output `X@GRAD`[i] gets the shape and dtype of
+/// input slot `X`[i] of the same op (the forward variable), or else of the variable named without `@GRAD`.
 inline void infer_grad_shape(InferShapeContext& c) {
-  for (auto& s : c.op().outputs())
+  for (auto& s : c.op().outputs()) {
+    const auto at = s.slot.find("@GRAD");
+    if (at == std::string::npos) continue;
+    const std::vector<std::string>& fwd_slot = c.op().input(std::string_view(s.slot).substr(0, at));
     for (size_t i = 0; i < s.args.size(); ++i) {
       const std::string& g = s.args[i];
       if (g == kEmptyVarName) continue;
-      auto at = g.find("@GRAD");
-      if (at == std::string::npos) continue;
-      Variable* fwd = c.block().find_var(g.substr(0, at));
+      Variable* fwd = i < fwd_slot.size() ? c.block().find_var(fwd_slot[i]) : nullptr;
+      if (!fwd) {
+        auto a = g.find("@GRAD");
+        if (a != std::string::npos) fwd = c.block().find_var(g.substr(0, a));
+      }
       Variable* out = c.block().find_var(g);
       if (fwd && out) out->set_shape(fwd->shape()).set_dtype(fwd->dtype()).set_lod_level(fwd->lod_level());
     }
+  }
 }
 
 template <OpSchema Op>
@@ -30,6 +39,64 @@ OpDef make_def() {
   OpDef d = Op::def();
   d.infer_shape = &Op::infer_shape;
   if constexpr (requires(const GradContext& g) { { Op::grad(g) } -> std::same_as<std::vector<Operator>>; }) d.grad = &Op::grad;
+  return d;
+}
+
+/// The schema of `<type>_grad`, read off the forward op's grad maker: it runs on a forward op whose every slot
+/// holds one variable named after the slot, and the `<type>_grad` ops it emits give the grad op's slots and
+/// attributes. A grad input is dispensable or duplicable when the forward slot it comes from is; every grad
+/// output is dispensable (a gradient nobody wants is left out, or named @EMPTY@); attributes keep the
+/// forward's defaults and checks. Empty when the maker emits no `<type>_grad` op (it composes other ops).
+inline std::optional<OpDef> derive_grad_def(const OpDef& fwd) {
+  Operator op(fwd.type);
+  std::map<std::string, const SlotDef*> origin;  // probe variable -> the forward slot it stands for
+  for (auto& s : fwd.inputs) {
+    op.set_input(s.name, {"in:" + s.name});
+    origin["in:" + s.name] = &s;
+    origin[grad_var_name("in:" + s.name)] = &s;
+  }
+  for (auto& s : fwd.outputs) {
+    op.set_output(s.name, {"out:" + s.name});
+    origin["out:" + s.name] = &s;
+    origin[grad_var_name("out:" + s.name)] = &s;
+  }
+  for (auto& a : fwd.attrs)
+    if (a.dflt) op.set_attr(a.name, *a.dflt);
+  Program scratch;
+  const std::set<std::string> none;
+  GradContext ctx(op, scratch.global_block(), none);
+  std::vector<Operator> made;
+  try {
+    made = fwd.grad(ctx);
+  } catch (const Error&) {
+    return std::nullopt;  // a maker that needs real variables: its grad op stays unchecked
+  }
+  OpDef d(fwd.type + "_grad", "gradient of " + fwd.type);
+  bool any = false;
+  auto add_slots = [&](const std::vector<SlotArgs>& slots, std::vector<SlotDef>& into, bool is_output) {
+    for (auto& s : slots) {
+      bool dispensable = is_output, duplicable = false;
+      for (auto& a : s.args)
+        if (auto it = origin.find(a); it != origin.end()) {
+          dispensable = dispensable || it->second->dispensable || it->second->intermediate;
+          duplicable = duplicable || it->second->duplicable;
+        }
+      auto same = std::find_if(into.begin(), into.end(), [&](const SlotDef& x) { return x.name == s.slot; });
+      if (same == into.end()) into.push_back({s.slot, duplicable, dispensable, false, {}});
+    }
+  };
+  for (auto& g : made) {
+    if (g.type() != d.type) continue;
+    any = true;
+    add_slots(g.inputs(), d.inputs, false);
+    add_slots(g.outputs(), d.outputs, true);
+    for (auto& [k, v] : g.attrs()) {
+      if (d.find_attr(k)) continue;
+      if (const AttrDef* fa = fwd.find_attr(k)) d.attrs.push_back(*fa);
+      else d.attrs.push_back({k, attr_type(v), v, nullptr, {}});
+    }
+  }
+  if (!any) return std::nullopt;
   return d;
 }
 
@@ -70,7 +137,7 @@ class OpRegistry {
   void add(OpDef d) {
     if (defs_.count(d.type)) throw Error(fmt::format("op type '{}' is listed twice in op_list.hpp", d.type));
     if (d.grad) {
-      OpDef g(d.type + "_grad", "gradient of " + d.type);
+      OpDef g = detail::derive_grad_def(d).value_or(OpDef(d.type + "_grad", "gradient of " + d.type));
       g.is_grad = true;
       g.infer_shape = &detail::infer_grad_shape;
       defs_.emplace(g.type, std::move(g));
@@ -88,7 +155,7 @@ inline const OpDef& op_def(std::string_view type) { return OpRegistry::instance(
 inline void validate_op(Operator& op) {
   const OpDef& d = op_def(op.type());
   auto fail = [&](std::string msg) { throw Error(fmt::format("{}: {}", op.type(), msg), op.origin()); };
-  if (d.is_grad) return;  // derived grad ops are built by their makers, which know the slots
+  if (d.is_grad && d.inputs.empty()) return;  // a grad op whose schema could not be derived
   for (auto& s : d.inputs) {
     size_t n = op.input(s.name).size();
     if (n == 0 && !s.dispensable) fail(fmt::format("input {} is required", s.name));
@@ -103,8 +170,10 @@ inline void validate_op(Operator& op) {
   }
   for (auto& s : op.outputs())
     if (!d.find_output(s.slot)) fail(fmt::format("unknown output slot {}", s.slot));
-  for (auto& [k, v] : op.attrs())
-    if (!d.find_attr(k)) fail(fmt::format("unknown attribute '{}'", k));
+  // A grad op copies every attribute of its forward op, Fluid's framework ones (op_role, ...) included.
+  if (!d.is_grad)
+    for (auto& [k, v] : op.attrs())
+      if (!d.find_attr(k)) fail(fmt::format("unknown attribute '{}'", k));
   for (auto& a : d.attrs) {
     if (!op.has_attr(a.name)) {
       if (!a.dflt) fail(fmt::format("attribute '{}' ({}) is required", a.name, attr_type_name(a.type)));

@@ -8,25 +8,34 @@ namespace oar::ops {
 /// out = scale * (x + bias)          (bias_after_scale = false)
 /// x: any shape -> the same shape and LoD. In place allowed (Out == X).
 struct Scale {
+  static constexpr std::string_view type = "scale";
+  static constexpr Slot x{"X"}, out{"Out"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<float> scale{"scale"}, bias{"bias"};
+  static constexpr Attr<bool> bias_after_scale{"bias_after_scale"};
+  struct Attrs {
+    float scale, bias;
+    bool bias_after_scale;
+    explicit Attrs(const AttrReader& r) : scale(r(Scale::scale)), bias(r(Scale::bias)), bias_after_scale(r(Scale::bias_after_scale)) {}
+  };
   static OpDef def() {
-    return OpDef("scale", "Out = scale * X + bias, or scale * (X + bias)")
-        .in("X").out("Out")
-        .attr("scale", 1.0f).attr("bias", 0.0f).attr("bias_after_scale", true);
+    return OpDef(type, "Out = scale * X + bias, or scale * (X + bias)")
+        .in(x).out(out)
+        .attr(scale, 1.0f).attr(bias, 0.0f).attr(bias_after_scale, true);
   }
   static void infer_shape(InferShapeContext& c) {
-    c.set_output("Out", c.shape("X"), c.dtype("X"));
-    c.share_lod("X", "Out");
+    c.set_output(out, c.shape(x), c.dtype(x));
+    c.share_lod(x, out);
   }
   /// scale_grad(Out@GRAD) -> X@GRAD = scale * Out@GRAD (the bias drops out). X itself is not needed.
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op("scale_grad");
-    op.set_input("Out@GRAD", g.output_grad("Out")).set_output("X@GRAD", g.input_grad("X"));
+    Operator op(std::string(type) + "_grad");
+    op.set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
     for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
     op.set_origin(g.fwd().origin());
     return {op};
   }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/scale.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/scale.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/scale.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/scale.hpp
 };
 
 }  // namespace oar::ops

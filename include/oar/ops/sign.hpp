@@ -7,12 +7,14 @@ namespace oar::ops {
 /// out = x > 0 ? 1 : (x < 0 ? -1 : 0)   (NaN stays NaN)
 /// x: any shape -> the same shape and LoD.
 struct Sign {
-  static OpDef def() { return OpDef("sign", "element-wise sign of X").in("X").out("Out"); }
+  static constexpr std::string_view type = "sign";
+  static constexpr Slot x{"X"}, out{"Out"};
+  static OpDef def() { return OpDef(type, "element-wise sign of X").in(x).out(out); }
   static void infer_shape(InferShapeContext& c) {
-    c.set_output("Out", c.shape("X"), c.dtype("X"));
-    c.share_lod("X", "Out");
+    c.set_output(out, c.shape(x), c.dtype(x));
+    c.share_lod(x, out);
   }
-  static void eval_cpu(KernelContext&);  // kernels/cpu/sign.hpp
+  static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/sign.hpp
 };
 
 }  // namespace oar::ops

@@ -6,21 +6,23 @@
 namespace oar::ops {
 
 namespace detail {
-/// Shape inference shared by softmax and log_softmax: Out has X's shape, dtype and LoD; axis in [-rank, rank).
-inline void softmax_infer_shape(InferShapeContext& c) {
-  const Shape& x = c.shape("X");
-  int axis = c.attr<int32_t>("axis");
-  c.check(is_float(c.dtype("X")), "X must be a floating-point tensor, got {}", name(c.dtype("X")));
+/// Shape inference shared by softmax and log_softmax (`Op`): Out has X's shape, dtype and LoD; axis in [-rank, rank).
+template <class Op>
+void softmax_infer_shape(InferShapeContext& c) {
+  const Shape& x = c.shape(Op::x);
+  int axis = c.attr(Op::axis);
+  c.check(is_float(c.dtype(Op::x)), "X must be a floating-point tensor, got {}", name(c.dtype(Op::x)));
   c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.str());
   c.check(axis >= -x.rank() && axis < x.rank(), "axis = {} is out of range for X of rank {}", axis, x.rank());
-  c.set_output("Out", x, c.dtype("X"));
-  c.share_lod("X", "Out");
+  c.set_output(Op::out, x, c.dtype(Op::x));
+  c.share_lod(Op::x, Op::out);
 }
 /// `<op>_grad(Out, Out@GRAD) -> X@GRAD`: both softmax grads need only the forward output.
-inline std::vector<Operator> softmax_family_grad(const GradContext& g) {
+template <class Op>
+std::vector<Operator> softmax_family_grad(const GradContext& g) {
   Operator op(g.fwd().type() + "_grad");
-  op.set_input("Out", g.output("Out")).set_input("Out@GRAD", g.output_grad("Out"));
-  op.set_output("X@GRAD", g.input_grad("X"));
+  op.set_input(Op::out, g.output(Op::out)).set_input(Op::out_grad, g.output_grad(Op::out));
+  op.set_output(Op::x_grad, g.input_grad(Op::x));
   for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
   op.set_origin(g.fwd().origin());
   return {op};
@@ -30,25 +32,43 @@ inline std::vector<Operator> softmax_family_grad(const GradContext& g) {
 /// out = exp(x - max) / sum(exp(x - max)) along `axis`
 /// x: [..., D, ...] -> same shape. Grad: dx = out * (dout - sum(dout * out)).
 struct Softmax {
-  static OpDef def() {
-    return OpDef("softmax", "softmax along `axis` (default: the last dim)").in("X").out("Out").attr("axis", -1, "the dim to normalize over");
-  }
-  static void infer_shape(InferShapeContext& c) { detail::softmax_infer_shape(c); }
-  static std::vector<Operator> grad(const GradContext& g) { return detail::softmax_family_grad(g); }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/softmax.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/softmax.hpp
+  static constexpr std::string_view type = "softmax";
+  static constexpr Slot x{"X"}, out{"Out"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<int32_t> axis{"axis"};
+
+  /// What the kernels read, decoded once when a program is prepared.
+  struct Attrs {
+    int32_t axis;
+    explicit Attrs(const AttrReader& r) : axis(r(Softmax::axis)) {}
+  };
+
+  static OpDef def() { return OpDef(type, "softmax along `axis` (default: the last dim)").in(x).out(out).attr(axis, -1, "the dim to normalize over"); }
+  static void infer_shape(InferShapeContext& c) { detail::softmax_infer_shape<Softmax>(c); }
+  static std::vector<Operator> grad(const GradContext& g) { return detail::softmax_family_grad<Softmax>(g); }
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/softmax.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/softmax.hpp
 };
 
 /// out = x - max - log(sum(exp(x - max))) along `axis`
 /// x: [..., D, ...] -> same shape. Grad: dx = dout - exp(out) * sum(dout).
 struct LogSoftmax {
+  static constexpr std::string_view type = "log_softmax";
+  static constexpr Slot x{"X"}, out{"Out"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<int32_t> axis{"axis"};
+
+  /// What the kernels read, decoded once when a program is prepared.
+  struct Attrs {
+    int32_t axis;
+    explicit Attrs(const AttrReader& r) : axis(r(LogSoftmax::axis)) {}
+  };
+
   static OpDef def() {
-    return OpDef("log_softmax", "log of softmax along `axis` (default: the last dim)").in("X").out("Out").attr("axis", -1, "the dim to normalize over");
+    return OpDef(type, "log of softmax along `axis` (default: the last dim)").in(x).out(out).attr(axis, -1, "the dim to normalize over");
   }
-  static void infer_shape(InferShapeContext& c) { detail::softmax_infer_shape(c); }
-  static std::vector<Operator> grad(const GradContext& g) { return detail::softmax_family_grad(g); }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/softmax.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/softmax.hpp
+  static void infer_shape(InferShapeContext& c) { detail::softmax_infer_shape<LogSoftmax>(c); }
+  static std::vector<Operator> grad(const GradContext& g) { return detail::softmax_family_grad<LogSoftmax>(g); }
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/softmax.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/softmax.hpp
 };
 
 }  // namespace oar::ops

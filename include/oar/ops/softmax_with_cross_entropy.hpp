@@ -9,32 +9,46 @@ namespace oar::ops {
 /// hard: loss_i = lse_i - x[i, label_i] (0 where label_i == ignore_index); soft: loss_i = sum_j label_ij * (lse_i - x_ij)
 /// logits: [N, D] (any rank >= 2, classes last), label: i64 [N, 1] or float [N, D] -> softmax [N, D], loss [N, 1].
 struct SoftmaxWithCrossEntropy {
+  static constexpr std::string_view type = "softmax_with_cross_entropy";
+  static constexpr Slot logits{"Logits"}, label{"Label"}, softmax{"Softmax"}, loss{"Loss"};
+  static constexpr Slot logits_grad{"Logits@GRAD"}, loss_grad{"Loss@GRAD"};
+  static constexpr Attr<bool> soft_label{"soft_label"};
+  static constexpr Attr<int32_t> ignore_index{"ignore_index"};
+
+  /// What the kernels read, decoded once when a program is prepared.
+  struct Attrs {
+    bool soft_label;
+    int32_t ignore_index;
+    explicit Attrs(const AttrReader& r)
+        : soft_label(r(SoftmaxWithCrossEntropy::soft_label)), ignore_index(r(SoftmaxWithCrossEntropy::ignore_index)) {}
+  };
+
   static OpDef def() {
-    return OpDef("softmax_with_cross_entropy", "softmax of Logits, then cross entropy against Label")
-        .in("Logits").in("Label").out("Softmax").out("Loss")
-        .attr("soft_label", false, "Label is a distribution [N, D] instead of class indices [N, 1]")
-        .attr("ignore_index", -100, "hard label that gives 0 loss and 0 gradient");
+    return OpDef(type, "softmax of Logits, then cross entropy against Label")
+        .in(logits).in(label).out(softmax).out(loss)
+        .attr(soft_label, false, "Label is a distribution [N, D] instead of class indices [N, 1]")
+        .attr(ignore_index, -100, "hard label that gives 0 loss and 0 gradient");
   }
   static void infer_shape(InferShapeContext& c) {
-    c.check(is_float(c.dtype("Logits")), "Logits must be a floating-point tensor, got {}", name(c.dtype("Logits")));
-    detail::check_ce_label(c, "Logits");
-    c.set_output("Softmax", c.shape("Logits"), c.dtype("Logits"));
-    c.set_output("Loss", detail::ce_loss_shape(c.shape("Logits")), c.dtype("Logits"));
-    c.share_lod("Logits", "Softmax");
-    c.share_lod("Logits", "Loss");
+    c.check(is_float(c.dtype(logits)), "Logits must be a floating-point tensor, got {}", name(c.dtype(logits)));
+    detail::check_ce_label(c, logits, label, c.attr(soft_label));
+    c.set_output(softmax, c.shape(logits), c.dtype(logits));
+    c.set_output(loss, detail::ce_loss_shape(c.shape(logits)), c.dtype(logits));
+    c.share_lod(logits, softmax);
+    c.share_lod(logits, loss);
   }
   /// softmax_with_cross_entropy_grad(Label, Softmax, Loss@GRAD) -> Logits@GRAD = (softmax * sum(label) - label) * dloss
   /// (hard labels: softmax - onehot).
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op("softmax_with_cross_entropy_grad");
-    op.set_input("Label", g.input("Label")).set_input("Softmax", g.output("Softmax")).set_input("Loss@GRAD", g.output_grad("Loss"));
-    op.set_output("Logits@GRAD", g.input_grad("Logits"));
+    Operator op(std::string(type) + "_grad");
+    op.set_input(label, g.input(label)).set_input(softmax, g.output(softmax)).set_input(loss_grad, g.output_grad(loss));
+    op.set_output(logits_grad, g.input_grad(logits));
     for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
     op.set_origin(g.fwd().origin());
     return {op};
   }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/softmax_with_cross_entropy.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/softmax_with_cross_entropy.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/softmax_with_cross_entropy.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/softmax_with_cross_entropy.hpp
 };
 
 }  // namespace oar::ops

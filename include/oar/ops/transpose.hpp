@@ -7,33 +7,41 @@ namespace oar::ops {
 /// out[i_axis[0], ..., i_axis[r-1]] = x[i_0, ..., i_{r-1}]: Out.shape[k] = X.shape[axis[k]].
 /// X [2, 3, 4], {axis=[2, 0, 1]} -> Out [4, 2, 3]. Any dtype. Grad: X@GRAD = transpose(Out@GRAD, axis^-1).
 struct Transpose {
+  static constexpr std::string_view type = "transpose";
+  static constexpr Slot x{"X"}, out{"Out"};
+  static constexpr Slot x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<std::vector<int32_t>> axis{"axis"};
+  struct Attrs {
+    std::vector<int32_t> axis;
+    explicit Attrs(const AttrReader& r) : axis(r(Transpose::axis)) {}
+  };
   static OpDef def() {
-    return OpDef("transpose", "X with its dims permuted").in("X").out("Out").required_attr<std::vector<int32_t>>("axis", "a permutation of 0..rank-1");
+    return OpDef(type, "X with its dims permuted").in(x).out(out).required_attr(axis, "a permutation of 0..rank-1");
   }
   static void infer_shape(InferShapeContext& c) {
-    const Shape& x = c.shape("X");
-    auto axis = c.attr<std::vector<int32_t>>("axis");
-    check_perm(c, x, axis);
-    Shape out;
-    for (int32_t a : axis) out.push_back(x[a]);
-    c.set_output("Out", out, c.dtype("X"));
+    const Shape& xs = c.shape(x);
+    auto perm = c.attr(axis);
+    check_perm(c, xs, perm);
+    Shape os;
+    for (int32_t a : perm) os.push_back(xs[a]);
+    c.set_output(out, os, c.dtype(x));
   }
   template <class Ctx>
-  static void check_perm(const Ctx& c, const Shape& x, const std::vector<int32_t>& axis) {
-    c.check(int(axis.size()) == x.rank(), "axis [{}] has {} entries but X {} has rank {}", fmt::join(axis, ", "), axis.size(), x.str(), x.rank());
-    std::vector<bool> seen(axis.size(), false);
-    for (int32_t a : axis) {
-      c.check(a >= 0 && a < x.rank() && !seen[size_t(a)], "axis [{}] is not a permutation of 0..{}", fmt::join(axis, ", "), x.rank() - 1);
-      seen[size_t(a)] = true;
+  static void check_perm(const Ctx& c, const Shape& xs, const std::vector<int32_t>& perm) {
+    c.check(int(perm.size()) == xs.rank(), "axis [{}] has {} entries but X {} has rank {}", fmt::join(perm, ", "), perm.size(), xs.str(), xs.rank());
+    bool seen[Shape::kMaxRank] = {};  // perm has rank <= kMaxRank entries (checked above)
+    for (int32_t a : perm) {
+      c.check(a >= 0 && a < xs.rank() && !seen[a], "axis [{}] is not a permutation of 0..{}", fmt::join(perm, ", "), xs.rank() - 1);
+      seen[a] = true;
     }
   }
   /// transpose_grad(X, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad("X")[0] == kEmptyVarName) return {};
+    if (g.input_grad(x)[0] == kEmptyVarName) return {};
     return {g.default_grad(false)};
   }
-  static void eval_cpu(KernelContext&);       // kernels/cpu/transpose.hpp
-  static void eval_grad_cpu(KernelContext&);  // kernels/cpu/transpose.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/transpose.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/transpose.hpp
 };
 
 }  // namespace oar::ops

@@ -3,7 +3,13 @@
 // (g * c / max(c, sqrt(sum_i |g_i|^2))).
 #pragma once
 #include "oar/autodiff/backward.hpp"
-#include "oar/layers/param_attr.hpp"
+#include "oar/ops/clip_by_norm.hpp"
+#include "oar/ops/elementwise.hpp"
+#include "oar/ops/elementwise_binary.hpp"
+#include "oar/ops/fused_elementwise.hpp"
+#include "oar/ops/param_attr.hpp"
+#include "oar/ops/squared_l2_norm.hpp"
+#include "oar/ops/sum.hpp"
 
 namespace oar::optim {
 
@@ -26,12 +32,14 @@ inline std::vector<ParamGrad> append_gradient_clip(Block& b, const std::vector<P
     std::string ng = g + "@CLIP";
     b.create_var(ng, {.dtype = pv.dtype(), .shape = pv.shape()});
     if (c->kind == GradientClip::Kind::value) {
-      Operator op("clip");
-      op.set_input("X", {g}).set_output("Out", {ng}).set_attr("min", float(c->a)).set_attr("max", float(c->b));
+      using C = ops::ClipOp;  // param0: min, param1: max
+      Operator op{std::string(C::type)};
+      op.set_input(C::x, {g}).set_output(C::out, {ng}).set_attr(C::param0, float(c->a)).set_attr(C::param1, float(c->b));
       add_op(b, std::move(op));
     } else if (c->kind == GradientClip::Kind::norm) {
-      Operator op("clip_by_norm");
-      op.set_input("X", {g}).set_output("Out", {ng}).set_attr("max_norm", float(c->a));
+      using C = ops::ClipByNorm;
+      Operator op{std::string(C::type)};
+      op.set_input(C::x, {g}).set_output(C::out, {ng}).set_attr(C::max_norm, float(c->a));
       add_op(b, std::move(op));
     } else {
       global_members.push_back(out.size());
@@ -49,25 +57,28 @@ inline std::vector<ParamGrad> append_gradient_clip(Block& b, const std::vector<P
     for (size_t i : global_members) {
       std::string sq = out[i].grad + "@SQNORM";
       b.create_var(sq, {.dtype = t, .shape = Shape{1}});
-      Operator op("squared_l2_norm");
-      op.set_input("X", {out[i].grad}).set_output("Out", {sq});
+      using N = ops::SquaredL2Norm;
+      Operator op{std::string(N::type)};
+      op.set_input(N::x, {out[i].grad}).set_output(N::out, {sq});
       add_op(b, std::move(op));
       squares.push_back(sq);
     }
     std::string total = "@GLOBAL_NORM_SQ@", factor = "@GLOBAL_CLIP_SCALE@";
     b.create_var(total, {.dtype = t, .shape = Shape{1}});
     b.create_var(factor, {.dtype = t, .shape = Shape{1}});
-    Operator sum("sum");
-    sum.set_input("X", squares).set_output("Out", {total});
+    Operator sum{std::string(ops::Sum::type)};
+    sum.set_input(ops::Sum::x, squares).set_output(ops::Sum::out, {total});
     add_op(b, std::move(sum));
-    Operator f("fused_elementwise");
-    f.set_input("X", {total}).set_output("Out", {factor}).set_attr("expression", fmt::format("c:{0} c:{0} x0 sqrt max div", global_norm));
+    using F = ops::FusedElementwise;
+    Operator f{std::string(F::type)};
+    f.set_input(F::x, {total}).set_output(F::out, {factor}).set_attr(F::expression, fmt::format("c:{0} c:{0} x0 sqrt max div", global_norm));
     add_op(b, std::move(f));
     for (size_t i : global_members) {
       std::string ng = out[i].grad + "@CLIP";
       b.create_var(ng, {.dtype = t, .shape = b.var_recursive(out[i].grad).shape()});
-      Operator mul("elementwise_mul");
-      mul.set_input("X", {out[i].grad}).set_input("Y", {factor}).set_output("Out", {ng});
+      using M = ops::ElementwiseMul;
+      Operator mul{std::string(M::type)};
+      mul.set_input(M::x, {out[i].grad}).set_input(M::y, {factor}).set_output(M::out, {ng});
       add_op(b, std::move(mul));
       out[i].grad = ng;
     }

@@ -2,7 +2,10 @@
 // append_regularization_ops): L2: g' = g + coeff * p; L1: g' = g + coeff * sign(p).
 #pragma once
 #include "oar/autodiff/backward.hpp"
-#include "oar/layers/param_attr.hpp"
+#include "oar/ops/param_attr.hpp"
+#include "oar/ops/scale.hpp"
+#include "oar/ops/sign.hpp"
+#include "oar/ops/sum.hpp"
 
 namespace oar::optim {
 
@@ -23,19 +26,20 @@ inline std::vector<ParamGrad> append_regularization(Block& b, const std::vector<
     if (r->kind == Regularizer::Kind::l1) {
       src = p + "@SIGN";
       b.create_var(src, {.dtype = pv.dtype(), .shape = pv.shape()});
-      Operator sign("sign");
-      sign.set_input("X", {p}).set_output("Out", {src});
+      Operator sign{std::string(ops::Sign::type)};
+      sign.set_input(ops::Sign::x, {p}).set_output(ops::Sign::out, {src});
       add_op(b, std::move(sign));
     }
     std::string decay = p + "@DECAY";
     b.create_var(decay, {.dtype = pv.dtype(), .shape = pv.shape()});
-    Operator scale("scale");
-    scale.set_input("X", {src}).set_output("Out", {decay}).set_attr("scale", float(r->coeff));
+    using S = ops::Scale;
+    Operator scale{std::string(S::type)};
+    scale.set_input(S::x, {src}).set_output(S::out, {decay}).set_attr(S::scale, float(r->coeff));
     add_op(b, std::move(scale));
     std::string ng = g + "@REGULARIZED";
     b.create_var(ng, {.dtype = pv.dtype(), .shape = pv.shape()});
-    Operator sum("sum");
-    sum.set_input("X", {g, decay}).set_output("Out", {ng});
+    Operator sum{std::string(ops::Sum::type)};
+    sum.set_input(ops::Sum::x, {g, decay}).set_output(ops::Sum::out, {ng});
     add_op(b, std::move(sum));
     out.push_back({p, ng});
   }

@@ -57,7 +57,7 @@ class PreparedBlock {
     std::vector<int> acquire, release;  // indices into slots_: temporaries first written / last used here
     std::shared_ptr<PreparedBlock> sub;  // a control-flow op's sub-block, prepared on first use
   };
-  struct Slot {
+  struct Temp {
     Value* value;
     const Variable* var;
     size_t bytes = 0;  // the storage it held when it died last run: what it will need next run
@@ -102,7 +102,7 @@ class PreparedBlock {
 
   /// Bytes a temporary will need: what it held last run, or on the first run its declared shape with the
   /// unknown dims (-1) taken as `batch` (a guess: a kernel whose output is larger simply allocates).
-  size_t expected_bytes(const Slot& sl, int64_t batch) const {
+  size_t expected_bytes(const Temp& sl, int64_t batch) const {
     if (sl.bytes) return sl.bytes;
     int64_t n = 1;
     for (int64_t d : sl.var->shape()) n *= d < 0 ? batch : d;
@@ -111,7 +111,7 @@ class PreparedBlock {
   /// Before a step: its new temporaries take the smallest free buffer that holds what they need.
   void acquire(const Step& s, int64_t batch) {
     for (int k : s.acquire) {
-      Slot& sl = slots_[size_t(k)];
+      Temp& sl = slots_[size_t(k)];
       LoDTensor& t = sl.value->tensor();
       const size_t need = expected_bytes(sl, batch);
       if (t.initialized() || need == 0) continue;
@@ -127,18 +127,18 @@ class PreparedBlock {
   /// Before a run: the temporaries still holding storage (last run's fetches) give it back, unless the caller
   /// still holds those tensors.
   void reclaim() {
-    for (Slot& sl : slots_) give_back(sl);
+    for (Temp& sl : slots_) give_back(sl);
   }
   /// After a step: the temporaries it used last give their storage back (unless fetched).
   void release(const Step& s, const std::vector<const Value*>& fetched) {
     for (int k : s.release) {
-      Slot& sl = slots_[size_t(k)];
+      Temp& sl = slots_[size_t(k)];
       if (std::find(fetched.begin(), fetched.end(), sl.value) == fetched.end()) give_back(sl);
     }
   }
   /// Takes a temporary's storage (remembering its size for the next run) into the free list; storage that
   /// another tensor still shares (a view, a caller's fetch) is only let go.
-  void give_back(Slot& sl) {
+  void give_back(Temp& sl) {
     LoDTensor& t = sl.value->tensor();
     if (!t.initialized()) return;
     std::shared_ptr<Storage> st = t.release_storage();
@@ -155,8 +155,9 @@ class PreparedBlock {
   PrepareOptions options_;
   bool recycle_ = false;
   std::set<std::string> keep_;
-  std::vector<Slot> slots_;
+  std::vector<Temp> slots_;
   std::vector<std::shared_ptr<Storage>> free_;
+  std::vector<const Value*> fetched_;
 };
 
 class Executor {
@@ -182,6 +183,13 @@ class Executor {
 
   /// Runs a prepared block with `feeds`, returning the `fetch` variables (sharing their storage).
   std::vector<LoDTensor> run(PreparedBlock& p, Scope& scope, const FeedMap& feeds = {}, const std::vector<std::string>& fetch = {}) {
+    std::vector<LoDTensor> out;
+    run(p, scope, feeds, fetch, out);
+    return out;
+  }
+  /// The same into `out`, whose storage is reused: a run whose shapes repeat allocates nothing on the heap.
+  void run(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out) {
+    for (auto& t : out) t = LoDTensor();  // last run's fetches let go of their storage, so this run reuses it
     if (p.scope_ != &scope) bind(p, scope);
     const Block& b = p.program_->block(p.block_);
     for (auto& [name, t] : feeds) {
@@ -205,8 +213,9 @@ class Executor {
       }
     for (auto& name : fetch)
       if (!b.find_var(name) && !p.local_->find(name)) throw Error(fmt::format("cannot fetch '{}': no such variable in the program", name));
-    std::vector<const Value*> fetched;  // with recycling: what must survive the run
-    int64_t batch = 1;                    // with recycling: the first-run size guess for unknown dims
+    std::vector<const Value*>& fetched = p.fetched_;  // with recycling: what must survive the run
+    fetched.clear();
+    int64_t batch = 1;  // with recycling: the first-run size guess for unknown dims
     if (p.recycle_) {
       p.reclaim();
       for (auto& name : fetch)
@@ -230,16 +239,15 @@ class Executor {
         throw Error(fmt::format("{}: {} (op #{} of block {})", s.op->type(), e.what(), i, p.block_), s.op->origin());
       }
     }
-    std::vector<LoDTensor> out;
-    out.reserve(fetch.size());
-    for (auto& name : fetch) {
+    out.resize(fetch.size());
+    for (size_t i = 0; i < fetch.size(); ++i) {
+      const std::string& name = fetch[i];
       Value* v = p.local_->find(name);
       if (!v || !v->is_tensor() || !v->tensor().initialized()) throw Error(fmt::format("cannot fetch '{}': it has no value after the run", name));
       const LoDTensor& t = v->tensor();
-      if (t.place().is_cpu()) out.push_back(t);
-      else out.push_back(LoDTensor(t.to(cpu()), t.lod()));  // fetches come back to the host
+      if (t.place().is_cpu()) out[i] = t;
+      else out[i] = LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
     }
-    return out;
   }
 
   /// A control-flow op: conditional_block runs its sub-block, in a child scope of the block's temporaries
@@ -247,14 +255,15 @@ class Executor {
   /// when its condition holds: a scalar bool that is true (is_scalar_condition), or else every Cond tensor
   /// non-empty. Fluid's rule; the outputs keep their previous values when it does not run.
   void run_control(PreparedBlock& p, PreparedBlock::Step& s, int index) {
+    using Op = ops::ConditionalBlock;
     const KernelContext& c = s.ctx;
     bool go = true;
-    if (c.attr<bool>("is_scalar_condition")) {
-      const LoDTensor& cond = c.in("Cond");
+    if (s.op->attr(Op::is_scalar_condition)) {
+      const LoDTensor& cond = c.in(Op::cond);
       c.check(cond.dtype() == DType::boolean && cond.numel() == 1, "Cond must be one bool, got {} {}", oar::name(cond.dtype()), cond.shape());
       go = cond.data<bool>()[0];
     } else {
-      for (size_t k = 0; k < c.num_in("Cond"); ++k) go = go && c.in("Cond", k).numel() > 0;
+      for (size_t k = 0; k < c.num_in(Op::cond); ++k) go = go && c.in(Op::cond, k).numel() > 0;
     }
     if (!go) return;
     try {
@@ -322,8 +331,8 @@ class Executor {
       }
     std::set<std::string> written;
     for (auto* op : b.ops()) {
-      if (op->type() == "feed") {  // a program's own feed ops name what must be fed
-        for (auto& n : op->output("Out")) {
+      if (op->type() == ops::Feed::type) {  // a program's own feed ops name what must be fed
+        for (auto& n : op->output(ops::Feed::out)) {
           written.insert(n);
           p.required_feeds_.push_back(n);
         }
@@ -340,7 +349,8 @@ class Executor {
     }
     for (auto* op : b.ops()) {
       const OpDef& d = op_def(op->type());
-      if (p.options_.read_only_persistables)
+      // feed and fetch ops move values through the program's feed/fetch lists, which are no model state.
+      if (p.options_.read_only_persistables && op->type() != ops::Feed::type && op->type() != ops::Fetch::type)
         for (auto& n : op->output_names())
           if (const Variable* v = b.find_var(n); v && v->persistable())
             throw Error(fmt::format("op '{}' writes the persistable variable '{}' in a program that may only read them (an Evaluator's: "
@@ -353,7 +363,7 @@ class Executor {
         const KernelEntry& k = KernelRegistry::instance().get(op->type(), place_, op->origin());
         fn = k.on(place_);
         attrs = k.attrs(*op, d.is_grad ? OpRegistry::instance().find(op->type().substr(0, op->type().size() - 5)) : &d);
-      } else if (op->type() != "feed" && op->type() != "fetch" && op->type() != "conditional_block") {
+      } else if (op->type() != ops::Feed::type && op->type() != ops::Fetch::type && op->type() != ops::ConditionalBlock::type) {
         throw Error(fmt::format("op '{}' is not supported by this executor yet", op->type()), op->origin());
       }
       p.steps_.push_back({op, fn, attrs, KernelContext(*op, *p.local_, *dev_, attrs.get()), {}, {}});

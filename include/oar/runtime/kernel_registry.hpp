@@ -10,9 +10,9 @@
 #include "kernels/cpu/all.hpp"
 #endif
 #include "oar/ops/registry.hpp"
-#include "oar/runtime/kernel_context.hpp"
-#include "oar/runtime/tensor.hpp"
-#include "oar/runtime/thread_pool.hpp"
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/tensor.hpp"
+#include "oar/device/thread_pool.hpp"
 
 namespace oar {
 

@@ -8,7 +8,7 @@
 #include <source_location>
 
 #include "oar/core/names.hpp"
-#include "oar/layers/param_attr.hpp"
+#include "oar/ops/param_attr.hpp"
 
 namespace oar {
 

@@ -1,4 +1,4 @@
-// oar/runtime/device_context.hpp: what a kernel gets from the device it runs on. DeviceContext is the one
+// oar/device/device_context.hpp: what a kernel gets from the device it runs on. DeviceContext is the one
 // interface (its place and the executor's seed source); CpuContext adds nothing but a name for the CPU (the
 // thread pool is global, runtime/thread_pool.hpp); CudaContext (runtime/cuda.hpp) adds a stream and the
 // cuBLAS and cuDNN handles.

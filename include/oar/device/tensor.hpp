@@ -1,4 +1,4 @@
-// oar/runtime/tensor.hpp: Tensor (dtype, shape, place, shared 64-byte aligned storage, views), LoDTensor
+// oar/device/tensor.hpp: Tensor (dtype, shape, place, shared 64-byte aligned storage, views), LoDTensor
 // (Tensor + offset-form LoD) and SelectedRows (sparse rows, for embedding gradients).
 #pragma once
 #include <atomic>
@@ -11,8 +11,8 @@
 #include "oar/core/dtype.hpp"
 #include "oar/core/place.hpp"
 #include "oar/core/shape.hpp"
-#include "oar/runtime/allocator.hpp"
-#include "oar/runtime/cuda.hpp"
+#include "oar/device/allocator.hpp"
+#include "oar/device/cuda.hpp"
 
 namespace oar {
 

@@ -1,4 +1,4 @@
-// oar/runtime/allocator.hpp: where tensor storage comes from. One Allocator per place behind one interface:
+// oar/device/allocator.hpp: where tensor storage comes from. One Allocator per place behind one interface:
 // the CPU's hands out 64-byte aligned blocks; CUDA's (kernels/cuda/context.cpp, built with the toolkit) is
 // a caching, stream-ordered pool per device. Each keeps its own MemoryStats.
 #pragma once

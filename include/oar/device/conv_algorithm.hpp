@@ -1,4 +1,4 @@
-// oar/runtime/conv_algorithm.hpp: the process-wide choice between im2col + GEMM and Winograd tiles for the CPU
+// oar/device/conv_algorithm.hpp: the process-wide choice between im2col + GEMM and Winograd tiles for the CPU
 // convolutions (kernels/cpu/conv2d.hpp, kernels/cpu/winograd.hpp).
 #pragma once
 #include <atomic>

@@ -1,4 +1,4 @@
-// oar/runtime/scope.hpp: Scope, a tree of name -> Value maps (lookup walks up to the root), and Value, the
+// oar/device/scope.hpp: Scope, a tree of name -> Value maps (lookup walks up to the root), and Value, the
 // run-time content of a variable (a LoDTensor, SelectedRows, a tensor list, or step scopes).
 #pragma once
 #include <map>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "oar/ir/program.hpp"
-#include "oar/runtime/tensor.hpp"
+#include "oar/device/tensor.hpp"
 
 namespace oar {
 

@@ -1,8 +1,10 @@
-// oar/layers/initializers.hpp: parameter initializers with Fluid's formulas. Each one prepends one op to the
+// oar/ops/initializers.hpp: parameter initializers with Fluid's formulas. Each one prepends one op to the
 // startup program's global block that writes the parameter.
 #pragma once
 #include <cmath>
 
+#include "oar/ops/fill_constant.hpp"
+#include "oar/ops/random.hpp"
 #include "oar/ops/registry.hpp"
 
 namespace oar {
@@ -46,22 +48,34 @@ struct Initializer {
     if (fan_in) fin = double(fan_in);
     if (fan_out) fout = double(fan_out);
     std::vector<int64_t> shape(var.shape().begin(), var.shape().end());
-    auto random = [&](const char* type, const char* k0, double v0, const char* k1, double v1) {
-      op = Operator(type);
-      op.set_attr(k0, float(v0)).set_attr(k1, float(v1)).set_attr("seed", seed);
+    // Op `O` (an op struct passed as a value) writing `var`: every init op has Out, shape and dtype.
+    auto init_op = [&](auto o) {
+      using O = decltype(o);
+      Operator r{std::string(O::type)};
+      r.set_attr(O::shape, shape).set_attr(O::dtype, int32_t(var.dtype()));
+      r.set_output(O::out, {var.name()});
+      return r;
+    };
+    auto uniform = [&](double lo, double hi) {
+      using U = ops::UniformRandom;
+      op = init_op(U{});
+      op.set_attr(U::min, float(lo)).set_attr(U::max, float(hi)).set_attr(U::seed, int32_t(seed));
+    };
+    auto gaussian = [&](auto o, double mean, double sd) {  // gaussian_random or truncated_gaussian_random
+      using G = decltype(o);
+      op = init_op(G{});
+      op.set_attr(G::mean, float(mean)).set_attr(G::std, float(sd)).set_attr(G::seed, int32_t(seed));
     };
     switch (kind) {
-      case Kind::constant: op = Operator("fill_constant"); op.set_attr("value", float(a)); break;
-      case Kind::uniform: random("uniform_random", "min", a, "max", b); break;
-      case Kind::normal: random("gaussian_random", "mean", a, "std", b); break;
-      case Kind::truncated_normal: random("truncated_gaussian_random", "mean", a, "std", b); break;
-      case Kind::xavier_uniform: { double l = std::sqrt(6.0 / (fin + fout)); random("uniform_random", "min", -l, "max", l); break; }
-      case Kind::xavier_normal: random("gaussian_random", "mean", 0.0, "std", std::sqrt(2.0 / (fin + fout))); break;
-      case Kind::msra_uniform: { double l = std::sqrt(6.0 / fin); random("uniform_random", "min", -l, "max", l); break; }
-      case Kind::msra_normal: random("gaussian_random", "mean", 0.0, "std", std::sqrt(2.0 / fin)); break;
+      case Kind::constant: op = init_op(ops::FillConstant{}); op.set_attr(ops::FillConstant::value, float(a)); break;
+      case Kind::uniform: uniform(a, b); break;
+      case Kind::normal: gaussian(ops::GaussianRandom{}, a, b); break;
+      case Kind::truncated_normal: gaussian(ops::TruncatedGaussianRandom{}, a, b); break;
+      case Kind::xavier_uniform: { double l = std::sqrt(6.0 / (fin + fout)); uniform(-l, l); break; }
+      case Kind::xavier_normal: gaussian(ops::GaussianRandom{}, 0.0, std::sqrt(2.0 / (fin + fout))); break;
+      case Kind::msra_uniform: { double l = std::sqrt(6.0 / fin); uniform(-l, l); break; }
+      case Kind::msra_normal: gaussian(ops::GaussianRandom{}, 0.0, std::sqrt(2.0 / fin)); break;
     }
-    op.set_attr("shape", shape).set_attr("dtype", int32_t(var.dtype()));
-    op.set_output("Out", {var.name()});
     validate_op(op);
     startup.global_block().prepend_op(std::move(op));
   }

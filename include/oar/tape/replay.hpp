@@ -1,4 +1,4 @@
-// oar/layers/layer_helper.hpp: replaying a tape (ReplayContext, Tape::program) and LayerHelper, the one helper
+// oar/tape/replay.hpp: replaying a tape (ReplayContext, Tape::program) and LayerHelper, the one helper
 // every layer function uses at replay: unique names, parameters (ParamAttr > layer default > Xavier / zero),
 // temporaries, ops with the user's line, bias with `axis`, activation, multiple inputs.
 #pragma once
@@ -6,6 +6,9 @@
 #include <map>
 #include <tuple>
 
+#include "oar/ops/elementwise.hpp"
+#include "oar/ops/elementwise_binary.hpp"
+#include "oar/ops/softmax.hpp"
 #include "oar/tape/tape.hpp"
 
 namespace oar {
@@ -181,8 +184,9 @@ class LayerHelper {
     Shape s = xv.shape().slice(dim_start, dim_end < 0 ? xv.shape().rank() : dim_end);
     Variable& b = create_parameter(attr, s, xv.dtype(), true);
     Variable& out = create_tmp(xv.dtype());
-    Operator op("elementwise_add");
-    op.set_input("X", {x}).set_input("Y", {b.name()}).set_output("Out", {out.name()}).set_attr("axis", dim_start);
+    using Add = ops::ElementwiseAdd;
+    Operator op{std::string(Add::type)};
+    op.set_input(Add::x, {x}).set_input(Add::y, {b.name()}).set_output(Add::out, {out.name()}).set_attr(Add::axis, int32_t(dim_start));
     append_op(std::move(op));
     return out.name();
   }
@@ -191,8 +195,11 @@ class LayerHelper {
     const Activation& a = c_.opts.act;
     if (a.empty()) return x;
     Variable& out = create_tmp(block().var_recursive(x).dtype());
+    // Every activation (a unary element-wise op, softmax, log_softmax) has relu's slots.
+    static_assert(ops::Softmax::x == ops::ReluOp::x && ops::Softmax::out == ops::ReluOp::out);
+    static_assert(ops::LogSoftmax::x == ops::ReluOp::x && ops::LogSoftmax::out == ops::ReluOp::out);
     Operator op(a.type);
-    op.set_input("X", {x}).set_output("Out", {out.name()});
+    op.set_input(ops::ReluOp::x, {x}).set_output(ops::ReluOp::out, {out.name()});
     for (auto& [k, v] : a.attrs) op.set_attr(k, v);
     append_op(std::move(op));
     return out.name();

@@ -1,13 +1,13 @@
-// oar/runtime/kernel_context.hpp: what a kernel sees: the device context of the place it runs on, its op's
+// oar/device/kernel_context.hpp: what a kernel sees: the device context of the place it runs on, its op's
 // inputs and outputs resolved to run-time values once, the op's attributes decoded once into the op's typed
 // Attrs, the dtype to dispatch on, and errors that name the op and the user's line.
 #pragma once
 #include <string>
 #include <vector>
 
-#include "oar/runtime/cuda.hpp"
-#include "oar/runtime/device_context.hpp"
-#include "oar/runtime/scope.hpp"
+#include "oar/device/cuda.hpp"
+#include "oar/device/device_context.hpp"
+#include "oar/device/scope.hpp"
 
 namespace oar {
 

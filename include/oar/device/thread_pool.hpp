@@ -1,4 +1,4 @@
-// oar/runtime/thread_pool.hpp - the single intra-op thread pool of oar.
+// oar/device/thread_pool.hpp - the single intra-op thread pool of oar.
 // parallel_for splits [begin,end) into deterministic chunks run by the caller plus idle workers.
 // When OAR_WITH_BLAS is defined the pool forces OpenBLAS to run single-threaded (one pool only).
 #pragma once

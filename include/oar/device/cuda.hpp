@@ -1,4 +1,4 @@
-// oar/runtime/cuda.hpp: what host code may ask of the CUDA backend: how many devices there are, the device
+// oar/device/cuda.hpp: what host code may ask of the CUDA backend: how many devices there are, the device
 // context kernels run on (a stream and lazily created cuBLAS and cuDNN handles), and copies between places.
 // Defined in kernels/cuda/context.cpp when oar is built with CUDA; without it there are no devices and asking
 // for one is an oar::Error. No CUDA header is needed to include this one.
@@ -8,7 +8,7 @@
 
 #include "oar/config.hpp"
 #include "oar/core/error.hpp"
-#include "oar/runtime/device_context.hpp"
+#include "oar/device/device_context.hpp"
 
 struct CUstream_st;    // cudaStream_t
 struct cublasContext;  // cublasHandle_t

@@ -1,9 +1,9 @@
-// oar/layers/param_attr.hpp: ParamAttr (name for sharing, initializer, learning-rate scale, regularizer,
+// oar/ops/param_attr.hpp: ParamAttr (name for sharing, initializer, learning-rate scale, regularizer,
 // trainable, gradient clip), regularizers and clips as stored on parameters.
 #pragma once
 #include <optional>
 
-#include "oar/layers/initializers.hpp"
+#include "oar/ops/initializers.hpp"
 
 namespace oar {
 

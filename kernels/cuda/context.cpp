@@ -1,0 +1,167 @@
+// kernels/cuda/context.cpp: the host side of the CUDA backend (runtime/cuda.hpp): device discovery, the
+// CudaContext (one stream per context; cuBLAS and cuDNN handles bound to it, created on first use), each
+// device's caching allocator and copies between places. Plain C++ on the CUDA runtime API, so it is compiled
+// by the host compiler and may use fmt and oar::Error.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "oar/device/allocator.hpp"
+#include "oar/device/cuda.hpp"
+
+namespace oar {
+
+namespace {
+
+[[noreturn]] void cuda_fail(cudaError_t e, const char* what) {
+  cudaGetLastError();  // clear a sticky error so the next call reports its own
+  throw Error(fmt::format("CUDA: {} failed: {} ({})", what, cudaGetErrorString(e), int(e)));
+}
+void cuda_check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) [[unlikely]] cuda_fail(e, what);
+}
+
+void check_device(int device) {
+  const int n = cuda_device_count();
+  if (device < 0 || device >= n)
+    throw Error(n == 0 ? fmt::format("no CUDA device {}: no GPU or no driver on this machine", device)
+                       : fmt::format("no CUDA device {}: this machine has {} (cuda:0 .. cuda:{})", device, n, n - 1));
+}
+
+/// Selects `device` for the calling thread and restores the previous device when it goes out of scope.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    cuda_check(cudaGetDevice(&prev_), "cudaGetDevice");
+    if (prev_ != device) cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceGuard() { cudaSetDevice(prev_); }
+
+ private:
+  int prev_ = 0;
+};
+
+/// A device's allocator: CUDA's stream-ordered pool (cudaMallocAsync), told to keep freed memory instead of
+/// returning it to the driver, so that a repeated run with the same shapes reuses blocks without a
+/// device-wide synchronisation. Allocations are ordered on the legacy default stream, which every oar stream
+/// synchronises with (oar creates its streams blocking).
+class CudaAllocator final : public Allocator {
+ public:
+  explicit CudaAllocator(int device) : device_(device) {
+    DeviceGuard g(device);
+    cuda_check(cudaDeviceGetDefaultMemPool(&pool_, device), "cudaDeviceGetDefaultMemPool");
+    uint64_t keep = UINT64_MAX;
+    cuda_check(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  }
+  void* allocate(size_t bytes) override {
+    DeviceGuard g(device_);
+    void* p = nullptr;
+    cudaError_t e = cudaMallocFromPoolAsync(&p, std::max<size_t>(bytes, 1), pool_, nullptr);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      size_t free = 0, total = 0;
+      cudaMemGetInfo(&free, &total);
+      throw Error(fmt::format("out of memory on cuda:{}: asked for {} bytes, {} of {} bytes free", device_, bytes, free, total));
+    }
+    cuda_check(e, "cudaMallocFromPoolAsync");
+    count_allocation(bytes);
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) noexcept override {
+    DeviceGuard g(device_);
+    cudaFreeAsync(p, nullptr);
+    count_release(bytes);
+  }
+  Place place() const override { return cuda(device_); }
+
+ private:
+  int device_;
+  cudaMemPool_t pool_ = nullptr;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  // NOTE: without a driver cudaGetDeviceCount fails and leaves n untouched; clear the sticky error.
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+Allocator& cuda_allocator(int device) {
+  static std::mutex m;
+  static std::vector<std::unique_ptr<CudaAllocator>> allocators;
+  std::lock_guard lock(m);
+  check_device(device);
+  if (allocators.size() <= size_t(device)) allocators.resize(size_t(device) + 1);
+  if (!allocators[size_t(device)]) allocators[size_t(device)] = std::make_unique<CudaAllocator>(device);
+  return *allocators[size_t(device)];
+}
+
+CudaContext::CudaContext(int device, uint64_t seed) : DeviceContext(seed), device_(device) {
+  check_device(device);
+  DeviceGuard g(device);
+  cudaStream_t s = nullptr;
+  cuda_check(cudaStreamCreate(&s), "cudaStreamCreate");
+  stream_ = s;
+}
+
+CudaContext::~CudaContext() {
+  DeviceGuard g(device_);
+  if (cudnn_) cudnnDestroy(cudnn_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaContext::synchronize() const {
+  DeviceGuard g(device_);
+  cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+cublasContext* CudaContext::cublas() const {
+  if (!cublas_) {
+    DeviceGuard g(device_);
+    cublasHandle_t h = nullptr;
+    if (cublasStatus_t st = cublasCreate(&h); st != CUBLAS_STATUS_SUCCESS)
+      throw Error(fmt::format("cuBLAS: cublasCreate failed on cuda:{} (status {})", device_, int(st)));
+    cublasSetStream(h, stream_);
+    cublas_ = h;
+  }
+  return cublas_;
+}
+
+cudnnContext* CudaContext::cudnn() const {
+  if (!cudnn_) {
+    DeviceGuard g(device_);
+    cudnnHandle_t h = nullptr;
+    if (cudnnStatus_t st = cudnnCreate(&h); st != CUDNN_STATUS_SUCCESS)
+      throw Error(fmt::format("cuDNN: cudnnCreate failed on cuda:{}: {}", device_, cudnnGetErrorString(st)));
+    cudnnSetStream(h, stream_);
+    cudnn_ = h;
+  }
+  return cudnn_;
+}
+
+void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t bytes) {
+  if (dp.is_cuda()) check_device(dp.device);
+  if (sp.is_cuda()) check_device(sp.device);
+  if (dp.is_cuda() && sp.is_cuda() && dp.device != sp.device) {
+    cuda_check(cudaMemcpyPeer(dst, dp.device, src, sp.device, bytes), "cudaMemcpyPeer");
+    return;
+  }
+  DeviceGuard g(dp.is_cuda() ? dp.device : sp.device);
+  const cudaMemcpyKind kind = dp.is_cuda() ? (sp.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) : cudaMemcpyDeviceToHost;
+  // NOTE: cudaMemcpy on the legacy default stream waits for the work queued before it on every blocking
+  // stream, so a fetch sees the kernels that produced it.
+  cuda_check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy");
+}
+
+}  // namespace oar
