@@ -43,9 +43,10 @@ class KernelContext {
   /// Input tensor `slot`[i]; an oar::Error naming the op when it is missing or was never written.
   const LoDTensor& in(std::string_view slot, size_t i = 0) const {
     Value* v = value(ins_, slot, i);
-    if (!v) fail("input {}[{}] is missing", slot, i);
-    if (!v->is_tensor()) fail("input {} ('{}') holds no tensor", slot, name_of(ins_, slot, i));
-    const LoDTensor& t = v->tensor();
+    if (!v) [[unlikely]] fail("input {}[{}] is missing", slot, i);
+    const LoDTensor* tp = v->tensor_if();
+    if (!tp) [[unlikely]] fail("input {} ('{}') holds no tensor", slot, name_of(ins_, slot, i));
+    const LoDTensor& t = *tp;
     if (!t.initialized()) [[unlikely]] fail("input {} ('{}') has no value yet (never fed or computed)", slot, name_of(ins_, slot, i));
     if (t.place() != place_) [[unlikely]]
       fail("input {} ('{}') lives on {}, but the op runs on {} (move the model's variables with the Model's place)", slot, name_of(ins_, slot, i),
@@ -55,21 +56,14 @@ class KernelContext {
   /// Output tensor `slot`[i], on the kernel's place (resize it before writing).
   LoDTensor& out(std::string_view slot, size_t i = 0) const {
     Value* v = value(outs_, slot, i);
-    if (!v) fail("output {}[{}] is missing", slot, i);
-    LoDTensor& t = v->tensor();
+    if (!v) [[unlikely]] fail("output {}[{}] is missing", slot, i);
+    LoDTensor* tp = v->tensor_if();
+    LoDTensor& t = tp ? *tp : v->tensor();  // the first run makes the value a tensor
     t.set_place(place_);
     return t;
   }
-  /// Input tensors of a duplicable slot.
-  std::vector<const LoDTensor*> ins(std::string_view slot) const {
-    std::vector<const LoDTensor*> out;
-    for (size_t i = 0; i < num_in(slot); ++i) out.push_back(&in(slot, i));
-    return out;
-  }
   const std::string& in_name(std::string_view slot, size_t i = 0) const { return name_of(ins_, slot, i); }
   const std::string& out_name(std::string_view slot, size_t i = 0) const { return name_of(outs_, slot, i); }
-
-  template <class T> T attr(std::string_view n) const { return op_->attr<T>(n); }
 
   /// The dtype kernels dispatch on: the first input tensor's (or f32 for ops without tensor inputs).
   DType dtype() const {

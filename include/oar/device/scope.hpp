@@ -26,6 +26,9 @@ class Value {
   bool is_tensor() const { return std::holds_alternative<LoDTensor>(v_); }
   bool is_selected_rows() const { return std::holds_alternative<SelectedRows>(v_); }
   bool is_list() const { return std::holds_alternative<TensorList>(v_); }
+  /// The LoDTensor, or nullptr when the value holds anything else (a kernel's input lookup: no throw, no call).
+  const LoDTensor* tensor_if() const { return std::get_if<LoDTensor>(&v_); }
+  LoDTensor* tensor_if() { return std::get_if<LoDTensor>(&v_); }
 
   /// The LoDTensor, created on first use; oar::Error if the value holds something else.
   LoDTensor& tensor() {

@@ -66,6 +66,17 @@ struct Attr {
   operator std::string() const { return std::string(name); }
 };
 
+/// Names the program itself gives meaning to, whatever the op: the ops that have them declare these same
+/// constants, and the ir (Program::clone, prune, Operator::sub_block) reads them.
+namespace common {
+/// An op with `is_test` behaves for inference when it is true; `Program::clone(true)` sets it on every op.
+inline constexpr Attr<bool> is_test{"is_test"};
+/// A control-flow op's sub-block.
+inline constexpr Attr<BlockRef> sub_block{"sub_block"};
+/// The op types that move data in and out of a program (ops/feed_fetch.hpp); pruning drops them.
+inline constexpr std::string_view feed_op = "feed", fetch_op = "fetch";
+}  // namespace common
+
 /// Converts a value of a convenient C++ type to the attribute alternative it is stored as
 /// (int -> INT, double -> FLOAT, const char* -> STRING, initializer lists of ints -> INTS).
 inline Attribute to_attribute(int v) { return int32_t(v); }

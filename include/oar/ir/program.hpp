@@ -144,7 +144,7 @@ class Operator {
   }
   /// The sub-block index of a control-flow op (its `sub_block` attribute), or -1.
   int sub_block() const {
-    auto it = attrs_.find("sub_block");
+    auto it = attrs_.find(common::sub_block.name);
     return it == attrs_.end() ? -1 : std::get<BlockRef>(it->second).idx;
   }
 
@@ -328,7 +328,7 @@ class Program {
     if (for_test)
       for (auto& b : p.blocks_)
         for (auto& op : b->ops_)
-          if (op->has_attr("is_test")) op->set_attr("is_test", true);
+          if (op->has_attr(common::is_test)) op->set_attr(common::is_test, true);
     return p;
   }
   /// The program with only the ops of block 0 that the targets (variable names) depend on; sub-blocks of
@@ -481,7 +481,7 @@ inline Program Program::prune(const std::vector<std::string>& targets) const {
     const Operator& op = *g.ops_[i];
     bool k = op.is_target();
     for (auto& n : op.output_names()) k = k || needed.count(n);
-    if (op.type() == "fetch" || op.type() == "feed") k = false;
+    if (op.type() == common::fetch_op || op.type() == common::feed_op) k = false;
     if (!k) continue;
     keep[i] = true;
     for (auto& n : op.input_names()) needed.insert(n);

@@ -6,6 +6,7 @@
 
 #include "oar/layers/activations.hpp"
 #include "oar/ops/elementwise.hpp"
+#include "oar/ops/fused_elementwise.hpp"
 
 namespace oar {
 
@@ -99,12 +100,12 @@ Var record(const Expr<N>& e, std::source_location loc) {
     std::vector<std::string> xs;
     for (size_t i = 0; i < h.num_inputs(); ++i) xs.push_back(h.input(i));
     Variable& out = h.create_tmp(h.input_dtype());
-    Operator op("fused_elementwise");
-    op.set_input("X", xs).set_output("Out", {out.name()}).set_attr("expression", postfix);
+    Operator op{std::string(ops::FusedElementwise::type)};
+    op.set_input(ops::FusedElementwise::x, xs).set_output(ops::FusedElementwise::out, {out.name()}).set_attr(ops::FusedElementwise::expression, postfix);
     h.append_op(std::move(op));
     return std::vector<std::string>{out.name()};
   };
-  return record_layer("fused_elementwise", inputs, std::move(replay), loc)[0];
+  return record_layer(std::string(ops::FusedElementwise::type), inputs, std::move(replay), loc)[0];
 }
 
 }  // namespace expr

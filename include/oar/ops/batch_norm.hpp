@@ -20,7 +20,7 @@ struct BatchNorm {
   static constexpr Slot y{"Y"}, mean_out{"MeanOut"}, variance_out{"VarianceOut"}, saved_mean{"SavedMean"}, saved_variance{"SavedVariance"};
   static constexpr Slot x_grad{"X@GRAD"}, scale_grad{"Scale@GRAD"}, bias_grad{"Bias@GRAD"}, y_grad{"Y@GRAD"};
   static constexpr Attr<float> momentum{"momentum"}, epsilon{"epsilon"};
-  static constexpr Attr<bool> is_test{"is_test"}, use_global_stats{"use_global_stats"};
+  static constexpr Attr<bool> is_test = common::is_test, use_global_stats{"use_global_stats"};
   static constexpr Attr<std::string> data_layout{"data_layout"};
 
   /// What the kernels read, decoded once when a program is prepared (data_layout is checked here: NCHW only).

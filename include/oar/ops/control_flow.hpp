@@ -10,7 +10,7 @@ namespace oar::ops {
 struct ConditionalBlock {
   static constexpr std::string_view type = "conditional_block";
   static constexpr Slot cond{"Cond"}, input{"Input"}, out{"Out"}, scope{"Scope"};
-  static constexpr Attr<BlockRef> sub_block{"sub_block"};
+  static constexpr Attr<BlockRef> sub_block = common::sub_block;
   static constexpr Attr<bool> is_scalar_condition{"is_scalar_condition"};
 
   static OpDef def() {

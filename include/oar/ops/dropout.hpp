@@ -13,7 +13,7 @@ struct Dropout {
   static constexpr std::string_view type = "dropout";
   static constexpr Slot x{"X"}, out{"Out"}, mask{"Mask"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
   static constexpr Attr<float> dropout_prob{"dropout_prob"};
-  static constexpr Attr<bool> is_test{"is_test"}, fix_seed{"fix_seed"};
+  static constexpr Attr<bool> is_test = common::is_test, fix_seed{"fix_seed"};
   static constexpr Attr<int32_t> seed{"seed"};
   static constexpr Attr<std::string> dropout_implementation{"dropout_implementation"};
 

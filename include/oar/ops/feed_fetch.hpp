@@ -6,7 +6,7 @@
 namespace oar::ops {
 
 struct Feed {
-  static constexpr std::string_view type = "feed";
+  static constexpr std::string_view type = common::feed_op;
   static constexpr Slot x{"X"}, out{"Out"};
   static constexpr Attr<int32_t> col{"col"};
 
@@ -17,7 +17,7 @@ struct Feed {
 };
 
 struct Fetch {
-  static constexpr std::string_view type = "fetch";
+  static constexpr std::string_view type = common::fetch_op;
   static constexpr Slot x{"X"}, out{"Out"};
   static constexpr Attr<int32_t> col{"col"};
 
