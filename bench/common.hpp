@@ -143,6 +143,22 @@ std::unique_ptr<Runner> conv(const Synthetic& d, int64_t batch, int threads, boo
 std::unique_ptr<Runner> conv_layer(const ConvLayer& l, bool backward, bool mkldnn);
 }  // namespace torch_peer
 
+// ---- xtensor (xtensor_peer.cpp; stubs when xtensor was not found)
+/// One N-D kernel on given inputs: kind transpose (ints: the permutation), slice (ints: lo, hi on axis 1 of a
+/// rank-3 x), concat (x and y; ints: the axis), gather (ints: the rows of a 2-D x), reduce_sum (ints: the
+/// axis), broadcast_add (y shaped to broadcast against x).
+struct NdCase {
+  std::string kind;
+  std::vector<int64_t> x_shape, y_shape, out_shape;
+  const float* x = nullptr;
+  const float* y = nullptr;
+  std::vector<int64_t> ints;
+};
+namespace xtensor_peer {
+bool available();
+std::unique_ptr<Runner> nd(const NdCase& c);
+}  // namespace xtensor_peer
+
 // ---- dlib (dlib_peer.cpp; stubs when dlib was not found)
 namespace dlib_peer {
 bool available();

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <unistd.h>
@@ -209,6 +210,92 @@ void bench_op_overhead() {
           "oar: Executor::prepare once + run (one feed), " + what + "; libtorch 1 thread, NoGradGuard, " +
               (prealloc ? "relu_ / mul_ in place + at::add_out into preallocated" : "torch::relu / x * 0.5 / x + x0, allocating each result") + "; " + clock_note(1),
           false});
+  }
+}
+
+// ---------------------------------------------------------------- 2b. nd: N-D kernels against xtensor
+
+/// One op on the inputs of `c`, run by a prepared executor (1 thread), against the same computation as an
+/// xtensor expression evaluated into a preallocated buffer. Ratio > 1: oar's kernel is faster.
+void bench_nd() {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (auto& e : v) e = dist(rng);
+    return v;
+  };
+  auto numel = [](const std::vector<int64_t>& s) { return std::accumulate(s.begin(), s.end(), int64_t(1), std::multiplies<>()); };
+  struct Case {
+    bench::NdCase nd;
+    std::string what;
+  };
+  std::vector<int64_t> rows(4096);
+  for (auto& r : rows) r = std::uniform_int_distribution<int64_t>(0, 49999)(rng);
+  std::vector<Case> cases = {
+      {{"transpose", {32, 64, 28, 28}, {}, {32, 28, 28, 64}, nullptr, nullptr, {0, 2, 3, 1}}, "NCHW -> NHWC, [32, 64, 28, 28]"},
+      {{"slice", {64, 256, 196}, {}, {64, 128, 196}, nullptr, nullptr, {64, 192}}, "[64, 256, 196], axis 1 from 64 to 192"},
+      {{"concat", {64, 128, 196}, {64, 128, 196}, {64, 256, 196}, nullptr, nullptr, {1}}, "two [64, 128, 196] on axis 1"},
+      {{"gather", {50000, 128}, {}, {4096, 128}, nullptr, nullptr, rows}, "4096 random rows of [50000, 128]"},
+      {{"reduce_sum", {64, 128, 256}, {}, {64, 256}, nullptr, nullptr, {1}}, "[64, 128, 256] over axis 1"},
+      {{"reduce_sum", {1024, 1024}, {}, {1024}, nullptr, nullptr, {1}}, "[1024, 1024] over axis 1 (rows)"},
+      {{"broadcast_add", {64, 128, 28, 28}, {128, 1, 1}, {64, 128, 28, 28}, nullptr, nullptr, {}}, "[64, 128, 28, 28] + [128] on axis 1"},
+  };
+  clock_for(1);
+  for (auto& c : cases) {
+    bench::NdCase& nd = c.nd;
+    std::vector<float> xv = random(numel(nd.x_shape)), yv = nd.y_shape.empty() ? std::vector<float>{} : random(numel(nd.y_shape));
+    nd.x = xv.data();
+    nd.y = yv.data();
+    oar::Program prog;
+    oar::Block& b = prog.global_block();
+    b.create_var("x", {.dtype = oar::f32, .shape = oar::Shape(nd.x_shape)});
+    oar::FeedMap feeds{{"x", oar::LoDTensor(oar::Tensor::from<float>(xv, oar::Shape(nd.x_shape)))}};
+    std::vector<int32_t> ints(nd.ints.begin(), nd.ints.end());
+    oar::Operator op;
+    if (nd.kind == "transpose") {
+      op = oar::Operator(std::string(oar::ops::Transpose::type));
+      op.set_input(oar::ops::Transpose::x, {"x"}).set_output(oar::ops::Transpose::out, {"out"}).set_attr(oar::ops::Transpose::axis, ints);
+    } else if (nd.kind == "slice") {
+      op = oar::Operator(std::string(oar::ops::Slice::type));
+      op.set_input(oar::ops::Slice::input, {"x"}).set_output(oar::ops::Slice::out, {"out"});
+      op.set_attr(oar::ops::Slice::axes, std::vector<int32_t>{1}).set_attr(oar::ops::Slice::starts, std::vector<int32_t>{ints[0]});
+      op.set_attr(oar::ops::Slice::ends, std::vector<int32_t>{ints[1]});
+    } else if (nd.kind == "concat") {
+      b.create_var("y", {.dtype = oar::f32, .shape = oar::Shape(nd.y_shape)});
+      feeds.emplace("y", oar::LoDTensor(oar::Tensor::from<float>(yv, oar::Shape(nd.y_shape))));
+      op = oar::Operator(std::string(oar::ops::Concat::type));
+      op.set_input(oar::ops::Concat::x, {"x", "y"}).set_output(oar::ops::Concat::out, {"out"}).set_attr(oar::ops::Concat::axis, ints[0]);
+    } else if (nd.kind == "gather") {
+      b.create_var("idx", {.dtype = oar::i64, .shape = oar::Shape{int64_t(nd.ints.size())}});
+      feeds.emplace("idx", oar::LoDTensor(oar::Tensor::from<int64_t>(nd.ints)));
+      op = oar::Operator(std::string(oar::ops::Gather::type));
+      op.set_input(oar::ops::Gather::x, {"x"}).set_input(oar::ops::Gather::index, {"idx"}).set_output(oar::ops::Gather::out, {"out"});
+    } else if (nd.kind == "reduce_sum") {
+      op = oar::Operator(std::string(oar::ops::ReduceSum::type));
+      op.set_input(oar::ops::ReduceSum::x, {"x"}).set_output(oar::ops::ReduceSum::out, {"out"}).set_attr(oar::ops::ReduceSum::dim, ints);
+    } else {  // broadcast_add: oar's Y is [C] on axis 1
+      b.create_var("y", {.dtype = oar::f32, .shape = oar::Shape{nd.y_shape[0]}});
+      feeds.emplace("y", oar::LoDTensor(oar::Tensor::from<float>(yv, oar::Shape{nd.y_shape[0]})));
+      op = oar::Operator(std::string(oar::ops::ElementwiseAdd::type));
+      op.set_input(oar::ops::ElementwiseAdd::x, {"x"}).set_input(oar::ops::ElementwiseAdd::y, {"y"}).set_output(oar::ops::ElementwiseAdd::out, {"out"});
+      op.set_attr(oar::ops::ElementwiseAdd::axis, int32_t(1));
+    }
+    oar::add_op(b, std::move(op));
+    oar::Scope scope;
+    oar::Executor exe;
+    auto prepared = exe.prepare(prog, scope);
+    std::vector<oar::LoDTensor> out;
+    OarRunner o(1, [&] { exe.run(*prepared, scope, feeds, {"out"}, out); });
+    std::unique_ptr<bench::Runner> peer = g_opt.no_peers ? nullptr : bench::xtensor_peer::nd(nd);
+    auto [to, tp] = interleave(o, peer.get(), g_opt.reps, g_opt.min_time);
+    // Bytes moved: what is read and written (a gather reads only the rows it writes).
+    const int64_t moved = nd.kind == "gather" ? 2 * numel(nd.out_shape) : numel(nd.x_shape) + (yv.empty() ? 0 : numel(nd.y_shape)) + numel(nd.out_shape);
+    const double bytes = double(moved) * 4;
+    emit({"nd_" + nd.kind, "GB/s", bytes / to * 1e-9, peer ? "xtensor" : "", peer ? bytes / tp * 1e-9 : 0, 1,
+          c.what + "; oar: the op through a prepared Executor (feeds shared, output reused); xtensor 0.24: the expression assigned to "
+                   "an xt::adapt of a preallocated buffer; GB/s = bytes read and written / time; " + clock_note(1),
+          true});
   }
 }
 
@@ -572,7 +659,7 @@ int main(int argc, char** argv) try {
                   "  --openblas-core NAME: set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) for every framework\n"
                   "  --no-peers: measure oar alone (for profiling it)\n"
                   "  --profile: print oar's time per op type (oar::Profiler) for each net, 1 thread\n"
-                  "benchmarks: sgemm op_overhead mlp_forward conv_forward conv_layer mlp_train conv_train (filter: substring);\n"
+                  "benchmarks: sgemm op_overhead nd mlp_forward conv_forward conv_layer mlp_train conv_train (filter: substring);\n"
                   "  mlp_forward and mlp_train also print gemm_bound: their large products alone on OpenBLAS, a rate no framework can pass\n");
       return 0;
     } else g_opt.filter = a;
@@ -589,6 +676,7 @@ int main(int argc, char** argv) try {
        std::to_string(g_opt.reps) + " (median), block >= " + std::to_string(g_opt.min_time) + " s");
   if (selected("sgemm")) bench_sgemm();
   if (selected("op_overhead")) bench_op_overhead();
+  if (selected("nd")) bench_nd();
   if (selected("mlp_forward")) bench_forward(false);
   if (selected("conv_forward")) bench_forward(true);
   if (selected("conv_layer")) bench_conv_layers();
