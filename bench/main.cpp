@@ -176,10 +176,11 @@ oar::Program op_chain_program(int nops) {
   std::string prev = "x";
   for (int i = 0; i < nops; ++i) {
     std::string out = "h" + std::to_string(i);
-    oar::Operator op(i % 3 == 0 ? "relu" : i % 3 == 1 ? "scale" : "elementwise_add");
-    op.set_input("X", {prev}).set_output("Out", {out});
-    if (i % 3 == 1) op.set_attr("scale", 0.5f);
-    if (i % 3 == 2) op.set_input("Y", {"x"});
+    using oar::ops::ElementwiseAdd, oar::ops::ReluOp, oar::ops::Scale;
+    oar::Operator op{std::string(i % 3 == 0 ? ReluOp::type : i % 3 == 1 ? Scale::type : ElementwiseAdd::type)};
+    op.set_input(ReluOp::x, {prev}).set_output(ReluOp::out, {out});  // the three ops share the names X and Out
+    if (i % 3 == 1) op.set_attr(Scale::scale, 0.5f);
+    if (i % 3 == 2) op.set_input(ElementwiseAdd::y, {"x"});
     oar::add_op(b, std::move(op));
     prev = out;
   }
@@ -528,17 +529,18 @@ void bench_conv_layers() {
       b.create_var("x", {.dtype = oar::f32, .shape = oar::Shape{l.n, l.c, l.hw, l.hw}});
       b.create_var("w", {.dtype = oar::f32, .shape = oar::Shape{l.m, l.c, l.k, l.k}});
       oar::FeedMap feeds{{"x", oar::LoDTensor(random_f32({l.n, l.c, l.hw, l.hw}, 1))}, {"w", oar::LoDTensor(random_f32({l.m, l.c, l.k, l.k}, 2))}};
-      oar::Operator op(backward ? "conv2d_grad" : "conv2d");
-      op.set_input("Input", {"x"}).set_input("Filter", {"w"});
-      // A grad op carries its forward op's attributes (its derived schema has no defaults to fill in).
-      op.set_attr("strides", std::vector<int32_t>{1, 1}).set_attr("paddings", std::vector<int32_t>{0, 0});
-      op.set_attr("dilations", std::vector<int32_t>{1, 1}).set_attr("groups", 1);
+      using oar::ops::Conv2d;
+      oar::Operator op{std::string(Conv2d::type) + (backward ? "_grad" : "")};
+      op.set_input(Conv2d::input, {"x"}).set_input(Conv2d::filter, {"w"});
+      op.set_attr(Conv2d::strides, std::vector<int32_t>{1, 1}).set_attr(Conv2d::paddings, std::vector<int32_t>{0, 0});
+      op.set_attr(Conv2d::dilations, std::vector<int32_t>{1, 1}).set_attr(Conv2d::groups, int32_t(1));
       if (backward) {
         b.create_var("dy", {.dtype = oar::f32, .shape = oar::Shape{l.n, l.m, o, o}});
         feeds["dy"] = oar::LoDTensor(random_f32({l.n, l.m, o, o}, 3));
-        op.set_input("Output@GRAD", {"dy"}).set_output("Input@GRAD", {l.input_grad ? "dx" : oar::kEmptyVarName}).set_output("Filter@GRAD", {"dw"});
+        op.set_input(Conv2d::output_grad, {"dy"}).set_output(Conv2d::input_grad, {l.input_grad ? "dx" : oar::kEmptyVarName});
+        op.set_output(Conv2d::filter_grad, {"dw"});
       } else {
-        op.set_output("Output", {"y"});
+        op.set_output(Conv2d::output, {"y"});
       }
       oar::add_op(b, std::move(op));
       oar::Scope scope;
