@@ -1,7 +1,7 @@
 // kernels/cpu/concat.hpp: concat, concat_grad, split, stack and stack_grad on the CPU. All are one copy
 // pattern: a tensor seen as [outer, dim * inner] and pieces of it as [outer, dim_i * inner], byte-wise
 // (every dtype), parallel over outer rows when there are many.
-// Hand-written rather than xt::concatenate: 56x faster (oar_bench nd_concat, docs/benchmarks.md).
+// Hand-written: faster than xt::concatenate, which walks views element by element (oar_bench nd_concat).
 #pragma once
 #include <cstring>
 #include <span>
