@@ -4,7 +4,6 @@ find_package(Eigen3 3.4 REQUIRED NO_MODULE)
 find_package(fmt REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(ZLIB REQUIRED)
-find_package(xtensor QUIET)
 
 # OpenBLAS (Debian libopenblas-dev): the GEMM path when present.
 find_path(OAR_CBLAS_INCLUDE cblas.h PATH_SUFFIXES openblas)

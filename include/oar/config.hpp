@@ -11,6 +11,21 @@
 #define OAR_HD
 #endif
 
+// Two ways to build against oar (docs/building.md):
+// - header-only, the default: the including translation unit compiles oar's implementation as well, so only
+//   include paths and system libraries are needed (CMake: oar::header_only).
+// - compiled: with OAR_LIB defined (CMake's oar::oar defines it and links liboar), headers declare and the
+//   implementation (kernels, registries, executor, serialization, io) comes from liboar, compiled once.
+// An implementation lives in `<name>-inl.hpp` beside its header, each definition marked OAR_FUNC; the header
+// includes it only when header-only, and src/*.cpp include each one exactly once to build liboar.
+#if defined(OAR_LIB)
+#define OAR_HEADER_ONLY 0
+#define OAR_FUNC
+#else
+#define OAR_HEADER_ONLY 1
+#define OAR_FUNC inline
+#endif
+
 #ifndef OAR_WITH_CUDA
 #define OAR_WITH_CUDA 0
 #endif

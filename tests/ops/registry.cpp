@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "oar/ir/wire-inl.hpp"  // framework.proto messages through reflection (all inline)
 #include "oar/ops/schema_dump.hpp"
 
 using namespace oar;
@@ -46,13 +47,14 @@ TEST_CASE("registry: every schema is well formed") {
     } else if (d->grad) {
       CHECK(reg.find(d->type + "_grad") != nullptr);
     }
-    // The OpProto form has every required field.
-    proto::OpProto pr = to_op_proto(*d);
-    CHECK(pr.IsInitialized());
-    CHECK(pr.type() == d->type);
-    CHECK(size_t(pr.inputs_size()) == d->inputs.size());
-    CHECK(size_t(pr.outputs_size()) == d->outputs.size());
-    CHECK(size_t(pr.attrs_size()) == d->attrs.size());
+    // The OpProto form parses back with every required field (a missing one fails the parse).
+    auto pr = detail::WireTypes::instance().make("OpProto");
+    REQUIRE(google::protobuf::TextFormat::ParseFromString(op_proto_text(*d), pr.get()));
+    detail::Wire w(*pr);
+    CHECK(w.get_string("type") == d->type);
+    CHECK(size_t(w.size("inputs")) == d->inputs.size());
+    CHECK(size_t(w.size("outputs")) == d->outputs.size());
+    CHECK(size_t(w.size("attrs")) == d->attrs.size());
   }
   // all() without grads holds no derived grad op; with grads it is sorted by type.
   for (const OpDef* d : reg.all()) CHECK_FALSE(d->is_grad);

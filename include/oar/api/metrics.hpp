@@ -1,11 +1,14 @@
 // oar/api/metrics.hpp: classification metrics that accumulate over batches and reset per pass: accuracy,
 // error rate, precision / recall / F1 (per class, macro, micro), AUC (ROC, binary) and the confusion matrix.
 #pragma once
-#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "oar/config.hpp"
 #include "oar/device/tensor.hpp"
 
 namespace oar {
@@ -21,22 +24,7 @@ class Metric {
 
  protected:
   /// Row i's label and argmax over its C scores.
-  static void rows(const Tensor& scores, const Tensor& labels, const std::function<void(int64_t label, int64_t pred, const double* row, int64_t c)>& f) {
-    OAR_CHECK(scores.rank() == 2, "metric: scores must be [N, C], got {}", scores.shape().str());
-    int64_t n = scores.dim(0), c = scores.dim(1);
-    OAR_CHECK(labels.numel() == n, "metric: {} labels for {} rows of scores", labels.numel(), n);
-    std::vector<double> row(static_cast<size_t>(c));
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t best = 0;
-      for (int64_t j = 0; j < c; ++j) {
-        row[size_t(j)] = scores.get(i * c + j);
-        if (row[size_t(j)] > row[size_t(best)]) best = j;
-      }
-      int64_t label = int64_t(labels.get(i));
-      OAR_CHECK(label >= 0 && label < c, "metric: label {} of row {} is out of range [0, {})", label, i, c);
-      f(label, best, row.data(), c);
-    }
-  }
+  static void rows(const Tensor& scores, const Tensor& labels, const std::function<void(int64_t label, int64_t pred, const double* row, int64_t c)>& f);
 };
 
 /// The confusion matrix (rows: true class, columns: predicted) and everything derived from it:
@@ -44,47 +32,12 @@ class Metric {
 class ConfusionMatrix : public Metric {
  public:
   void reset() override { m_.clear(); }
-  void update(const Tensor& scores, const Tensor& labels) override {
-    rows(scores, labels, [&](int64_t l, int64_t p, const double*, int64_t c) {
-      if (int64_t(m_.size()) < c) resize(c);
-      m_[size_t(l)][size_t(p)]++;
-    });
-  }
+  void update(const Tensor& scores, const Tensor& labels) override;
   const std::vector<std::vector<int64_t>>& matrix() const { return m_; }
-  std::map<std::string, double> eval() const override {
-    std::map<std::string, double> out;
-    int64_t c = int64_t(m_.size()), total = 0, right = 0;
-    double p_sum = 0, r_sum = 0, f_sum = 0;
-    for (int64_t k = 0; k < c; ++k) {
-      int64_t tp = m_[size_t(k)][size_t(k)], pred = 0, actual = 0;
-      for (int64_t j = 0; j < c; ++j) {
-        pred += m_[size_t(j)][size_t(k)];
-        actual += m_[size_t(k)][size_t(j)];
-        total += m_[size_t(k)][size_t(j)];
-      }
-      right += tp;
-      double p = pred ? double(tp) / double(pred) : 0, r = actual ? double(tp) / double(actual) : 0;
-      double f = p + r > 0 ? 2 * p * r / (p + r) : 0;
-      out[fmt::format("precision_{}", k)] = p;
-      out[fmt::format("recall_{}", k)] = r;
-      out[fmt::format("f1_{}", k)] = f;
-      p_sum += p, r_sum += r, f_sum += f;
-    }
-    out["accuracy"] = total ? double(right) / double(total) : 0;
-    out["error_rate"] = total ? 1 - out["accuracy"] : 0;
-    out["precision_macro"] = c ? p_sum / double(c) : 0;
-    out["recall_macro"] = c ? r_sum / double(c) : 0;
-    out["f1_macro"] = c ? f_sum / double(c) : 0;
-    // Micro averages pool every class: for single-label classification they all equal accuracy.
-    out["precision_micro"] = out["recall_micro"] = out["f1_micro"] = out["accuracy"];
-    return out;
-  }
+  std::map<std::string, double> eval() const override;
 
  private:
-  void resize(int64_t c) {
-    m_.resize(size_t(c));
-    for (auto& r : m_) r.resize(size_t(c), 0);
-  }
+  void resize(int64_t c);
   std::vector<std::vector<int64_t>> m_;
 };
 
@@ -92,35 +45,10 @@ class ConfusionMatrix : public Metric {
 /// probability column ([N, 1]), with `thresholds` buckets (Fluid's Auc: 200, trapezoids).
 class Auc : public Metric {
  public:
-  explicit Auc(int thresholds = 200) : n_(thresholds) { reset(); }
-  void reset() override {
-    pos_.assign(size_t(n_) + 1, 0);
-    neg_.assign(size_t(n_) + 1, 0);
-  }
-  void update(const Tensor& scores, const Tensor& labels) override {
-    OAR_CHECK(scores.rank() == 2 && (scores.dim(1) == 2 || scores.dim(1) == 1), "auc: scores must be [N, 2] or [N, 1], got {}", scores.shape().str());
-    int64_t n = scores.dim(0), c = scores.dim(1);
-    OAR_CHECK(labels.numel() == n, "auc: {} labels for {} rows", labels.numel(), n);
-    for (int64_t i = 0; i < n; ++i) {
-      double s = std::clamp(scores.get(i * c + c - 1), 0.0, 1.0);
-      auto bucket = size_t(s * n_);
-      int64_t l = int64_t(labels.get(i));
-      OAR_CHECK(l == 0 || l == 1, "auc: label {} of row {} is not 0 or 1", l, i);
-      (l ? pos_ : neg_)[bucket]++;
-    }
-  }
-  std::map<std::string, double> eval() const override {
-    // Sweep thresholds from high to low, accumulating true and false positives.
-    double tp = 0, fp = 0, area = 0, P = 0, N = 0;
-    for (int i = 0; i <= n_; ++i) P += double(pos_[size_t(i)]), N += double(neg_[size_t(i)]);
-    if (P == 0 || N == 0) return {{"auc", 0.0}};
-    for (int i = n_; i >= 0; --i) {
-      double tp2 = tp + double(pos_[size_t(i)]), fp2 = fp + double(neg_[size_t(i)]);
-      area += (fp2 - fp) * (tp + tp2) / 2;
-      tp = tp2, fp = fp2;
-    }
-    return {{"auc", area / (P * N)}};
-  }
+  explicit Auc(int thresholds = 200);
+  void reset() override;
+  void update(const Tensor& scores, const Tensor& labels) override;
+  std::map<std::string, double> eval() const override;
 
  private:
   int n_;
@@ -134,18 +62,9 @@ class MetricSet {
     metrics_.push_back(std::move(m));
     return *this;
   }
-  void reset() {
-    for (auto& m : metrics_) m->reset();
-  }
-  void update(const Tensor& scores, const Tensor& labels) {
-    for (auto& m : metrics_) m->update(scores, labels);
-  }
-  std::map<std::string, double> eval() const {
-    std::map<std::string, double> out;
-    for (auto& m : metrics_)
-      for (auto& [k, v] : m->eval()) out[k] = v;
-    return out;
-  }
+  void reset();
+  void update(const Tensor& scores, const Tensor& labels);
+  std::map<std::string, double> eval() const;
   bool empty() const { return metrics_.empty(); }
 
  private:
@@ -153,3 +72,7 @@ class MetricSet {
 };
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/api/metrics-inl.hpp"
+#endif

@@ -2,13 +2,12 @@
 // scalar loss: grad makers of each op on the path (in reverse), `X@GRAD` names, a `sum` where a variable
 // feeds several ops, `fill_zeros_like` where a gradient is missing, and stop_gradient / no_grad_set.
 #pragma once
-#include <map>
 #include <set>
+#include <string>
+#include <vector>
 
-#include "oar/ops/fill_constant.hpp"
-#include "oar/ops/fill_zeros_like.hpp"
-#include "oar/ops/registry.hpp"
-#include "oar/ops/sum.hpp"
+#include "oar/config.hpp"
+#include "oar/ir/program.hpp"
 
 namespace oar {
 
@@ -18,158 +17,13 @@ struct ParamGrad {
   std::string grad;
 };
 
-namespace detail {
-
-inline bool is_grad_name(const std::string& n) { return n.find("@GRAD") != std::string::npos; }
-/// "x@GRAD@RENAME@1" -> "x"
-inline std::string forward_name(const std::string& g) { return g.substr(0, g.find("@GRAD")); }
-
-/// Fluid's _addup_repetitive_outputs_: a gradient written by several grad ops is renamed per writer
-/// (`@RENAME@k`) and summed right before its first reader (or at the end).
-inline std::vector<Operator> add_up_repeated_grads(std::vector<Operator> ops) {
-  std::vector<Operator> out;
-  std::map<std::string, std::vector<std::string>> pending;  // grad -> its unsummed partial names
-  std::map<std::string, std::pair<size_t, int>> writers;    // grad -> (index of the op writing the plain name, writes so far)
-  auto flush = [&](const std::string& g) {
-    auto it = pending.find(g);
-    if (it == pending.end() || it->second.size() < 2) return;
-    Operator sum{std::string(ops::Sum::type)};
-    sum.set_input(ops::Sum::x, it->second).set_output(ops::Sum::out, {g});
-    out.push_back(std::move(sum));
-    writers[g].first = out.size() - 1;
-    it->second = {g};
-  };
-  for (auto& op : ops) {
-    for (auto& n : op.input_names())
-      if (is_grad_name(n)) flush(n);
-    // First writes of a grad by this very op (an op using one variable in two input slots, e.g.
-    // elementwise_mul(x, x), writes x@GRAD twice): renamed here, as the op is not in `out` yet.
-    std::map<std::string, std::string*> first_here;
-    for (auto& s : op.mutable_outputs())
-      for (auto& n : s.args) {
-        if (n == kEmptyVarName || !is_grad_name(n)) continue;
-        const std::string g = n;
-        auto w = writers.find(g);
-        if (w == writers.end()) {
-          writers[g] = {out.size(), 0};
-          pending[g] = {g};
-          first_here[g] = &n;
-          continue;
-        }
-        auto& parts = pending[g];
-        if (parts.size() == 1 && parts[0] == g) {
-          std::string first = g + "@RENAME@" + std::to_string(w->second.second++);
-          if (w->second.first == out.size()) *first_here.at(g) = first;
-          else out[w->second.first].rename_output(g, first);
-          parts = {first};
-        }
-        std::string renamed = g + "@RENAME@" + std::to_string(w->second.second++);
-        parts.push_back(renamed);
-        n = renamed;
-      }
-    out.push_back(std::move(op));
-  }
-  std::vector<std::string> rest;
-  for (auto& [g, parts] : pending) rest.push_back(g);
-  for (auto& g : rest) flush(g);
-  return out;
-}
-
-}  // namespace detail
-
 /// Appends the backward pass of `loss` (a variable of the global block with one element) to `program`.
 /// Gradients stop at variables with stop_gradient (data), at non-trainable parameters, at integer variables
 /// and at the names in `no_grad_set`. Returns (parameter, gradient) for every trainable parameter reached.
-inline std::vector<ParamGrad> append_backward(Program& program, const std::string& loss, const std::set<std::string>& no_grad_set = {}) {
-  Block& b = program.global_block();
-  Variable* lv = b.find_var(loss);
-  if (!lv) throw Error(fmt::format("append_backward: no variable '{}' in the global block", loss));
-  if (lv->shape().numel() != 1)
-    throw Error(fmt::format("append_backward: the loss '{}' must have one element, got shape {} (reduce it, e.g. with oar::mean)", loss, lv->shape().str()),
-                lv->writer() ? lv->writer()->origin() : Origin{});
-  int loss_op = -1;
-  for (size_t i = 0; i < b.num_ops(); ++i)
-    for (auto& n : b.op(i).output_names())
-      if (n == loss) loss_op = int(i);
-  if (loss_op < 0) throw Error(fmt::format("append_backward: no op computes the loss '{}'", loss));
-
-  std::set<std::string> no_grad = no_grad_set;
-  for (auto* v : b.vars()) {
-    bool stop = v->stop_gradient() || !is_float(v->dtype()) || (v->is_parameter() && !v->param()->trainable);
-    if (stop) no_grad.insert(v->name());
-  }
-
-  // The ops the loss depends on through differentiable variables.
-  std::set<std::string> needed = {loss};
-  std::vector<size_t> path;
-  for (int i = loss_op; i >= 0; --i) {
-    const Operator& op = b.op(size_t(i));
-    bool on = false;
-    for (auto& n : op.output_names()) on = on || needed.count(n);
-    if (!on) continue;
-    path.push_back(size_t(i));
-    for (auto& n : op.input_names())
-      if (!no_grad.count(n)) needed.insert(n);
-  }
-
-  std::vector<Operator> grads;
-  using F = ops::FillConstant;
-  Operator seed{std::string(F::type)};
-  seed.set_output(F::out, {grad_var_name(loss)});
-  seed.set_attr(F::shape, std::vector<int64_t>{1}).set_attr(F::value, 1.0f).set_attr(F::dtype, int32_t(lv->dtype()));
-  grads.push_back(seed);
-  for (size_t i : path) {
-    const Operator& op = b.op(i);
-    bool wants_any = false;
-    for (auto& n : op.input_names()) wants_any = wants_any || (needed.count(n) && !no_grad.count(n));
-    if (!wants_any) continue;
-    const OpDef& d = op_def(op.type());
-    if (!d.grad)
-      throw Error(fmt::format("append_backward: op '{}' has no gradient, but the loss depends on its inputs {}", op.type(), fmt::join(op.input_names(), ", ")),
-                  op.origin());
-    // Inputs not on a differentiable path get no gradient either.
-    std::set<std::string> ng = no_grad;
-    for (auto& n : op.input_names())
-      if (!needed.count(n)) ng.insert(n);
-    GradContext gc(op, b, ng);
-    for (auto& g : d.grad(gc)) {
-      if (g.origin().line == 0) g.set_origin(op.origin());
-      grads.push_back(std::move(g));
-    }
-  }
-  grads = detail::add_up_repeated_grads(std::move(grads));
-
-  // A gradient input nobody produces (an unused output of a forward op) is zero.
-  std::set<std::string> produced;
-  std::vector<Operator> final_ops;
-  for (auto& g : grads) {
-    for (auto& n : g.input_names())
-      if (detail::is_grad_name(n) && !produced.count(n)) {
-        using Z = ops::FillZerosLike;
-        Operator z{std::string(Z::type)};
-        z.set_input(Z::x, {detail::forward_name(n)}).set_output(Z::out, {n});
-        final_ops.push_back(std::move(z));
-        produced.insert(n);
-      }
-    for (auto& n : g.output_names()) produced.insert(n);
-    final_ops.push_back(std::move(g));
-  }
-  for (auto& g : final_ops) {
-    for (auto& n : g.output_names())
-      if (n != kEmptyVarName && !b.find_var(n)) {
-        const Variable* fw = b.find_var(detail::forward_name(n));
-        VarSpec spec;
-        if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level()};
-        b.create_var(n, spec);
-      }
-    add_op(b, std::move(g));
-  }
-  b.var(grad_var_name(loss)).set_persistable(false);
-
-  std::vector<ParamGrad> out;
-  for (auto* p : b.parameters())
-    if (p->param()->trainable && produced.count(grad_var_name(p->name()))) out.push_back({p->name(), grad_var_name(p->name())});
-  return out;
-}
+std::vector<ParamGrad> append_backward(Program& program, const std::string& loss, const std::set<std::string>& no_grad_set = {});
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/autodiff/backward-inl.hpp"
+#endif

@@ -3,8 +3,8 @@
 // a caching, stream-ordered pool per device. Each keeps its own MemoryStats.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 
 #include "oar/config.hpp"
 #include "oar/core/error.hpp"
@@ -31,12 +31,8 @@ class Allocator {
   MemoryStats& stats() { return stats_; }
 
  protected:
-  void count_allocation(size_t bytes) {
-    int64_t now = stats_.current += int64_t(bytes);
-    stats_.allocations++;
-    int64_t p = stats_.peak.load();
-    while (now > p && !stats_.peak.compare_exchange_weak(p, now)) {}
-  }
+  /// Counts a new block of `bytes` (current, peak, allocations).
+  void count_allocation(size_t bytes);
   void count_release(size_t bytes) { stats_.current -= int64_t(bytes); }
 
  private:
@@ -46,16 +42,8 @@ class Allocator {
 /// The CPU's: 64-byte aligned blocks (AVX-512 loads never split a cache line at a row start).
 class CpuAllocator final : public Allocator {
  public:
-  void* allocate(size_t bytes) override {
-    void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
-    if (!p) throw Error(fmt::format("out of memory allocating {} bytes on the CPU", bytes));
-    count_allocation(bytes);
-    return p;
-  }
-  void deallocate(void* p, size_t bytes) noexcept override {
-    std::free(p);
-    count_release(bytes);
-  }
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) noexcept override;
   Place place() const override { return cpu(); }
 };
 
@@ -64,22 +52,14 @@ class CpuAllocator final : public Allocator {
 Allocator& cuda_allocator(int device);
 
 /// The allocator of `place`.
-inline Allocator& allocator(Place place) {
-  if (place.is_cpu()) {
-    static CpuAllocator cpu_alloc;
-    return cpu_alloc;
-  }
-  return cuda_allocator(place.device);
-}
+Allocator& allocator(Place place);
 
 /// Memory held by tensors on `place` (the CPU by default).
 inline MemoryStats& memory_stats(Place place = cpu()) { return allocator(place).stats(); }
 inline void reset_peak_memory(Place place = cpu()) { memory_stats(place).peak = memory_stats(place).current.load(); }
 
-#if !OAR_WITH_CUDA
-inline Allocator& cuda_allocator(int device) {
-  throw Error(fmt::format("no CUDA device {}: oar was built without CUDA (configure with the CUDA toolkit present)", device));
-}
-#endif
-
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/device/allocator-inl.hpp"
+#endif

@@ -2,8 +2,8 @@
 // convolutions (kernels/cpu/conv2d.hpp, kernels/cpu/winograd.hpp).
 #pragma once
 #include <atomic>
-#include <cstdlib>
-#include <string_view>
+
+#include "oar/config.hpp"
 
 namespace oar {
 
@@ -17,14 +17,8 @@ namespace oar {
 enum class ConvAlgorithm { automatic, im2col, winograd };
 
 namespace detail {
-inline std::atomic<int>& conv_algorithm_slot() {
-  static std::atomic<int> slot = [] {
-    const char* env = std::getenv("OAR_CONV");
-    const std::string_view v = env ? env : "";
-    return int(v == "im2col" ? ConvAlgorithm::im2col : v == "winograd" ? ConvAlgorithm::winograd : ConvAlgorithm::automatic);
-  }();
-  return slot;
-}
+/// The process-wide setting (an int: ConvAlgorithm), first read from OAR_CONV.
+std::atomic<int>& conv_algorithm_slot();
 }  // namespace detail
 
 /// Sets the convolution algorithm for every later run (any thread). Example: oar::set_conv_algorithm(oar::ConvAlgorithm::im2col);
@@ -32,3 +26,7 @@ inline void set_conv_algorithm(ConvAlgorithm a) { detail::conv_algorithm_slot().
 inline ConvAlgorithm conv_algorithm() { return ConvAlgorithm(detail::conv_algorithm_slot().load(std::memory_order_relaxed)); }
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/device/conv_algorithm-inl.hpp"
+#endif

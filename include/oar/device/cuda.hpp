@@ -1,7 +1,7 @@
 // oar/device/cuda.hpp: what host code may ask of the CUDA backend: how many devices there are, the device
 // context kernels run on (a stream and lazily created cuBLAS and cuDNN handles), and copies between places.
-// Defined in kernels/cuda/context.cpp when oar is built with CUDA; without it there are no devices and asking
-// for one is an oar::Error. No CUDA header is needed to include this one.
+// Defined in kernels/cuda/context.cpp when oar is built with CUDA; without it (device/cuda-inl.hpp) there are
+// no devices and asking for one is an oar::Error. No CUDA header is needed to include this one.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -47,24 +47,11 @@ namespace detail {
 void cuda_copy(void* dst, Place dst_place, const void* src, Place src_place, size_t bytes);
 }  // namespace detail
 
-#if !OAR_WITH_CUDA
-inline int cuda_device_count() { return 0; }
-inline CudaContext::CudaContext(int device, uint64_t seed) : DeviceContext(seed), device_(device) {
-  throw Error(fmt::format("no CUDA device {}: oar was built without CUDA (configure with the CUDA toolkit present)", device));
-}
-inline CudaContext::~CudaContext() = default;
-inline void CudaContext::synchronize() const {}
-inline cublasContext* CudaContext::cublas() const { return nullptr; }
-inline cudnnContext* CudaContext::cudnn() const { return nullptr; }
-inline void detail::cuda_copy(void*, Place dst, const void*, Place src, size_t) {
-  throw Error(fmt::format("cannot copy {} -> {}: oar was built without CUDA", src.str(), dst.str()));
-}
-#endif
-
 /// The context kernels on `place` run with: a CpuContext, or a CudaContext for that device.
-inline std::unique_ptr<DeviceContext> make_device_context(Place place, uint64_t seed = 0) {
-  if (place.is_cpu()) return std::make_unique<CpuContext>(seed);
-  return std::make_unique<CudaContext>(place.device, seed);
-}
+std::unique_ptr<DeviceContext> make_device_context(Place place, uint64_t seed = 0);
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/device/cuda-inl.hpp"
+#endif

@@ -1,19 +1,20 @@
 // oar/device/device_context.hpp: what a kernel gets from the device it runs on. DeviceContext is the one
 // interface (its place and the executor's seed source); CpuContext adds nothing but a name for the CPU (the
-// thread pool is global, runtime/thread_pool.hpp); CudaContext (runtime/cuda.hpp) adds a stream and the
+// thread pool is global, device/thread_pool.hpp); CudaContext (device/cuda.hpp) adds a stream and the
 // cuBLAS and cuDNN handles.
 #pragma once
 #include <atomic>
 #include <cstdint>
-#include <random>
 
+#include "oar/config.hpp"
 #include "oar/core/place.hpp"
 
 namespace oar {
 
 class DeviceContext {
  public:
-  explicit DeviceContext(uint64_t seed = 0) : seed_(seed ? seed : std::random_device{}()) {}
+  /// `seed` 0 draws one from std::random_device.
+  explicit DeviceContext(uint64_t seed = 0);
   virtual ~DeviceContext() = default;
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
@@ -45,6 +46,10 @@ class CpuContext final : public DeviceContext {
   Place place() const override { return cpu(); }
 };
 
-class CudaContext;  // runtime/cuda.hpp; defined in kernels/cuda/context.cu when CUDA is built
+class CudaContext;  // device/cuda.hpp; defined in kernels/cuda/context.cpp when CUDA is built
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/device/device_context-inl.hpp"
+#endif

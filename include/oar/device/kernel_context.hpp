@@ -3,8 +3,10 @@
 // Attrs, the dtype to dispatch on, and errors that name the op and the user's line.
 #pragma once
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "oar/config.hpp"
 #include "oar/device/cuda.hpp"
 #include "oar/device/device_context.hpp"
 #include "oar/device/scope.hpp"
@@ -17,11 +19,7 @@ class KernelContext {
  public:
   /// Resolves every slot of `op` in `scope` (names that are absent resolve to nullptr: an optional slot).
   /// `attrs` points to the op's decoded Attrs (owned by the prepared step).
-  KernelContext(const Operator& op, Scope& scope, const DeviceContext& dev, const void* attrs = nullptr)
-      : op_(&op), scope_(&scope), dev_(&dev), place_(dev.place()), attrs_(attrs) {
-    resolve(op.inputs(), ins_);
-    resolve(op.outputs(), outs_);
-  }
+  KernelContext(const Operator& op, Scope& scope, const DeviceContext& dev, const void* attrs = nullptr);
 
   const Operator& op() const { return *op_; }
   Scope& scope() const { return *scope_; }
@@ -100,13 +98,7 @@ class KernelContext {
     const std::vector<std::string>* names;
     std::vector<Value*> vals;
   };
-  void resolve(const std::vector<SlotArgs>& slots, std::vector<Resolved>& out) {
-    for (auto& s : slots) {
-      Resolved r{&s.slot, &s.args, {}};
-      for (auto& n : s.args) r.vals.push_back(n == kEmptyVarName ? nullptr : scope_->find(n));
-      out.push_back(std::move(r));
-    }
-  }
+  void resolve(const std::vector<SlotArgs>& slots, std::vector<Resolved>& out);
   static Value* value(const std::vector<Resolved>& v, std::string_view slot, size_t i) {
     for (auto& r : v)
       if (*r.slot == slot) return i < r.vals.size() ? r.vals[i] : nullptr;
@@ -117,12 +109,8 @@ class KernelContext {
       if (*r.slot == slot) return r.vals.size();
     return 0;
   }
-  static const std::string& name_of(const std::vector<Resolved>& v, std::string_view slot, size_t i) {
-    static const std::string none = "<none>";
-    for (auto& r : v)
-      if (*r.slot == slot && i < r.names->size()) return (*r.names)[i];
-    return none;
-  }
+  /// The variable name of `slot`[i], or "<none>" (error texts).
+  static const std::string& name_of(const std::vector<Resolved>& v, std::string_view slot, size_t i);
   // kEmptyVarName lives in ops/op.hpp; repeat the literal to keep runtime free of ops headers here.
   static constexpr const char* kEmptyVarName = "@EMPTY@";
 
@@ -135,3 +123,7 @@ class KernelContext {
 };
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/device/kernel_context-inl.hpp"
+#endif

@@ -56,15 +56,7 @@ class Value {
     throw Error("variable does not hold step scopes");
   }
   /// Makes the value the right kind for a VarKind (Fluid creates variables by VarDesc type).
-  void init(VarKind k) {
-    if (!empty()) return;
-    switch (k) {
-      case VarKind::selected_rows: v_ = SelectedRows(); break;
-      case VarKind::feed_minibatch: case VarKind::fetch_list: case VarKind::lod_tensor_array: v_ = TensorList(); break;
-      case VarKind::step_scopes: v_ = ScopeList(); break;
-      default: v_ = LoDTensor(); break;
-    }
-  }
+  void init(VarKind k);
   void reset() { v_ = std::monostate(); }
 
  private:
@@ -79,51 +71,23 @@ class Scope {
   Scope& operator=(const Scope&) = delete;
 
   /// The value `name` of this scope, created when absent.
-  Value& var(const std::string& name) {
-    auto& p = vars_[name];
-    if (!p) p = std::make_unique<Value>();
-    return *p;
-  }
+  Value& var(const std::string& name);
   /// Searches this scope, then its ancestors; nullptr if absent.
-  Value* find(const std::string& name) const {
-    for (const Scope* s = this; s; s = s->parent_) {
-      auto it = s->vars_.find(name);
-      if (it != s->vars_.end()) return it->second.get();
-    }
-    return nullptr;
-  }
+  Value* find(const std::string& name) const;
   Value* find_local(const std::string& name) const {
     auto it = vars_.find(name);
     return it == vars_.end() ? nullptr : it->second.get();
   }
   /// The tensor of `name`, searched through ancestors; oar::Error naming the variable when absent.
-  LoDTensor& tensor(const std::string& name) const {
-    Value* v = find(name);
-    if (!v) throw Error(fmt::format("no variable '{}' in the scope", name));
-    return v->tensor();
-  }
+  LoDTensor& tensor(const std::string& name) const;
   bool erase(const std::string& name) { return vars_.erase(name) != 0; }
-  std::vector<std::string> local_names() const {
-    std::vector<std::string> out;
-    for (auto& [k, v] : vars_) out.push_back(k);
-    return out;
-  }
+  std::vector<std::string> local_names() const;
 
   /// A child scope. Safe to call from several threads at once (evaluators of one model).
-  Scope& new_scope() {
-    std::lock_guard lock(kids_mutex_);
-    kids_.push_back(std::unique_ptr<Scope>(new Scope(this)));
-    return *kids_.back();
-  }
-  void drop_kids() {
-    std::lock_guard lock(kids_mutex_);
-    kids_.clear();
-  }
+  Scope& new_scope();
+  void drop_kids();
   /// Removes one child scope.
-  void drop(Scope* kid) {
-    std::lock_guard lock(kids_mutex_);
-    std::erase_if(kids_, [&](auto& k) { return k.get() == kid; });
-  }
+  void drop(Scope* kid);
   Scope* parent() const { return parent_; }
   size_t num_kids() const { return kids_.size(); }
 
@@ -136,3 +100,7 @@ class Scope {
 };
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/device/scope-inl.hpp"
+#endif

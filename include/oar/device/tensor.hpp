@@ -1,18 +1,17 @@
 // oar/device/tensor.hpp: Tensor (dtype, shape, place, shared 64-byte aligned storage, views), LoDTensor
 // (Tensor + offset-form LoD) and SelectedRows (sparse rows, for embedding gradients).
 #pragma once
-#include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "oar/config.hpp"
 #include "oar/core/dtype.hpp"
 #include "oar/core/place.hpp"
 #include "oar/core/shape.hpp"
 #include "oar/device/allocator.hpp"
-#include "oar/device/cuda.hpp"
 
 namespace oar {
 
@@ -20,8 +19,8 @@ namespace oar {
 /// shared_ptr.
 class Storage {
  public:
-  Storage(size_t bytes, Place place) : bytes_(bytes), place_(place), alloc_(&allocator(place)) { data_ = alloc_->allocate(bytes); }
-  ~Storage() { alloc_->deallocate(data_, bytes_); }
+  Storage(size_t bytes, Place place);
+  ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
@@ -37,18 +36,14 @@ class Storage {
 
 namespace detail {
 /// Copies `bytes` from `src` on `sp` to `dst` on `dp`.
-inline void copy_bytes(void* dst, Place dp, const void* src, Place sp, size_t bytes) {
-  if (!bytes) return;
-  if (dp.is_cpu() && sp.is_cpu()) std::memmove(dst, src, bytes);
-  else cuda_copy(dst, dp, src, sp, bytes);
-}
+void copy_bytes(void* dst, Place dp, const void* src, Place sp, size_t bytes);
 }  // namespace detail
 
 /// A dense tensor. Copies share storage (like a shared_ptr); `clone()` copies the data.
 class Tensor {
  public:
   Tensor() = default;
-  Tensor(Shape shape, DType dtype, Place place = {}) { resize(std::move(shape), dtype, place); }
+  Tensor(Shape shape, DType dtype, Place place = {});
 
   /// A tensor holding a copy of `values` with `shape` (default: 1-D).
   template <class T>
@@ -119,8 +114,7 @@ class Tensor {
   /// Typed pointer; oar::Error when T is not the tensor's dtype.
   template <class T>
   T* data() const {
-    if (dtype_of<T> != dtype_) [[unlikely]]
-      throw Error(fmt::format("tensor holds {}, not {}", name(dtype_), name(dtype_of<T>)));
+    if (dtype_of<T> != dtype_) [[unlikely]] fail_dtype(dtype_, dtype_of<T>);
     return static_cast<T*>(raw());
   }
   template <class T> std::span<T> span() const { return {data<T>(), size_t(numel())}; }
@@ -129,65 +123,34 @@ class Tensor {
     return {s.begin(), s.end()};
   }
   /// Element `i` of the flattened tensor converted to double (for tests and printing).
-  double get(int64_t i) const {
-    if (!place().is_cpu()) [[unlikely]]
-      throw Error(fmt::format("get(): the tensor lives on {}; copy it to the CPU first (to(oar::cpu()))", place().str()));
-    return visit_dtype(dtype_, [&](auto tag) -> double {
-      using T = typename decltype(tag)::type;
-      if constexpr (std::is_arithmetic_v<T>) return double(static_cast<const T*>(raw())[i]);
-      else throw Error(fmt::format("get() is not available for {}", name(dtype_)));
-    });
-  }
+  double get(int64_t i) const;
 
   /// The same storage seen with another shape of the same numel (no copy).
-  Tensor view(Shape shape) const {
-    OAR_CHECK(shape.numel() == numel(), "view: shape {} has {} elements, the tensor {} has {}", shape.str(), shape.numel(), shape_.str(), numel());
-    Tensor t = *this;
-    t.shape_ = std::move(shape);
-    return t;
-  }
+  Tensor view(Shape shape) const;
   /// Rows [begin, end) along dim 0 (no copy).
-  Tensor slice(int64_t begin, int64_t end) const {
-    OAR_CHECK(rank() > 0 && begin >= 0 && begin <= end && end <= shape_[0], "slice [{}, {}) out of range for shape {}", begin, end, shape_.str());
-    Tensor t = *this;
-    int64_t row = shape_.numel(1, rank());
-    t.offset_ += size_t(begin * row) * size_of(dtype_);
-    t.shape_[0] = end - begin;
-    return t;
-  }
+  Tensor slice(int64_t begin, int64_t end) const;
   /// A deep copy with its own storage on the same place.
   Tensor clone() const { return to(place(), true); }
   /// This tensor on `place`: itself (shared storage) when it is there already, unless `copy`; else a copy.
-  Tensor to(Place place, bool copy = false) const {
-    if (!initialized() || (place == this->place() && !copy)) return *this;
-    Tensor t;
-    t.resize(shape_, dtype_, place);
-    detail::copy_bytes(t.raw(), place, raw(), this->place(), bytes());
-    return t;
-  }
+  Tensor to(Place place, bool copy = false) const;
   /// Copies `src`'s shape, dtype and data into this tensor's own storage (reused when large enough), on
   /// this tensor's place if it has storage, else on src's.
-  void copy_from(const Tensor& src) {
-    if (src.raw() == raw() && src.shape_ == shape_) return;
-    const Place dst = initialized() ? place() : src.place();
-    resize(src.shape_, src.dtype_, dst);
-    detail::copy_bytes(raw(), dst, src.raw(), src.place(), src.bytes());
-  }
+  void copy_from(const Tensor& src);
   /// Shares `src`'s storage (no copy).
   void share_from(const Tensor& src) { *this = src; }
 
  private:
   /// Makes the storage hold `shape` x `dtype` on `place`, reusing it when it is ours alone and large enough.
   void reserve(const Shape& shape, DType dtype, Place place) {
-    if (!shape.known()) [[unlikely]]
-      throw Error(fmt::format("cannot allocate a tensor of unknown shape {}", shape.str()));
+    if (!shape.known()) [[unlikely]] fail_unknown_shape(shape);
     size_t need = size_t(shape.numel()) * size_of(dtype);
     bool reuse = storage_ && storage_.use_count() == 1 && storage_->place() == place && offset_ + need <= storage_->bytes();
-    if (!reuse) {
-      storage_ = std::make_shared<Storage>(need, place);
-      offset_ = 0;
-    }
+    if (!reuse) reallocate(need, place);
   }
+  /// The slow path of reserve: new storage of `bytes` on `place`.
+  void reallocate(size_t bytes, Place place);
+  [[noreturn]] static void fail_unknown_shape(const Shape& shape);
+  [[noreturn]] static void fail_dtype(DType have, DType want);
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;
   Shape shape_;
@@ -200,17 +163,7 @@ using LoD = std::vector<std::vector<size_t>>;
 
 /// Checks that every level starts at 0 and increases, that each level ends at the size of the next one,
 /// and that the last level ends at `rows`. Returns "" or the reason.
-inline std::string lod_error(const LoD& lod, int64_t rows) {
-  for (size_t l = 0; l < lod.size(); ++l) {
-    const auto& lv = lod[l];
-    if (lv.size() < 1 || lv[0] != 0) return fmt::format("level {} must start at 0", l);
-    for (size_t i = 1; i < lv.size(); ++i)
-      if (lv[i] < lv[i - 1]) return fmt::format("level {} decreases at position {}", l, i);
-    size_t next = l + 1 < lod.size() ? lod[l + 1].size() - 1 : size_t(rows);
-    if (lv.back() != next) return fmt::format("level {} ends at {} but {} {} follow", l, lv.back(), next, l + 1 < lod.size() ? "entries" : "rows");
-  }
-  return {};
-}
+std::string lod_error(const LoD& lod, int64_t rows);
 
 /// A tensor with sequence structure (LoD) over its first dimension.
 class LoDTensor : public Tensor {
@@ -232,11 +185,7 @@ class LoDTensor : public Tensor {
   int lod_level() const { return int(lod_.size()); }
 
  private:
-  void check_lod(const LoD& lod) const {
-    if (lod.empty()) return;
-    std::string why = lod_error(lod, rank() > 0 ? dim(0) : 0);
-    OAR_CHECK(why.empty(), "invalid LoD: {}", why);
-  }
+  void check_lod(const LoD& lod) const;
   LoD lod_;
 };
 
@@ -248,3 +197,7 @@ struct SelectedRows {
 };
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/device/tensor-inl.hpp"
+#endif

@@ -14,13 +14,7 @@
 #include <utility>
 #include <vector>
 
-#if defined(OAR_WITH_BLAS)
-#include <cblas.h>
-#endif
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
+#include "oar/config.hpp"
 
 // Microseconds an idle worker (or a caller waiting for workers) spins before blocking on a
 // condition variable. NOTE: on the 2-core Zen 3 target a futex wake-up costs tens of microseconds: with 50,
@@ -34,14 +28,12 @@ namespace oar {
 
 namespace detail {
 
-inline int hardware_threads() {
-  unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
-}
+/// std::thread::hardware_concurrency(), at least 1.
+int hardware_threads();
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
+  __builtin_ia32_pause();  // _mm_pause without <immintrin.h> (60k lines in every model unit)
 #else
   std::this_thread::yield();
 #endif
@@ -67,27 +59,14 @@ inline int64_t chunk_bound(int64_t begin, int64_t len, int64_t n, int64_t i) {
 
 class thread_pool {
  public:
-  thread_pool() : num_threads_(hardware_threads()) {
-#if defined(OAR_WITH_BLAS)
-    // OpenBLAS keeps its own pool; oar drives parallelism, so BLAS calls must be serial.
-    openblas_set_num_threads(1);
-#endif
-    start_workers(num_threads_ - 1);
-  }
-  ~thread_pool() { stop_workers(); }
+  thread_pool();
+  ~thread_pool();
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
 
   int num_threads() const { return num_threads_.load(std::memory_order_relaxed); }
 
-  void set_num_threads(int n) {
-    if (n <= 0) n = hardware_threads();
-    std::lock_guard<std::mutex> dispatch(dispatch_mutex_);  // waits for a running parallel_for
-    if (n == num_threads_.load()) return;
-    stop_workers();
-    num_threads_.store(n);
-    start_workers(n - 1);
-  }
+  void set_num_threads(int n);
 
   template <class F>
   void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& fn) {
@@ -161,71 +140,10 @@ class thread_pool {
   };
 
   // Claim chunks until none are left. Returns after the last claimed chunk is done.
-  void work_on(job& j) {
-    for (;;) {
-      int64_t i = j.next.fetch_add(1, std::memory_order_relaxed);
-      if (i >= j.nchunks) return;
-      if (!j.failed.load(std::memory_order_relaxed)) {
-        try {
-          j.run(j.ctx, chunk_bound(j.begin, j.len, j.nchunks, i),
-                chunk_bound(j.begin, j.len, j.nchunks, i + 1));
-        } catch (...) {
-          bool expected = false;
-          if (j.failed.compare_exchange_strong(expected, true)) j.error = std::current_exception();
-        }
-      }
-      if (j.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::lock_guard<std::mutex> lk(mutex_);  // pairs with the caller's wait
-        done_cv_.notify_all();
-      }
-    }
-  }
-
-  void worker_loop() {
-    tls_in_parallel = true;
-    uint64_t seen = 0;
-    {
-      std::lock_guard<std::mutex> lk(mutex_);
-      seen = generation_;
-    }
-    for (;;) {
-      // Short spin catches back-to-back parallel_for calls without a futex wake-up.
-      if (OAR_POOL_SPIN_US > 0) {
-        const auto until = std::chrono::steady_clock::now() +
-                           std::chrono::microseconds(OAR_POOL_SPIN_US);
-        do {
-          for (int i = 0; i < 16; ++i) cpu_relax();
-        } while (generation_atomic_.load(std::memory_order_acquire) == seen &&
-                 std::chrono::steady_clock::now() < until);
-      }
-      std::unique_lock<std::mutex> lk(mutex_);
-      wake_cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job* j = job_;
-      if (j == nullptr) continue;  // job already finished by others
-      ++j->active;
-      lk.unlock();
-      work_on(*j);
-      lk.lock();
-      if (--j->active == 0) done_cv_.notify_all();
-    }
-  }
-
-  void start_workers(int n) {
-    stop_ = false;
-    for (int i = 0; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
-  }
-
-  void stop_workers() {
-    {
-      std::lock_guard<std::mutex> lk(mutex_);
-      stop_ = true;
-    }
-    wake_cv_.notify_all();
-    for (auto& t : workers_) t.join();
-    workers_.clear();
-  }
+  void work_on(job& j);
+  void worker_loop();
+  void start_workers(int n);
+  void stop_workers();
 
   std::atomic<int> num_threads_;
   std::mutex dispatch_mutex_;  // one parallel region at a time
@@ -274,3 +192,7 @@ inline void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& fn) {
 }
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/device/thread_pool-inl.hpp"
+#endif

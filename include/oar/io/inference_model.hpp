@@ -2,12 +2,15 @@
 // fetch targets, cloned for test, with feed ops in front and fetch ops at the end) and the parameters, one
 // file per variable (named after it) or one combined `__params__` file (sorted by name).
 #pragma once
-#include <set>
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
-#include "oar/io/tensor_file.hpp"
-#include "oar/ir/serialize.hpp"
-#include "oar/ops/feed_fetch.hpp"
+#include "oar/config.hpp"
+#include "oar/ir/program.hpp"
 #include "oar/device/scope.hpp"
+#include "oar/device/tensor.hpp"
 
 namespace oar::io {
 
@@ -20,71 +23,14 @@ struct InferenceModel {
 };
 
 /// Writes `dir/__model__` and the persistables the pruned program needs, taken from `scope`.
-inline void save_inference_model(const std::filesystem::path& dir, const std::vector<std::string>& feeds, const std::vector<std::string>& fetches,
-                                 const Program& main, const Scope& scope, bool combined = true) {
-  OAR_CHECK(!fetches.empty(), "save_inference_model: no fetch targets");
-  for (auto& f : feeds) OAR_CHECK(main.global_block().find_var(f), "save_inference_model: no feed variable '{}' in the program", f);
-  Program p = main.prune(fetches).clone(/*for_test=*/true);
-  Block& g = p.global_block();
-  for (auto& f : feeds)
-    if (!g.has_var(f)) {  // a feed the targets do not need still gets its feed op (Fluid keeps the signature)
-      const Variable& v = main.global_block().var(f);
-      g.create_var(f, {.dtype = v.dtype(), .shape = v.shape(), .lod_level = v.lod_level()});
-    }
-  g.create_var("feed", {.persistable = true, .kind = VarKind::feed_minibatch});
-  g.create_var("fetch", {.persistable = true, .kind = VarKind::fetch_list});
-  for (size_t i = feeds.size(); i-- > 0;) {
-    Operator op(std::string(ops::Feed::type));
-    op.set_input(ops::Feed::x, {"feed"}).set_output(ops::Feed::out, {feeds[i]}).set_attr(ops::Feed::col, int32_t(i));
-    g.prepend_op(std::move(op));
-  }
-  for (size_t i = 0; i < fetches.size(); ++i) {
-    Operator op(std::string(ops::Fetch::type));
-    op.set_input(ops::Fetch::x, {fetches[i]}).set_output(ops::Fetch::out, {"fetch"}).set_attr(ops::Fetch::col, int32_t(i));
-    g.append_op(std::move(op));
-  }
-  std::filesystem::create_directories(dir);
-  std::vector<std::pair<std::string, LoDTensor>> params;
-  for (auto* v : g.vars())
-    if (v->persistable() && v->kind() == VarKind::lod_tensor) {
-      Value* val = scope.find(v->name());
-      if (!val || !val->is_tensor() || !val->tensor().initialized())
-        throw Error(fmt::format("save_inference_model: the program needs '{}', but the scope holds no value for it", v->name()));
-      params.push_back({v->name(), val->tensor()});
-    }
-  std::sort(params.begin(), params.end(), [](auto& a, auto& b) { return a.first < b.first; });
-  if (combined) {
-    save_combined(dir / "__params__", params);
-  } else {
-    for (auto& [n, t] : params) save_tensor(dir / n, t);
-  }
-  save_program(p, dir / "__model__");
-}
+void save_inference_model(const std::filesystem::path& dir, const std::vector<std::string>& feeds, const std::vector<std::string>& fetches,
+                          const Program& main, const Scope& scope, bool combined = true);
 
 /// Reads a directory written by save_inference_model (or by Fluid with the same layout).
-inline InferenceModel load_inference_model(const std::filesystem::path& dir) {
-  InferenceModel m;
-  m.program = load_program(dir / "__model__");
-  Block& g = m.program.global_block();
-  std::map<int, std::string> feeds, fetches;
-  for (auto* op : g.ops()) {
-    if (op->type() == ops::Feed::type) feeds[op->attr(ops::Feed::col)] = op->output(ops::Feed::out).at(0);
-    if (op->type() == ops::Fetch::type) fetches[op->attr(ops::Fetch::col)] = op->input(ops::Fetch::x).at(0);
-  }
-  for (auto& [c, n] : feeds) m.feeds.push_back(n);
-  for (auto& [c, n] : fetches) m.fetches.push_back(n);
-  if (m.fetches.empty()) throw Error(fmt::format("inference model '{}' has no fetch ops", dir.string()));
-  std::vector<std::string> names;
-  for (auto* v : g.vars())
-    if (v->persistable() && v->kind() == VarKind::lod_tensor) names.push_back(v->name());
-  std::sort(names.begin(), names.end());
-  if (std::filesystem::exists(dir / "__params__")) {
-    auto ts = load_combined(dir / "__params__", names);
-    for (size_t i = 0; i < names.size(); ++i) m.params.push_back({names[i], ts[i]});
-  } else {
-    for (auto& n : names) m.params.push_back({n, load_tensor(dir / n)});
-  }
-  return m;
-}
+InferenceModel load_inference_model(const std::filesystem::path& dir);
 
 }  // namespace oar::io
+
+#if OAR_HEADER_ONLY
+#include "oar/io/inference_model-inl.hpp"
+#endif

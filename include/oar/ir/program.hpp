@@ -6,11 +6,11 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "oar/config.hpp"
 #include "oar/core/dtype.hpp"
 #include "oar/core/error.hpp"
 #include "oar/core/shape.hpp"
@@ -287,17 +287,8 @@ class Program {
     return *this;
   }
   Program(Program&& other) noexcept { *this = std::move(other); }
-  Program& operator=(Program&& other) noexcept {
-    blocks_ = std::move(other.blocks_);
-    current_ = other.current_;
-    version_ = other.version_;
-    random_seed_ = other.random_seed_;
-    for (auto& b : blocks_) b->program_ = this;
-    other.blocks_.clear();
-    other.blocks_.push_back(std::make_unique<Block>(&other, 0, -1));
-    other.current_ = 0;
-    return *this;
-  }
+  /// Takes `other`'s blocks; `other` is left an empty program (one global block).
+  Program& operator=(Program&& other) noexcept;
 
   Block& global_block() const { return *blocks_[0]; }
   Block& block(int i) const {
@@ -307,12 +298,7 @@ class Program {
   size_t num_blocks() const { return blocks_.size(); }
   Block& current_block() const { return *blocks_[size_t(current_)]; }
   /// Appends a block whose parent is the current block (or `parent_idx`) and makes it current.
-  Block& create_block(int parent_idx = -2) {
-    int parent = parent_idx == -2 ? current_ : parent_idx;
-    blocks_.push_back(std::make_unique<Block>(this, int(blocks_.size()), parent));
-    current_ = int(blocks_.size()) - 1;
-    return *blocks_.back();
-  }
+  Block& create_block(int parent_idx = -2);
   /// Makes the current block's parent current again.
   void rollback() { current_ = std::max(0, current_block().parent_idx()); }
   void set_current_block(int i) { current_ = i; }
@@ -323,14 +309,7 @@ class Program {
   void set_random_seed(uint64_t s) { random_seed_ = s; }
 
   /// A deep copy. With for_test, every op that has an `is_test` attribute gets is_test = true.
-  Program clone(bool for_test = false) const {
-    Program p(*this);
-    if (for_test)
-      for (auto& b : p.blocks_)
-        for (auto& op : b->ops_)
-          if (op->has_attr(common::is_test)) op->set_attr(common::is_test, true);
-    return p;
-  }
+  Program clone(bool for_test = false) const;
   /// The program with only the ops of block 0 that the targets (variable names) depend on; sub-blocks of
   /// kept ops stay; variables no kept op touches are dropped.
   Program prune(const std::vector<std::string>& targets) const;
@@ -348,182 +327,10 @@ class Program {
   uint64_t random_seed_ = 0;
 };
 
-// ---- implementation
-
 inline Block* Block::parent() const { return parent_idx_ < 0 ? nullptr : &program_->block(parent_idx_); }
 
-inline Variable* Block::find_var(const std::string& name) const {
-  for (const Block* b = this; b; b = b->parent()) {
-    auto it = b->index_.find(name);
-    if (it != b->index_.end()) return b->vars_[it->second].get();
-  }
-  return nullptr;
-}
-
-inline Variable& Block::create_var(const std::string& name, const VarSpec& spec) {
-  OAR_CHECK(!name.empty(), "a variable needs a name");
-  if (auto it = index_.find(name); it != index_.end()) {
-    Variable& v = *vars_[it->second];
-    auto conflict = [&](const char* what, const std::string& had, const std::string& want) {
-      throw Error(fmt::format("variable '{}' is already defined in block {} with {} {}; redefining it with {} {} is refused", name, idx_,
-                              what, had, what, want));
-    };
-    if (spec.kind != v.kind()) conflict("kind", std::to_string(int(v.kind())), std::to_string(int(spec.kind)));
-    if (spec.dtype && *spec.dtype != v.dtype()) conflict("dtype", std::string(oar::name(v.dtype())), std::string(oar::name(*spec.dtype)));
-    if (spec.shape && !v.shape().empty() && *spec.shape != v.shape()) conflict("shape", v.shape().str(), spec.shape->str());
-    if (spec.shape && v.shape().empty()) v.set_shape(*spec.shape);
-    if (spec.lod_level && *spec.lod_level != v.lod_level()) conflict("lod_level", std::to_string(v.lod_level()), std::to_string(*spec.lod_level));
-    if (spec.persistable && *spec.persistable) v.set_persistable(true);
-    return v;
-  }
-  auto v = std::make_unique<Variable>(name, spec.kind);
-  if (spec.dtype) v->set_dtype(*spec.dtype);
-  if (spec.shape) v->set_shape(*spec.shape);
-  if (spec.lod_level) v->set_lod_level(*spec.lod_level);
-  if (spec.persistable) v->set_persistable(*spec.persistable);
-  if (spec.stop_gradient) v->set_stop_gradient(*spec.stop_gradient);
-  index_[name] = vars_.size();
-  vars_.push_back(std::move(v));
-  return *vars_.back();
-}
-
-inline Parameter& Block::create_parameter(const std::string& name, DType dtype, Shape shape, ParamInfo info) {
-  Block& g = program_->global_block();
-  OAR_CHECK(shape.rank() > 0 && shape.known(), "parameter '{}' needs a known, non-empty shape; got {}", name, shape.str());
-  Variable& v = g.create_var(name, VarSpec{.dtype = dtype, .shape = shape, .persistable = true});
-  if (!v.is_parameter()) v.set_param(std::move(info));
-  return v;
-}
-
-inline bool Block::remove_var(const std::string& name) {
-  auto it = index_.find(name);
-  if (it == index_.end()) return false;
-  vars_.erase(vars_.begin() + long(it->second));
-  index_.clear();
-  for (size_t i = 0; i < vars_.size(); ++i) index_[vars_[i]->name()] = i;
-  return true;
-}
-
-inline void Block::rename_var(const std::string& from, const std::string& to) {
-  if (from == to) return;
-  OAR_CHECK(!has_var(to), "cannot rename '{}' to '{}': block {} already has a variable '{}'", from, to, idx_, to);
-  auto it = index_.find(from);
-  OAR_CHECK(it != index_.end(), "cannot rename '{}': block {} has no such variable", from, idx_);
-  auto& old = vars_[it->second];
-  auto v = std::make_unique<Variable>(to, old->kind());
-  v->set_dtype(old->dtype()).set_shape(old->shape()).set_lod_level(old->lod_level()).set_persistable(old->persistable());
-  v->set_stop_gradient(old->stop_gradient()).set_origin(old->origin());
-  if (old->param()) v->set_param(*old->param());
-  size_t at = it->second;
-  index_.erase(it);
-  old = std::move(v);
-  index_[to] = at;
-  for (auto& op : ops_) {
-    op->rename_input(from, to);
-    op->rename_output(from, to);
-  }
-  refresh_writers();
-}
-
-inline Operator& Block::insert_op(size_t index, Operator op) {
-  OAR_CHECK(index <= ops_.size(), "insert_op: index {} out of range ({} ops)", index, ops_.size());
-  auto it = ops_.insert(ops_.begin() + long(index), std::make_unique<Operator>(std::move(op)));
-  Operator& o = **it;
-  if (index + 1 == ops_.size()) {
-    for (auto& n : o.output_names())
-      if (auto* v = find_var(n)) v->set_writer(&o);
-  } else {
-    refresh_writers();
-  }
-  return o;
-}
-
-inline void Block::refresh_writers() {
-  for (auto& v : vars_) v->set_writer(nullptr);
-  for (auto& op : ops_)
-    for (auto& n : op->output_names())
-      if (auto* v = find_var(n)) v->set_writer(op.get());
-}
-
-inline void Program::copy_from(const Program& other) {
-  blocks_.clear();
-  for (auto& ob : other.blocks_) {
-    auto b = std::make_unique<Block>(this, ob->idx_, ob->parent_idx_);
-    b->forward_block_idx_ = ob->forward_block_idx_;
-    for (auto& v : ob->vars_) {
-      b->index_[v->name()] = b->vars_.size();
-      b->vars_.push_back(std::make_unique<Variable>(*v));
-    }
-    for (auto& op : ob->ops_) b->ops_.push_back(std::make_unique<Operator>(*op));
-    blocks_.push_back(std::move(b));
-  }
-  current_ = other.current_;
-  version_ = other.version_;
-  random_seed_ = other.random_seed_;
-  for (auto& b : blocks_) b->refresh_writers();
-}
-
-inline Program Program::prune(const std::vector<std::string>& targets) const {
-  Program p(*this);
-  Block& g = p.global_block();
-  std::set<std::string> needed(targets.begin(), targets.end());
-  for (auto& t : targets) OAR_CHECK(g.find_var(t) != nullptr, "prune: no target variable '{}' in the global block", t);
-  std::vector<bool> keep(g.ops_.size(), false);
-  // Walk backwards: keep an op when it writes something needed; its inputs become needed. Ops with a
-  // sub-block also need every outer variable the sub-block reads.
-  std::function<void(const Block&, std::set<std::string>&)> sub_inputs = [&](const Block& b, std::set<std::string>& acc) {
-    for (auto& op : b.ops_) {
-      for (auto& n : op->input_names()) acc.insert(n);
-      if (op->sub_block() >= 0) sub_inputs(p.block(op->sub_block()), acc);
-    }
-  };
-  for (size_t i = g.ops_.size(); i-- > 0;) {
-    const Operator& op = *g.ops_[i];
-    bool k = op.is_target();
-    for (auto& n : op.output_names()) k = k || needed.count(n);
-    if (op.type() == common::fetch_op || op.type() == common::feed_op) k = false;
-    if (!k) continue;
-    keep[i] = true;
-    for (auto& n : op.input_names()) needed.insert(n);
-    if (op.sub_block() >= 0) sub_inputs(p.block(op.sub_block()), needed);
-  }
-  std::vector<std::unique_ptr<Operator>> kept;
-  for (size_t i = 0; i < g.ops_.size(); ++i)
-    if (keep[i]) kept.push_back(std::move(g.ops_[i]));
-  g.ops_ = std::move(kept);
-  std::set<std::string> used;
-  for (auto& op : g.ops_) {
-    for (auto& n : op->input_names()) used.insert(n);
-    for (auto& n : op->output_names()) used.insert(n);
-  }
-  for (auto& t : targets) used.insert(t);
-  for (auto& n : needed) used.insert(n);
-  std::vector<std::string> drop;
-  for (auto& v : g.vars_)
-    if (!used.count(v->name())) drop.push_back(v->name());
-  for (auto& n : drop) g.remove_var(n);
-  g.refresh_writers();
-  return p;
-}
-
-inline bool operator==(const Program& a, const Program& b) {
-  if (a.blocks_.size() != b.blocks_.size()) return false;
-  for (size_t i = 0; i < a.blocks_.size(); ++i) {
-    const Block& x = *a.blocks_[i];
-    const Block& y = *b.blocks_[i];
-    if (x.parent_idx_ != y.parent_idx_ || x.forward_block_idx_ != y.forward_block_idx_) return false;
-    if (x.vars_.size() != y.vars_.size() || x.ops_.size() != y.ops_.size()) return false;
-    for (size_t j = 0; j < x.vars_.size(); ++j) {
-      const Variable& u = *x.vars_[j];
-      const Variable& v = *y.vars_[j];
-      if (u.name() != v.name() || u.kind() != v.kind() || u.dtype() != v.dtype() || u.shape() != v.shape() ||
-          u.lod_level() != v.lod_level() || u.persistable() != v.persistable())
-        return false;
-    }
-    for (size_t j = 0; j < x.ops_.size(); ++j)
-      if (!(*x.ops_[j] == *y.ops_[j])) return false;
-  }
-  return true;
-}
-
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/ir/program-inl.hpp"
+#endif

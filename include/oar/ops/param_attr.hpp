@@ -2,7 +2,9 @@
 // trainable, gradient clip), regularizers and clips as stored on parameters.
 #pragma once
 #include <optional>
+#include <string>
 
+#include "oar/config.hpp"
 #include "oar/ops/initializers.hpp"
 
 namespace oar {
@@ -11,7 +13,8 @@ namespace oar {
 struct Regularizer {
   enum class Kind { l1, l2 } kind = Kind::l2;
   double coeff = 0;
-  std::string str() const { return fmt::format("{}({})", kind == Kind::l1 ? "l1" : "l2", coeff); }
+  /// "l1(0.001)", "l2(0.0005)".
+  std::string str() const;
 };
 inline Regularizer L1Decay(double coeff) { return {Regularizer::Kind::l1, coeff}; }
 inline Regularizer L2Decay(double coeff) { return {Regularizer::Kind::l2, coeff}; }
@@ -21,14 +24,8 @@ inline Regularizer L2Decay(double coeff) { return {Regularizer::Kind::l2, coeff}
 struct GradientClip {
   enum class Kind { value, norm, global_norm } kind = Kind::norm;
   double a = 0, b = 0;
-  std::string str() const {
-    switch (kind) {
-      case Kind::value: return fmt::format("value({}, {})", a, b);
-      case Kind::norm: return fmt::format("norm({})", a);
-      case Kind::global_norm: return fmt::format("global_norm({})", a);
-    }
-    return "";
-  }
+  /// "value(-1, 1)", "norm(5)", "global_norm(5)".
+  std::string str() const;
 };
 inline GradientClip ClipByValue(double max, std::optional<double> min = {}) { return {GradientClip::Kind::value, min ? *min : -max, max}; }
 inline GradientClip ClipByNorm(double clip_norm) { return {GradientClip::Kind::norm, clip_norm, 0}; }
@@ -61,3 +58,7 @@ struct ParamAttr {
 };
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/ops/param_attr-inl.hpp"
+#endif

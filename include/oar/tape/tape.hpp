@@ -7,6 +7,7 @@
 #include <set>
 #include <source_location>
 
+#include "oar/config.hpp"
 #include "oar/core/names.hpp"
 #include "oar/ops/param_attr.hpp"
 
@@ -104,13 +105,8 @@ class Var {
  private:
   friend class Tape;
   Var(std::shared_ptr<detail::TapeState> s, size_t i, int o) : state_(std::move(s)), index_(i), output_(o) {}
-  detail::TapeState& state() const {
-    if (!state_) throw Error("this oar::Var is empty (default-constructed): assign a layer's result to it first");
-    if (!state_->alive)
-      throw Error(fmt::format("this Var ({}) was recorded on an oar::Tape that no longer exists", state_->creations.empty() ? std::string("?") : state_->creations[index_].kind),
-                  state_->creations.empty() ? Origin{} : state_->creations[index_].origin);
-    return *state_;
-  }
+  /// The tape's state; oar::Error when this Var is empty or its tape is gone.
+  detail::TapeState& state() const;
   LayerOptions& opts() { return state().creations[index_].opts; }
   std::shared_ptr<detail::TapeState> state_;
   size_t index_ = 0;
@@ -130,11 +126,7 @@ struct Topology {
   std::shared_ptr<std::weak_ptr<void>> param_slot;
 
   /// The variable name a Var became in this topology; oar::Error if the Var's creation was left out.
-  const std::string& name_of(const Var& v) const {
-    if (v.index() >= creation_outputs.size() || creation_outputs[v.index()].size() <= size_t(v.output()))
-      throw Error(fmt::format("{} is not part of this program (it was recorded after the outputs, skipped or in another branch)", v.kind()), v.origin());
-    return creation_outputs[v.index()][size_t(v.output())];
-  }
+  const std::string& name_of(const Var& v) const;
 };
 
 /// Creations to leave out when replaying: `tape.program(g, oar::skip(d, e))`.
@@ -159,39 +151,19 @@ class Branch {
 /// restores the outer one). Vars of a dead tape give a clear error when used.
 class Tape {
  public:
-  Tape() : state_(std::make_shared<detail::TapeState>()) { detail::tape_stack.push_back(this); }
-  ~Tape() {
-    state_->alive = false;
-    std::erase(detail::tape_stack, this);
-  }
+  Tape();
+  ~Tape();
   Tape(const Tape&) = delete;
   Tape& operator=(const Tape&) = delete;
 
   /// The current tape of this thread; oar::Error naming the caller's line if there is none.
-  static Tape& current(const Origin& where = {}) {
-    if (detail::tape_stack.empty())
-      throw Error("no oar::Tape is alive on this thread: create one (`oar::Tape tape;`) before calling layer functions", where);
-    return *detail::tape_stack.back();
-  }
+  static Tape& current(const Origin& where = {});
 
   size_t size() const { return state_->creations.size(); }
   const Creation& creation(size_t i) const { return state_->creations.at(i); }
 
   /// Records a creation and returns a Var for each of its outputs (the first when there is one).
-  std::vector<Var> record(Creation c) {
-    for (auto& in : c.inputs) check_input(in, c);
-    c.branches = state_->open_branches;
-    c.parent = state_->body_stack.empty() ? -1 : state_->body_stack.back();
-    if (!state_->share_stack.empty()) {
-      auto& [id, count] = state_->share_stack.back();
-      c.share = {id, count++};
-    }
-    int n = c.num_outputs;
-    state_->creations.push_back(std::move(c));
-    std::vector<Var> out;
-    for (int i = 0; i < n; ++i) out.push_back(Var(state_, state_->creations.size() - 1, i));
-    return out;
-  }
+  std::vector<Var> record(Creation c);
 
   /// Records the body of creation `owner` (its sub-tape): creations recorded while `body` runs belong to
   /// `owner` and are replayed by it into a sub-block.
@@ -223,22 +195,14 @@ class Tape {
   bool owns(const Var& v) const { return v.state_ == state_; }
 
  private:
-  void check_input(const Var& in, const Creation& c) const {
-    if (!in.state_) throw Error(fmt::format("{}: an input is an empty oar::Var (default-constructed)", c.kind), c.origin);
-    if (!in.state_->alive)
-      throw Error(fmt::format("{}: input {} (recorded at {}) belongs to an oar::Tape that no longer exists", c.kind, in.state_->creations[in.index_].kind,
-                              in.state_->creations[in.index_].origin.str()),
-                  c.origin);
-    if (in.state_ != state_)
-      throw Error(fmt::format("{}: input {} (recorded at {}) belongs to another oar::Tape", c.kind, in.state_->creations[in.index_].kind,
-                              in.state_->creations[in.index_].origin.str()),
-                  c.origin);
-  }
+  /// An oar::Error naming `c` when `in` is empty or belongs to a dead or another tape.
+  void check_input(const Var& in, const Creation& c) const;
   friend struct ReplayContext;
   std::shared_ptr<detail::TapeState> state_;
 };
 
-inline Branch::Branch() : tape_(&Tape::current()) { tape_->open_branch(); }
-inline Branch::~Branch() { tape_->close_branch(); }
-
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/tape/tape-inl.hpp"
+#endif

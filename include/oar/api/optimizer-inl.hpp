@@ -1,0 +1,218 @@
+// oar/api/optimizer-inl.hpp: the implementation of optimizer.hpp (included by it when header-only; compiled once into liboar otherwise).
+#pragma once
+#include "oar/api/optimizer.hpp"
+
+#include <chrono>
+#include <exception>
+#include <thread>
+#include <type_traits>
+
+#include "oar/core/error.hpp"
+#include "oar/io/checkpoint.hpp"
+#include "oar/ir/serialize.hpp"
+
+namespace oar {
+
+OAR_FUNC Optimizer::Optimizer(Model& model, const Var& loss, optim::Rule rule, int threads)
+    : Optimizer(model, model.name_of(loss), std::move(rule), threads) {}
+
+OAR_FUNC Optimizer::Optimizer(Model& model, std::string loss, optim::Rule rule, int threads)
+    : model_(&model), rule_(std::move(rule)), update_exe_(model.place()) {
+  OAR_CHECK(threads >= 1, "Optimizer: threads must be >= 1, got {}", threads);
+  std::vector<std::string> extra;
+  for (auto& o : model.outputs())
+    if (o != loss) extra.push_back(o);
+  for (int i = 0; i < threads; ++i)
+    machines_.push_back(std::make_unique<GradientMachine>(model, loss, extra, model.seed() + 1000 + uint64_t(i)));
+  build_update();
+}
+
+OAR_FUNC std::vector<LoDTensor> Optimizer::step(const FeedMap& feeds) {
+  auto out = machines_[0]->forward_backward(feeds);
+  apply_update(*machines_[0]);
+  return out;
+}
+
+OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out) {
+  machines_[0]->forward_backward(feeds, out);
+  apply_update(*machines_[0]);
+}
+
+OAR_FUNC void Optimizer::update(const std::map<std::string, LoDTensor>& gradients) {
+  GradientMachine& gm = *machines_[0];
+  for (auto& [p, g] : gm.params_grads()) {
+    auto it = gradients.find(p);
+    OAR_CHECK(it != gradients.end(), "update: no gradient given for parameter '{}'", p);
+    gm.scope().var(g).tensor() = it->second;
+  }
+  apply_update(gm);
+}
+
+OAR_FUNC void Optimizer::train(io::Reader& reader, const std::vector<Var>& feeds, int epochs, const EventHandler& on_event) {
+  std::vector<std::string> names;
+  for (auto& v : feeds) names.push_back(model_->name_of(v));
+  train(reader, names, epochs, on_event);
+}
+
+OAR_FUNC void Optimizer::train(io::Reader& reader, const std::vector<std::string>& feeds, int epochs, const EventHandler& on_event) {
+  using clock = std::chrono::steady_clock;
+  reader_ = &reader;
+  for (; epoch_ < epochs; ++epoch_) {
+    if (reader.epoch() != epoch_) reader.restore({epoch_, 0});
+    int64_t iteration = reader.position();
+    if (on_event) on_event({Event::Kind::begin_pass, epoch_, iteration, step_});
+    auto pass_start = clock::now();
+    double loss_sum = 0, n = 0;
+    std::map<std::string, double> metric_sum;
+    bool done = false;
+    while (!done) {
+      std::vector<io::Batch> batches;
+      for (size_t k = 0; k < machines_.size(); ++k) {
+        auto b = reader.next();
+        if (!b) {
+          done = true;
+          break;
+        }
+        batches.push_back(std::move(*b));
+      }
+      if (batches.empty()) break;
+      if (on_event) on_event({Event::Kind::begin_iteration, epoch_, iteration, step_});
+      auto t0 = clock::now();
+      auto [loss, metrics] = run_batches(batches, feeds);
+      ++step_;
+      Event e{Event::Kind::end_iteration, epoch_, iteration, step_, loss, metrics, std::chrono::duration<double>(clock::now() - t0).count()};
+      loss_sum += loss;
+      for (auto& [k, v] : metrics) metric_sum[k] += v;
+      n += 1;
+      iteration += int64_t(batches.size());
+      if (on_event) on_event(e);
+    }
+    Event e{Event::Kind::end_pass, epoch_, iteration, step_, n ? loss_sum / n : 0, {}, std::chrono::duration<double>(clock::now() - pass_start).count()};
+    for (auto& [k, v] : metric_sum) e.metrics[k] = v / n;
+    if (on_event) on_event(e);
+  }
+  reader_ = nullptr;
+}
+
+OAR_FUNC void Optimizer::checkpoint(const std::filesystem::path& path, const io::Reader* reader) const {
+  io::Checkpoint c;
+  const io::Reader* r = reader ? reader : reader_;
+  c.meta["epoch"] = std::to_string(epoch_);
+  c.meta["step"] = std::to_string(step_);
+  c.meta["reader_epoch"] = std::to_string(r ? r->epoch() : epoch_);
+  c.meta["reader_position"] = std::to_string(r ? r->position() : 0);
+  c.meta["threads"] = std::to_string(machines_.size());
+  for (size_t i = 0; i < machines_.size(); ++i) {
+    const DeviceContext& d = machines_[i]->executor().device();
+    c.meta["rng" + std::to_string(i)] = std::to_string(d.counter());
+    c.meta["seed" + std::to_string(i)] = std::to_string(d.seed());
+  }
+  c.blobs["main"] = serialize(model_->program());
+  c.blobs["startup"] = serialize(model_->startup());
+  c.blobs["update"] = serialize(*update_);
+  c.tensors = model_->persistables();
+  io::save_checkpoint(path, c);
+}
+
+OAR_FUNC void Optimizer::resume(const std::filesystem::path& path, io::Reader* reader) {
+  io::Checkpoint c = io::load_checkpoint(path);
+  auto num = [&](const char* k) -> int64_t {
+    auto it = c.meta.find(k);
+    if (it == c.meta.end()) throw Error(fmt::format("checkpoint '{}' lacks '{}'", path.string(), k));
+    return std::stoll(it->second);
+  };
+  OAR_CHECK(size_t(num("threads")) == machines_.size(), "checkpoint '{}' was written with {} threads, this optimizer has {}", path.string(),
+            num("threads"), machines_.size());
+  for (auto& [n, t] : c.tensors) {
+    Value* v = model_->scope().find(n);
+    if (!v) throw Error(fmt::format("checkpoint '{}' holds '{}', which this model does not have", path.string(), n));
+    if (v->tensor().initialized() && v->tensor().shape() != t.shape())
+      throw Error(fmt::format("checkpoint '{}': '{}' has shape {} but the model's is {}", path.string(), n, t.shape().str(), v->tensor().shape().str()));
+    v->tensor().copy_from(t);
+  }
+  epoch_ = num("epoch");
+  step_ = num("step");
+  for (size_t i = 0; i < machines_.size(); ++i) {
+    DeviceContext& d = machines_[i]->executor().device();
+    d.set_seed(uint64_t(num(("seed" + std::to_string(i)).c_str())));
+    d.set_counter(uint64_t(num(("rng" + std::to_string(i)).c_str())));
+  }
+  if (reader) reader->restore({num("reader_epoch"), num("reader_position")});
+}
+
+OAR_FUNC void Optimizer::build_update() {
+  const GradientMachine& gm = *machines_[0];
+  Program upd;
+  Program startup;
+  const Block& src = gm.program().global_block();
+  for (auto& [p, g] : gm.params_grads()) {
+    const Variable& pv = src.var(p);
+    Variable& np = upd.global_block().create_parameter(p, pv.dtype(), pv.shape(), *pv.param());
+    (void)np;
+    upd.global_block().create_var(g, {.dtype = pv.dtype(), .shape = pv.shape()});
+  }
+  lr_name_ = optim::append_update(upd, startup, rule_, gm.params_grads());
+  model_->initialize(startup);
+  update_ = std::make_shared<const Program>(std::move(upd));
+  for (auto& m : machines_) update_runs_.push_back(update_exe_.prepare(update_, m->scope()));
+}
+
+OAR_FUNC void Optimizer::apply_update(GradientMachine& gm) {
+  size_t i = 0;
+  while (i < machines_.size() && machines_[i].get() != &gm) ++i;
+  OAR_CHECK(i < machines_.size(), "update: the GradientMachine does not belong to this optimizer");
+  update_exe_.run(*update_runs_[i], gm.scope(), {}, {}, update_out_);
+}
+
+OAR_FUNC std::pair<double, std::map<std::string, double>> Optimizer::run_batches(const std::vector<io::Batch>& batches, const std::vector<std::string>& feeds) {
+  std::vector<std::vector<LoDTensor>> outs(batches.size());
+  auto feed_of = [&](const io::Batch& b) {
+    if (b.size() < feeds.size()) throw Error(fmt::format("a batch of {} fields cannot feed {} variables", b.size(), feeds.size()));
+    FeedMap f;
+    for (size_t k = 0; k < feeds.size(); ++k) f[feeds[k]] = b[k];
+    return f;
+  };
+  if (batches.size() == 1) {
+    outs[0] = machines_[0]->forward_backward(feed_of(batches[0]));
+  } else {
+    std::vector<std::exception_ptr> errors(batches.size());
+    std::vector<std::thread> threads;
+    for (size_t k = 0; k < batches.size(); ++k)
+      threads.emplace_back([&, k] {
+        try {
+          outs[k] = machines_[k]->forward_backward(feed_of(batches[k]));
+        } catch (...) {
+          errors[k] = std::current_exception();
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+    for (auto& [p, g] : machines_[0]->params_grads()) {  // sum in a fixed order: deterministic
+      LoDTensor& acc = machines_[0]->scope().tensor(g);
+      for (size_t k = 1; k < batches.size(); ++k) {
+        const LoDTensor& other = machines_[k]->scope().tensor(g);
+        visit_dtype(acc.dtype(), [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          if constexpr (std::is_floating_point_v<T>) {
+            T* a = acc.data<T>();
+            const T* b = other.data<T>();
+            for (int64_t j = 0; j < acc.numel(); ++j) a[j] += b[j];
+          }
+        });
+      }
+    }
+  }
+  apply_update(*machines_[0]);
+  double loss = 0;
+  std::map<std::string, double> metrics;
+  const auto& names = machines_[0]->fetch_names();
+  for (auto& o : outs) {
+    loss += o[0].get(0) / double(outs.size());
+    for (size_t j = 1; j < o.size(); ++j)
+      if (o[j].numel() == 1) metrics[names[j]] += o[j].get(0) / double(outs.size());
+  }
+  return {loss, metrics};
+}
+
+}  // namespace oar

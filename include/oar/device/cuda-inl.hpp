@@ -1,0 +1,27 @@
+// oar/device/cuda-inl.hpp: the implementation of cuda.hpp (included by it when header-only; compiled once into liboar otherwise).
+#pragma once
+#include "oar/device/cuda.hpp"
+
+namespace oar {
+
+// With CUDA, kernels/cuda/context.cpp defines these.
+#if !OAR_WITH_CUDA
+OAR_FUNC int cuda_device_count() { return 0; }
+OAR_FUNC CudaContext::CudaContext(int device, uint64_t seed) : DeviceContext(seed), device_(device) {
+  throw Error(fmt::format("no CUDA device {}: oar was built without CUDA (configure with the CUDA toolkit present)", device));
+}
+OAR_FUNC CudaContext::~CudaContext() = default;
+OAR_FUNC void CudaContext::synchronize() const {}
+OAR_FUNC cublasContext* CudaContext::cublas() const { return nullptr; }
+OAR_FUNC cudnnContext* CudaContext::cudnn() const { return nullptr; }
+OAR_FUNC void detail::cuda_copy(void*, Place dst, const void*, Place src, size_t) {
+  throw Error(fmt::format("cannot copy {} -> {}: oar was built without CUDA", src.str(), dst.str()));
+}
+#endif
+
+OAR_FUNC std::unique_ptr<DeviceContext> make_device_context(Place place, uint64_t seed) {
+  if (place.is_cpu()) return std::make_unique<CpuContext>(seed);
+  return std::make_unique<CudaContext>(place.device, seed);
+}
+
+}  // namespace oar
