@@ -2,7 +2,8 @@
 #   find_package               `cmake --install` of the build tree in BIN, find_package(oar), oar::oar
 #   find_package_header_only   the same with oar::header_only
 #   add_subdirectory           oar built inside the consumer's tree, both targets (tests/install/subdirectory)
-#   command_line               header-only with nothing but the compiler: include paths and system libraries
+#   command_line               header-only with nothing but the compiler: include paths (EIGEN: Eigen's) and
+#                              system libraries
 # Each builds tests/install/consumer/main.cpp and runs it ("consumer ok"). Header-only builds use Debug (-O0):
 # they check that everything compiles and links, and -O0 keeps CI quick.
 file(REMOVE_RECURSE ${WORK})
@@ -35,9 +36,12 @@ elseif(KIND STREQUAL "add_subdirectory")
   check("${rc}" "building the project")
   set(exe ${WORK}/build/consumer)
 elseif(KIND STREQUAL "command_line")
-  find_path(eigen Eigen/Core PATH_SUFFIXES eigen3 REQUIRED)
   file(MAKE_DIRECTORY ${WORK})
-  set(cmd ${CXX} -std=c++20 -I${SRC}/include -I${SRC} -I${eigen} ${SRC}/tests/install/consumer/main.cpp
+  set(eigen "")
+  foreach(d ${EIGEN})
+    list(APPEND eigen -I${d})
+  endforeach()
+  set(cmd ${CXX} -std=c++20 -I${SRC}/include -I${SRC} ${eigen} ${SRC}/tests/install/consumer/main.cpp
       -o ${WORK}/consumer -lprotobuf -lfmt -lz -pthread)
   string(JOIN " " shown ${cmd})
   message(STATUS "${shown}")
