@@ -2,6 +2,16 @@
 // sgemm, per-op executor overhead, MLP and conv-net forward and training throughput, training peak memory.
 // Usage: oar_bench [--json] [--reps N] [--min-time S] [filter]. See docs/benchmarks.md.
 #include <oar/oar.hpp>
+// The op structs whose constants build the op-chain and N-D programs below (oar.hpp declares layers, not ops).
+#include <oar/ops/concat.hpp>
+#include <oar/ops/conv2d.hpp>
+#include <oar/ops/elementwise.hpp>
+#include <oar/ops/elementwise_binary.hpp>
+#include <oar/ops/gather.hpp>
+#include <oar/ops/reduce.hpp>
+#include <oar/ops/scale.hpp>
+#include <oar/ops/slice.hpp>
+#include <oar/ops/transpose.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -315,10 +325,10 @@ struct OarNet {
     if (conv) {
       img = oar::data("img", oar::f32, {-1, 1, 28, 28});
       auto c1 = oar::conv2d(img, 20, 5).act(oar::relu);
-      auto p1 = oar::pool2d(c1, 2, "max");
+      auto p1 = oar::pool2d(c1, 2);
       auto bn = oar::batch_norm(p1);
       auto c2 = oar::conv2d(bn, 50, 5).act(oar::relu);
-      auto p2 = oar::pool2d(c2, 2, "max");
+      auto p2 = oar::pool2d(c2, 2);
       pred = oar::fc(p2, 10).act(oar::softmax);
     } else {
       img = oar::data("img", oar::f32, {-1, 784});

@@ -13,7 +13,7 @@ int main() try {
   auto img = oar::data("img", oar::f32, {-1, 1, 28, 28});
   auto label = oar::data("label", oar::i64, {-1, 1});
   auto conv_pool = [](const oar::Var& x, int filters) {  // Fluid's simple_img_conv_pool
-    return oar::pool2d(oar::conv2d(x, filters, 5).act(oar::relu), 2, "max");
+    return oar::pool2d(oar::conv2d(x, filters, 5).act(oar::relu), 2).type(oar::PoolType::max).stride(2);
   };
   auto h = oar::batch_norm(conv_pool(img, 20));
   auto prediction = oar::fc(conv_pool(h, 50), 10).act(oar::softmax).name("prediction");

@@ -1,6 +1,7 @@
 // kernels/functors.hpp: element-wise math written once as host+device scalar functors, shared by the CPU
 // kernels and the CUDA kernels. Unary: y = f(x), grad(x, y, dy) = dy * f'(x). Binary: out = f(x, y) with
-// dx(x, y, out, dout) and dy(...). `a` and `b` are the op's float attributes (see ops/elementwise.hpp).
+// dx(x, y, out, dout) and dy(...). `a` and `b` are the op's attributes as floats, a bool as 0 or 1 (see
+// ops/unary_list.hpp).
 #pragma once
 #include <cmath>
 
@@ -28,15 +29,34 @@ OAR_UNARY_FUNCTOR(Sqrt, return std::sqrt(x), return dy * T(0.5) / y)
 OAR_UNARY_FUNCTOR(Abs, return x < T(0) ? -x : x, return x > T(0) ? dy : (x < T(0) ? -dy : T(0)))
 OAR_UNARY_FUNCTOR(Square, return x * x, return dy * T(2) * x)
 OAR_UNARY_FUNCTOR(Reciprocal, return T(1) / x, return -dy * y * y)
-// softplus: log(1 + e^x), computed without overflow for large x.
-OAR_UNARY_FUNCTOR(Softplus, return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)),
-                  return dy / (T(1) + std::exp(-x)))
+// softplus (Paddle 2.x), a = beta, b = threshold: log(1 + e^(beta x)) / beta, and x itself where
+// beta x > threshold; log(1 + e^v) is taken as v + log1p(e^-v) for v > 0 so a large threshold cannot overflow.
+OAR_UNARY_FUNCTOR(Softplus,
+                  {
+                    T v = T(a) * x;
+                    if (v > T(b)) return x;
+                    return (v > T(0) ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v))) / T(a);
+                  },
+                  { T v = T(a) * x; return v > T(b) ? dy : dy / (T(1) + std::exp(-v)); })
 OAR_UNARY_FUNCTOR(Softsign, return x / (T(1) + (x < T(0) ? -x : x)),
                   { T d = T(1) + (x < T(0) ? -x : x); return dy / (d * d); })
-// gelu (exact, erf form): x * Phi(x).
-OAR_UNARY_FUNCTOR(Gelu, return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440))),
-                  return dy * (T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440))) +
-                               x * T(0.39894228040143267794) * std::exp(T(-0.5) * x * x)))
+// gelu, a = approximate (0 or 1): x Phi(x) with the erf, or (a != 0) its tanh approximation
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), whose derivative is
+// 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2) with t the tanh.
+OAR_UNARY_FUNCTOR(Gelu,
+                  {
+                    if (a != 0) return T(0.5) * x * (T(1) + std::tanh(T(0.79788456080286535588) * x * (T(1) + T(0.044715) * x * x)));
+                    return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+                  },
+                  {
+                    if (a != 0) {
+                      T t = std::tanh(T(0.79788456080286535588) * x * (T(1) + T(0.044715) * x * x));
+                      return dy * (T(0.5) * (T(1) + t) +
+                                   T(0.5) * x * (T(1) - t * t) * T(0.79788456080286535588) * (T(1) + T(3 * 0.044715) * x * x));
+                    }
+                    return dy * (T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440))) +
+                                 x * T(0.39894228040143267794) * std::exp(T(-0.5) * x * x));
+                  })
 OAR_UNARY_FUNCTOR(LeakyRelu, return x > T(0) ? x : T(a) * x, return x > T(0) ? dy : T(a) * dy)
 OAR_UNARY_FUNCTOR(Elu, return x > T(0) ? x : T(a) * (std::exp(x) - T(1)), return x > T(0) ? dy : dy * (y + T(a)))
 OAR_UNARY_FUNCTOR(Relu6, return x < T(0) ? T(0) : (x > T(a) ? T(a) : x), return (x > T(0) && x < T(a)) ? dy : T(0))

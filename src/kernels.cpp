@@ -1,5 +1,6 @@
 // src/kernels.cpp: part of liboar, the compiled mode's implementation (docs/building.md):
-// the kernel registry and every CPU kernel.
+// the kernel registry and every CPU kernel, in one unit: each unit of a split would parse Eigen and the
+// GEMM path again, costing more CPU than building the parts side by side saves on two cores.
 // Each -inl.hpp is compiled in exactly one src/*.cpp (the layering test checks it).
 #include "oar/config.hpp"
 
@@ -7,5 +8,6 @@
 #error "liboar is built with OAR_LIB defined (CMake's oar target does it)"
 #endif
 
+#include "kernels/cpu/all.hpp"
 #include "oar/runtime/kernel_registry-inl.hpp"
 

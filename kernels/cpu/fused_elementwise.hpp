@@ -116,16 +116,16 @@ inline void scatter_add(T* acc, const InputMap& m, int64_t lo, int64_t n, const 
   });
 }
 
-/// y[i] = f(a[i]) for the unary `u`.
+/// y[i] = f(a[i]) for the unary node `nd` (its functor with the node's attributes).
 template <class T>
-inline void unary(Unary u, const T* a, T* y, int64_t n) {  // in place allowed (a == y)
-  switch (u) {
+inline void unary(const Node& nd, const T* a, T* y, int64_t n) {  // in place allowed (a == y)
+  switch (Unary(nd.code)) {
     case Unary::neg:
       for (int64_t i = 0; i < n; ++i) y[i] = -a[i];
       return;
 #define OAR_FUSED_CASE(kind, tok, F, ...)                      \
   OAR_UNARY_IF_FUSABLE(kind, case Unary::tok: {                \
-    const fn::F f{};                                           \
+    const fn::F f{nd.p0, nd.p1};                               \
     for (int64_t i = 0; i < n; ++i) y[i] = f(a[i]);            \
     return;                                                    \
   })
@@ -134,16 +134,16 @@ inline void unary(Unary u, const T* a, T* y, int64_t n) {  // in place allowed (
   }
 }
 
-/// dx[i] = dy[i] * f'(x[i]) given y = f(x), for the unary `u`.
+/// dx[i] = dy[i] * f'(x[i]) given y = f(x), for the unary node `nd`.
 template <class T>
-inline void unary_grad(Unary u, const T* x, const T* y, const T* dy, T* dx, int64_t n) {
-  switch (u) {
+inline void unary_grad(const Node& nd, const T* x, const T* y, const T* dy, T* dx, int64_t n) {
+  switch (Unary(nd.code)) {
     case Unary::neg:
       for (int64_t i = 0; i < n; ++i) dx[i] = -dy[i];
       return;
 #define OAR_FUSED_CASE(kind, tok, F, ...)                                \
   OAR_UNARY_IF_FUSABLE(kind, case Unary::tok: {                          \
-    const fn::F f{};                                                     \
+    const fn::F f{nd.p0, nd.p1};                                         \
     for (int64_t i = 0; i < n; ++i) dx[i] = f.grad(x[i], y[i], dy[i]);   \
     return;                                                              \
   })
@@ -297,10 +297,10 @@ void forward(const Program& p, const T* const* xs, const InputMap* maps, T* out,
             break;
           case Kind::unary:
             if (ss[d]) {
-              unary(Unary(nd.code), sp[d], scal + k, 1);
+              unary(nd, sp[d], scal + k, 1);
               sp[d] = scal + k;
             } else {
-              unary(Unary(nd.code), sp[d], dst, n);
+              unary(nd, sp[d], dst, n);
               sp[d] = dst;
             }
             break;
@@ -436,7 +436,7 @@ void backward(const Program& p, const T* const* xs, const InputMap* maps, size_t
             }
             case Kind::constant: val[k] = vbuf(k); break;
             case Kind::unary:
-              unary(Unary(nd.code), val[size_t(nd.a)], vbuf(k), n);
+              unary(nd, val[size_t(nd.a)], vbuf(k), n);
               val[k] = vbuf(k);
               break;
             case Kind::binary:
@@ -452,7 +452,7 @@ void backward(const Program& p, const T* const* xs, const InputMap* maps, size_t
           if (!needs[k]) continue;
           const Node& nd = nodes[k];
           if (nd.kind == Kind::unary) {
-            unary_grad(Unary(nd.code), val[size_t(nd.a)], val[k], adj[k], abuf(size_t(nd.a)), n);
+            unary_grad(nd, val[size_t(nd.a)], val[k], adj[k], abuf(size_t(nd.a)), n);
             adj[size_t(nd.a)] = abuf(size_t(nd.a));
           } else if (nd.kind == Kind::binary) {
             size_t a = size_t(nd.a), b = size_t(nd.b);

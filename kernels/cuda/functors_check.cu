@@ -13,11 +13,11 @@ __global__ void apply_unary(const float* x, float* y, int n, F f) {
 }
 
 /// Instantiates the kernel for the functor of every op in OAR_UNARY_OPS, with the op's default attributes
-/// (never launched on the host-only build machines).
+/// as floats (a bool as 0 or 1), as the CPU kernels pass them (never launched on the host-only build machines).
 void instantiate_functors(const float* x, float* y, int n) {
   if (n <= 0) return;
 #define OAR_CHECK_FUNCTOR(kind, op_type, Functor, a0, d0, a1, d1) \
-  apply_unary<<<(n + 255) / 256, 256>>>(x, y, n, fn::Functor{d0, d1});
+  apply_unary<<<(n + 255) / 256, 256>>>(x, y, n, fn::Functor{float(d0), float(d1)});
   OAR_UNARY_OPS(OAR_CHECK_FUNCTOR)
 #undef OAR_CHECK_FUNCTOR
 }

@@ -20,10 +20,10 @@ struct ConvNet {
   explicit ConvNet(bool second_act = true) {
     img = data("img", f32, {-1, 1, 28, 28});
     c1 = conv2d(img, 20, 5).act(relu);
-    Var p1 = pool2d(c1, 2, "max");
+    Var p1 = pool2d(c1, 2);
     Var bn = batch_norm(p1);
     c2 = second_act ? conv2d(bn, 50, 5).act(relu) : conv2d(bn, 50, 5);
-    pred = fc(pool2d(c2, 2, "max"), 10).act(softmax);
+    pred = fc(pool2d(c2, 2), 10).act(softmax);
   }
 };
 

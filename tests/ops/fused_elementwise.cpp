@@ -1,5 +1,6 @@
 // tests/ops/fused_elementwise.cpp: fused_elementwise through the op harness: every token against a plain loop,
-// broadcasting, gradients (repeated and broadcast inputs), and the parse and shape errors.
+// broadcasting, gradients (repeated and broadcast inputs), the parse and shape errors, and unary tokens with
+// attributes (`softplus:beta=2`) as the activation objects record them.
 #include "pch.hpp"
 #include "support/op_check.hpp"
 
@@ -41,7 +42,9 @@ std::vector<LoDTensor> random_inputs(const std::vector<Shape>& shapes, double lo
 }
 
 double sig(double x) { return 1 / (1 + std::exp(-x)); }
-double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_tanh_ref(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+double softplus_ref(double x, double beta, double threshold) { return beta * x > threshold ? x : std::log(1 + std::exp(beta * x)) / beta; }
 
 struct Row {
   const char* expr;
@@ -71,7 +74,12 @@ const std::vector<Row> rows = {
     {"x0 reciprocal", 1, 0.5, 2, [](const double* x) { return 1 / x[0]; }},
     {"x0 softplus", 1, -3, 3, [](const double* x) { return std::log1p(std::exp(x[0])); }},
     {"x0 softsign", 1, -3, 3, [](const double* x) { return x[0] / (1 + std::abs(x[0])); }},
-    {"x0 gelu", 1, -3, 3, [](const double* x) { return gelu(x[0]); }},
+    {"x0 gelu", 1, -3, 3, [](const double* x) { return gelu_ref(x[0]); }},
+    {"x0 gelu:approximate=true", 1, -3, 3, [](const double* x) { return gelu_tanh_ref(x[0]); }},
+    {"x0 gelu:approximate=false", 1, -3, 3, [](const double* x) { return gelu_ref(x[0]); }},
+    {"x0 softplus:beta=2,threshold=3", 1, -3, 3, [](const double* x) { return softplus_ref(x[0], 2, 3); }},  // both branches
+    {"x0 softplus:threshold=0.5", 1, -3, 3, [](const double* x) { return softplus_ref(x[0], 1, 0.5); }},
+    {"c:0.5 softplus:beta=-2 x0 add", 1, -1, 1, [](const double* x) { return softplus_ref(0.5, -2, 20) + x[0]; }},  // a scalar node
     {"x0 x1 mul x2 add relu", 3, -1, 1, [](const double* x) { return std::max(x[0] * x[1] + x[2], 0.0); }},
     {"x0 x1 mul x0 add x1 x0 sub tanh mul", 2, -1, 1, [](const double* x) { return (x[0] * x[1] + x[0]) * std::tanh(x[1] - x[0]); }},
     {"x0 x0 mul x0 mul", 1, -1, 1, [](const double* x) { return x[0] * x[0] * x[0]; }},
@@ -174,6 +182,8 @@ TEST_CASE("fused_elementwise: grad matches finite differences (f64): every token
       {{{2, 5}}, "x0 sigmoid x0 tanh mul x0 log add x0 sqrt sub", 0.5, 2},
       {{{2, 5}}, "x0 abs x0 square add x0 reciprocal mul x0 softplus sub", 0.5, 2},
       {{{2, 5}}, "x0 softsign x0 gelu mul x0 relu add", 0.5, 2},
+      {{{2, 5}}, "x0 gelu:approximate=true x0 softplus:beta=2,threshold=3 mul", -1, 1},  // softplus below its threshold
+      {{{2, 5}}, "x0 c:3 add softplus:beta=2,threshold=3 x0 gelu:approximate=true add", -1, 1},  // and past it
       {{{2, 5}}, "x0 c:2 pow c:0.5 mul c:3 x0 div add", 0.5, 2},
       {{{2, 5}}, "c:2 x0 pow c:1.5 pow", 0.5, 2},  // pow's exponent gradient (d/db = a^b log a) and a constant base
       {{{4, 3}, {3}, {4, 1}}, "x0 x1 mul x2 add tanh", -1, 1},  // [N,C] with [C] and [N,1]
@@ -271,6 +281,20 @@ TEST_CASE("fused_elementwise: parse errors name the token and its position") {
   m = err("x0 x1a add");
   CHECK(m.find("'x1a' at position 1") != std::string::npos);
   CHECK(err("").find("empty") != std::string::npos);
+  m = err("x0 softplus:gamma=1", 1);
+  CHECK(m.find("unknown attribute 'gamma' in 'softplus:gamma=1' at position 1 (softplus has beta, threshold)") != std::string::npos);
+  m = err("x0 relu:alpha=1", 1);
+  CHECK(m.find("unknown attribute 'alpha' in 'relu:alpha=1' at position 1 (relu has none)") != std::string::npos);
+  m = err("x0 gelu:approximate=1", 1);
+  CHECK(m.find("bad value '1' of attribute 'approximate' in 'gelu:approximate=1' at position 1 (want true or false)") != std::string::npos);
+  m = err("x0 softplus:beta=2x", 1);
+  CHECK(m.find("bad value '2x' of attribute 'beta' in 'softplus:beta=2x' at position 1 (want a number)") != std::string::npos);
+  m = err("x0 softplus:beta", 1);
+  CHECK(m.find("bad attribute 'beta' in 'softplus:beta' at position 1 (want <name>=<value>)") != std::string::npos);
+  m = err("x0 softplus:beta=2,", 1);
+  CHECK(m.find("bad attribute '' in 'softplus:beta=2,' at position 1") != std::string::npos);
+  m = err("x0 x1 add:beta=1");
+  CHECK(m.find("unknown token 'add:beta=1' at position 2") != std::string::npos);
   CHECK(error_of([&] { OpTest("fused_elementwise").inputs("X", {x}).build(); }).find("expression") != std::string::npos);
 }
 
@@ -305,4 +329,53 @@ TEST_CASE("fused_elementwise: empty batch, NaN and Inf do not crash") {
   auto inf = OpTest("fused_elementwise").inputs("X", {x}).attr("expression", "x0 c:inf min").run()["Out"];
   CHECK(inf.get(1) == INFINITY);
   CHECK(inf.get(3) == 1.0);
+}
+
+TEST_CASE("fused_elementwise: a unary token without attributes takes the op's defaults (softplus's threshold 20)") {
+  auto x = Tensor::from<double>({-1.0, 19.0, 20.5, 25.0});
+  auto fused = OpTest("fused_elementwise").inputs("X", {x}).attr("expression", "x0 softplus").run()["Out"];
+  auto op = OpTest("softplus").input("X", x).run()["Out"];
+  for (int64_t i = 0; i < 4; ++i) CHECK(fused.get(i) == op.get(i));
+  CHECK(fused.get(2) == 20.5);
+  CHECK(fused.get(0) == doctest::Approx(std::log1p(std::exp(-1.0))).epsilon(1e-15));
+}
+
+TEST_CASE("fused_elementwise: activation objects with options extend an expression, the options on the token") {
+  Tape tape;
+  auto a = data("a", f64, {-1, 3});
+  auto b = data("b", f64, {-1, 3});
+  Var g = oar::gelu.approximate()(a * b);
+  Var s = oar::softplus.beta(2).threshold(10)(a + 1);
+  Var d = oar::gelu.approximate(false)(a - b) + oar::softplus.beta(1)(b + a);  // defaults: the plain tokens
+  Var h = oar::softplus.beta(0.1)(a + b);
+  Topology t = tape.program({g, s, d, h});
+  const Block& blk = t.main.global_block();
+  REQUIRE(blk.num_ops() == 4);
+  for (size_t i = 0; i < 4; ++i) CHECK(blk.op(i).type() == "fused_elementwise");
+  CHECK(blk.op(0).attr<std::string>("expression") == "x0 x1 mul gelu:approximate=true");
+  CHECK(blk.op(1).attr<std::string>("expression") == "x0 c:1 add softplus:beta=2,threshold=10");
+  CHECK(blk.op(2).attr<std::string>("expression") == "x0 x1 sub gelu x1 x0 add softplus add");
+  CHECK(blk.op(3).attr<std::string>("expression") == "x0 x1 add softplus:beta=0.1");  // the float, round-tripped
+  Scope scope;
+  Executor exe;
+  auto av = Tensor::from<double>({-2.0, -0.5, 0.0, 0.7, 4.6, 1.6}, {2, 3});
+  auto bv = Tensor::from<double>({1.5, -1.0, 2.0, 0.3, 1.1, -0.4}, {2, 3});
+  auto out = exe.run(t.main, scope, {{"a", av}, {"b", bv}}, t.outputs);
+  for (int64_t i = 0; i < 6; ++i) {
+    CAPTURE(i);
+    double x = av.get(i), y = bv.get(i);
+    CHECK(out[0].get(i) == doctest::Approx(gelu_tanh_ref(x * y)).epsilon(1e-14));
+    CHECK(out[1].get(i) == doctest::Approx(softplus_ref(x + 1, 2, 10)).epsilon(1e-14));
+    CHECK(out[2].get(i) == doctest::Approx(gelu_ref(x - y) + softplus_ref(y + x, 1, 20)).epsilon(1e-14));
+    CHECK(out[3].get(i) == doctest::Approx(softplus_ref(x + y, double(0.1f), 20)).epsilon(1e-12));
+  }
+  CHECK(out[1].get(4) == av.get(4) + 1);  // 2 * 5.6 > 10: x itself
+  // An attribute the op does not have, or of the wrong type, is refused where the expression is extended.
+  auto msg = error_of([&] { (void)oar::gelu.with("alpha", 1)(a + b); });
+  CHECK(msg.find("gelu cannot be fused into an expression: gelu has no attribute 'alpha' (it has approximate)") != std::string::npos);
+  msg = error_of([&] { (void)oar::gelu.with("approximate", 1)(a + b); });
+  CHECK(msg.find("gelu cannot be fused into an expression: attribute 'approximate' must be bool, got int 1") != std::string::npos);
+  // An activation with attributes that is not fusable still asks for a Var.
+  msg = error_of([&] { (void)oar::leaky_relu(a + b); });
+  CHECK(msg.find("leaky_relu cannot be fused into an expression: convert the expression to an oar::Var first") != std::string::npos);
 }

@@ -131,19 +131,21 @@ TEST_CASE("tape: branches are replayed only when an output lies inside them; ski
   CHECK_THROWS_WITH_AS(t2.program(d2, skip(d)), doctest::Contains("not part of this program"), Error);
 }
 
-TEST_CASE("tape: fluent setters change the recorded creation (act, name, param, bias, set)") {
+TEST_CASE("tape: fluent setters change the recorded creation (act, name, param, bias, typed options, set)") {
   Tape tape;
   auto x = data("x", f32, {-1, 2, 3});
-  auto y = fc(x, 4).set("num_flatten_dims", 2).bias(false).param(ParamAttr("W").with_initializer(Constant(0.5))).act(sigmoid).name("y");
+  auto y = fc(x, 4).flatten_dims(2).bias(false).param(ParamAttr("W").with_initializer(Constant(0.5))).act(sigmoid).name("y");
   Topology t = tape.program(y);
   CHECK(op_types(t.main) == Ops{"mul", "sigmoid"});
   CHECK(t.main.global_block().var("W").shape() == Shape{3, 4});
   CHECK(t.main.global_block().var("y").shape() == Shape{-1, 2, 4});
   CHECK(t.startup.global_block().op(0).type() == "fill_constant");
   CHECK(t.startup.global_block().op(0).attr<float>("value") == 0.5f);
-  // An option the layer does not take is reported with the caller's line.
+  // An option by name that the layer does not take is reported with the caller's line.
+  int line = __LINE__ + 1;
   auto z = fc(x, 4).set("stride", 2);
-  CHECK_THROWS_WITH_AS(tape.program(z), doctest::Contains("does not take the option 'stride'"), Error);
+  std::string want = "tape.cpp:" + std::to_string(line) + " (fc): fc does not take the option 'stride'";
+  CHECK_THROWS_WITH_AS(tape.program(z), doctest::Contains(want.c_str()), Error);
 }
 
 TEST_CASE("tape: a shape mismatch in fc reports the caller's line, the layer and the shapes") {

@@ -22,6 +22,9 @@ OAR_FUNC Evaluator::Evaluator(const Model& model, std::vector<std::string> fetch
   prepared_ = exe_.prepare(program_, model.scope(), 0, PrepareOptions{.read_only_persistables = true});
 }
 
+OAR_FUNC Evaluator::Evaluator(const Model& model, std::span<const Var> fetch, EvaluatorOptions options)
+    : Evaluator(model, model.names_of(fetch), options) {}
+
 OAR_FUNC Evaluator::~Evaluator() {
   if (prepared_ && prepared_->local_scope()) model_->scope().drop(prepared_->local_scope());
 }
@@ -30,6 +33,20 @@ OAR_FUNC std::vector<LoDTensor> Evaluator::forward(const FeedMap& feeds) { retur
 
 OAR_FUNC std::vector<LoDTensor> Evaluator::forward(const io::Batch& batch, const std::vector<std::string>& feed_names) {
   return forward(to_feeds(batch, feed_names));
+}
+
+OAR_FUNC std::vector<LoDTensor> Evaluator::forward(const io::Batch& batch, std::span<const Var> feeds) {
+  return forward(to_feeds(batch, feeds));
+}
+
+OAR_FUNC const LoDTensor& Evaluator::activation(const Var& v) const { return activation(model_->name_of(v)); }
+
+OAR_FUNC std::map<std::string, double> Evaluator::test(io::Reader reader, MetricSet* metrics, const Var& prediction, std::span<const Var> feeds) {
+  return test(std::move(reader), metrics, model_->name_of(prediction), model_->names_of(feeds));
+}
+
+OAR_FUNC FeedMap Evaluator::to_feeds(const io::Batch& batch, std::span<const Var> feeds) const {
+  return to_feeds(batch, model_->names_of(feeds));
 }
 
 OAR_FUNC const LoDTensor& Evaluator::activation(const std::string& name) const {

@@ -2,9 +2,11 @@
 // once, one per thread, with no locks and no copy of the weights: each has its own executor and scope of
 // temporaries; parameters are only read (the program is the model's, cloned for test: is_test = true).
 #pragma once
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,10 +24,15 @@ struct EvaluatorOptions {
   bool fuse = false;
 };
 
+/// Runs a model forward: `oar::Evaluator ev(model); auto out = ev.forward({{"x", batch}}); ev.activation(hidden);`
 class Evaluator {
  public:
   /// Evaluates `model`'s outputs (or `fetch`).
   explicit Evaluator(const Model& model, std::vector<std::string> fetch = {}, EvaluatorOptions options = {});
+  /// The same with tape Vars of the model's program (an empty list: the model's outputs).
+  Evaluator(const Model& model, std::span<const Var> fetch, EvaluatorOptions options = {});
+  Evaluator(const Model& model, std::initializer_list<Var> fetch, EvaluatorOptions options = {})
+      : Evaluator(model, std::span<const Var>(fetch), options) {}
   Evaluator(const Evaluator&) = delete;
   Evaluator& operator=(const Evaluator&) = delete;
   ~Evaluator();
@@ -39,13 +46,21 @@ class Evaluator {
   std::vector<LoDTensor> forward(const FeedMap& feeds);
   /// Feeds batch field i to the model's feed i (or to `feed_names`).
   std::vector<LoDTensor> forward(const io::Batch& batch, const std::vector<std::string>& feed_names = {});
+  std::vector<LoDTensor> forward(const io::Batch& batch, std::span<const Var> feeds);
+  std::vector<LoDTensor> forward(const io::Batch& batch, std::initializer_list<Var> feeds) { return forward(batch, std::span<const Var>(feeds)); }
   /// Any variable of the last forward pass (an activation), e.g. activation("prediction").
   const LoDTensor& activation(const std::string& name) const;
+  const LoDTensor& activation(const Var& v) const;
 
   /// Runs over every batch of one pass of `reader`: the average of each fetched scalar output (weighted by
   /// batch size), plus the values of `metrics` fed with (output `prediction`, feed `label`).
   std::map<std::string, double> test(io::Reader reader, MetricSet* metrics = nullptr, const std::string& prediction = {},
                                      const std::vector<std::string>& feed_names = {});
+  /// The same with tape Vars (`feeds` empty: the model's feeds).
+  std::map<std::string, double> test(io::Reader reader, MetricSet* metrics, const Var& prediction, std::span<const Var> feeds = {});
+  std::map<std::string, double> test(io::Reader reader, MetricSet* metrics, const Var& prediction, std::initializer_list<Var> feeds) {
+    return test(std::move(reader), metrics, prediction, std::span<const Var>(feeds));
+  }
 
   /// A test program shares the model's persistable variables with every other evaluator, so its ops may not
   /// write them: optional outputs that name persistables (batch_norm's running statistics) are dropped; any
@@ -53,6 +68,8 @@ class Evaluator {
   static void drop_persistable_outputs(Program& p);
 
   FeedMap to_feeds(const io::Batch& batch, const std::vector<std::string>& feed_names = {}) const;
+  FeedMap to_feeds(const io::Batch& batch, std::span<const Var> feeds) const;
+  FeedMap to_feeds(const io::Batch& batch, std::initializer_list<Var> feeds) const { return to_feeds(batch, std::span<const Var>(feeds)); }
 
  private:
   const Model* model_;

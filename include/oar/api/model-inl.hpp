@@ -94,6 +94,17 @@ OAR_FUNC void Model::save_inference(const std::filesystem::path& dir, std::vecto
   io::save_inference_model(dir, feeds.empty() ? topo_.feeds : feeds, fetches.empty() ? topo_.outputs : fetches, topo_.main, *scope_, combined);
 }
 
+OAR_FUNC void Model::save_inference(const std::filesystem::path& dir, std::span<const Var> feeds, std::span<const Var> fetches, bool combined) const {
+  save_inference(dir, names_of(feeds), names_of(fetches), combined);
+}
+
+OAR_FUNC std::vector<std::string> Model::names_of(std::span<const Var> vars) const {
+  std::vector<std::string> out;
+  out.reserve(vars.size());
+  for (auto& v : vars) out.push_back(name_of(v));
+  return out;
+}
+
 OAR_FUNC Model Model::load_inference(const std::filesystem::path& dir, Place place) {
   io::InferenceModel im = io::load_inference_model(dir);
   Topology t;

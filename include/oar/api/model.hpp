@@ -3,7 +3,9 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +19,12 @@
 
 namespace oar {
 
+/// A model's programs and parameters: `oar::Model model(tape.program({cost, acc}));` (then
+/// `model.name_of(cost)`, `model.save(dir)`, `oar::Model::load(dir)`).
+///
+/// Model, Evaluator, GradientMachine and Optimizer take a tape Var wherever they take a variable's name, and a
+/// list of Vars wherever they take a list of names: `{x, label}` (an initializer list, so that `{}` still
+/// means the default and `{"x", "label"}` still means names) or a std::vector<Var> (as a std::span).
 class Model {
  public:
   /// Takes a replayed topology and creates its parameters by running the startup program (only for
@@ -59,6 +67,16 @@ class Model {
   /// (default: the model's feeds): `dir/__model__` + parameters (io/inference_model.hpp).
   void save_inference(const std::filesystem::path& dir, std::vector<std::string> feeds = {}, std::vector<std::string> fetches = {},
                       bool combined = true) const;
+  /// The same with tape Vars (an empty list: the default). The initializer-list form takes `{x}`, `{pred}`
+  /// and keeps `save_inference(dir, {}, {}, false)` unambiguous.
+  void save_inference(const std::filesystem::path& dir, std::span<const Var> feeds, std::span<const Var> fetches, bool combined = true) const;
+  void save_inference(const std::filesystem::path& dir, std::initializer_list<Var> feeds, std::initializer_list<Var> fetches = {},
+                      bool combined = true) const {
+    save_inference(dir, std::span<const Var>(feeds), std::span<const Var>(fetches), combined);
+  }
+  /// The names the Vars became in this model (name_of of each).
+  std::vector<std::string> names_of(std::span<const Var> vars) const;
+  std::vector<std::string> names_of(std::initializer_list<Var> vars) const { return names_of(std::span<const Var>(vars)); }
   /// A model from an inference-model directory: its program, feeds, fetches (as outputs) and parameters.
   static Model load_inference(const std::filesystem::path& dir, Place place = cpu());
 

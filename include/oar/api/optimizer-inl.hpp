@@ -43,15 +43,32 @@ OAR_FUNC void Optimizer::update(const std::map<std::string, LoDTensor>& gradient
   for (auto& [p, g] : gm.params_grads()) {
     auto it = gradients.find(p);
     OAR_CHECK(it != gradients.end(), "update: no gradient given for parameter '{}'", p);
-    gm.scope().var(g).tensor() = it->second;
+    Value& v = gm.scope().var(g);
+    if (!v.is_tensor()) v.reset();
+    v.tensor() = it->second;
   }
   apply_update(gm);
 }
 
-OAR_FUNC void Optimizer::train(io::Reader& reader, const std::vector<Var>& feeds, int epochs, const EventHandler& on_event) {
-  std::vector<std::string> names;
-  for (auto& v : feeds) names.push_back(model_->name_of(v));
-  train(reader, names, epochs, on_event);
+OAR_FUNC void Optimizer::update(const std::map<std::string, Gradient>& gradients) {
+  GradientMachine& gm = *machines_[0];
+  for (auto& [p, g] : gm.params_grads()) {
+    auto it = gradients.find(p);
+    OAR_CHECK(it != gradients.end(), "update: no gradient given for parameter '{}'", p);
+    Value& v = gm.scope().var(g);
+    if (it->second.sparse) {
+      if (!v.is_selected_rows()) v.reset();
+      v.selected_rows() = SelectedRows{it->second.rows, it->second.height, it->second.values};
+    } else {
+      if (!v.is_tensor()) v.reset();
+      v.tensor() = it->second.dense;
+    }
+  }
+  apply_update(gm);
+}
+
+OAR_FUNC void Optimizer::train(io::Reader& reader, std::span<const Var> feeds, int epochs, const EventHandler& on_event) {
+  train(reader, model_->names_of(feeds), epochs, on_event);
 }
 
 OAR_FUNC void Optimizer::train(io::Reader& reader, const std::vector<std::string>& feeds, int epochs, const EventHandler& on_event) {
@@ -154,14 +171,22 @@ OAR_FUNC void Optimizer::build_update() {
   lr_name_ = optim::append_update(upd, startup, rule_, gm.params_grads());
   model_->initialize(startup);
   update_ = std::make_shared<const Program>(std::move(upd));
-  for (auto& m : machines_) update_runs_.push_back(update_exe_.prepare(update_, m->scope()));
+  for (auto& m : machines_) {
+    update_runs_.push_back(update_exe_.prepare(update_, m->scope()));
+    update_plans_.push_back(m->plan_);
+  }
 }
 
 OAR_FUNC void Optimizer::apply_update(GradientMachine& gm) {
   size_t i = 0;
   while (i < machines_.size() && machines_[i].get() != &gm) ++i;
   OAR_CHECK(i < machines_.size(), "update: the GradientMachine does not belong to this optimizer");
+  if (update_plans_[i] != gm.plan_) {  // the machine was prepared again (a new gradient asked of it): a new scope
+    update_runs_[i] = update_exe_.prepare(update_, gm.scope());
+    update_plans_[i] = gm.plan_;
+  }
   update_exe_.run(*update_runs_[i], gm.scope(), {}, {}, update_out_);
+  gm.updated_ = true;
 }
 
 OAR_FUNC std::pair<double, std::map<std::string, double>> Optimizer::run_batches(const std::vector<io::Batch>& batches, const std::vector<std::string>& feeds) {
@@ -189,7 +214,29 @@ OAR_FUNC std::pair<double, std::map<std::string, double>> Optimizer::run_batches
     for (auto& e : errors)
       if (e) std::rethrow_exception(e);
     for (auto& [p, g] : machines_[0]->params_grads()) {  // sum in a fixed order: deterministic
-      LoDTensor& acc = machines_[0]->scope().tensor(g);
+      Value& acc_value = machines_[0]->scope().var(g);
+      if (acc_value.is_selected_rows()) {  // sparse rows add up by listing them all (the update sums repeats)
+        SelectedRows& acc = acc_value.selected_rows();
+        std::vector<Tensor> parts{acc.value};
+        int64_t n = acc.value.dim(0);
+        for (size_t k = 1; k < batches.size(); ++k) {
+          const SelectedRows& other = machines_[k]->scope().var(g).selected_rows();
+          acc.rows.insert(acc.rows.end(), other.rows.begin(), other.rows.end());
+          parts.push_back(other.value);
+          n += other.value.dim(0);
+        }
+        Shape s = acc.value.shape();
+        s[0] = n;
+        Tensor all(s, acc.value.dtype(), acc.value.place());
+        char* at = static_cast<char*>(all.raw());
+        for (auto& t : parts) {
+          detail::copy_bytes(at, all.place(), t.raw(), t.place(), t.bytes());
+          at += t.bytes();
+        }
+        acc.value = std::move(all);
+        continue;
+      }
+      LoDTensor& acc = acc_value.tensor();
       for (size_t k = 1; k < batches.size(); ++k) {
         const LoDTensor& other = machines_[k]->scope().tensor(g);
         visit_dtype(acc.dtype(), [&](auto tag) {

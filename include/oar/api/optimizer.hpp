@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,6 +34,7 @@ struct Event {
 };
 using EventHandler = std::function<void(const Event&)>;
 
+/// Trains a model: `oar::Optimizer opt(model, cost, oar::optim::adam(1e-3)); opt.train(reader, {x, label}, 5);`
 class Optimizer {
  public:
   /// Minimizes `loss` (a Var of the model's tape) of `model` with `rule`; `threads` > 1 trains concurrently.
@@ -53,10 +56,15 @@ class Optimizer {
   void update(GradientMachine& gm) { apply_update(gm); }
   /// Applies explicit gradients (param name -> gradient).
   void update(const std::map<std::string, LoDTensor>& gradients);
+  /// The same with dense or sparse gradients, as GradientMachine::gradients() gives them.
+  void update(const std::map<std::string, Gradient>& gradients);
 
   /// Trains for `epochs` passes over `reader` (batches whose fields feed `feeds` in order), continuing from
   /// the current epoch and reader position (after resume()).
-  void train(io::Reader& reader, const std::vector<Var>& feeds, int epochs, const EventHandler& on_event = {});
+  void train(io::Reader& reader, std::span<const Var> feeds, int epochs, const EventHandler& on_event = {});
+  void train(io::Reader& reader, std::initializer_list<Var> feeds, int epochs, const EventHandler& on_event = {}) {
+    train(reader, std::span<const Var>(feeds), epochs, on_event);
+  }
   void train(io::Reader& reader, const std::vector<std::string>& feeds, int epochs, const EventHandler& on_event = {});
 
   /// Saves programs, every persistable (parameters, accumulators, learning-rate state), the epoch and step,
@@ -80,6 +88,7 @@ class Optimizer {
   std::shared_ptr<const Program> update_;
   Executor update_exe_;
   std::vector<std::shared_ptr<PreparedBlock>> update_runs_;
+  std::vector<uint64_t> update_plans_;  // the machine's plan each update run was prepared in (its scope)
   std::vector<LoDTensor> update_out_;  // always empty: the update fetches nothing
   std::string lr_name_;
   int64_t epoch_ = 0;

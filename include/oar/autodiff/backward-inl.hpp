@@ -70,7 +70,8 @@ inline std::vector<Operator> add_up_repeated_grads(std::vector<Operator> ops) {
 
 }  // namespace detail
 
-OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::string& loss, const std::set<std::string>& no_grad_set) {
+OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::string& loss, const std::set<std::string>& no_grad_set,
+                                                const std::set<std::string>& wanted) {
   Block& b = program.global_block();
   Variable* lv = b.find_var(loss);
   if (!lv) throw Error(fmt::format("append_backward: no variable '{}' in the global block", loss));
@@ -87,6 +88,18 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
   for (auto* v : b.vars()) {
     bool stop = v->stop_gradient() || !is_float(v->dtype()) || (v->is_parameter() && !v->param()->trainable);
     if (stop) no_grad.insert(v->name());
+  }
+  // Wanted variables that would stop gradients: their readers' grad ops compute X@GRAD, but X stays out of
+  // `needed`, so the ops computing X are not reached through it.
+  std::set<std::string> stopped;
+  for (auto& w : wanted) {
+    const Variable* v = b.find_var(w);
+    if (!v) throw Error(fmt::format("append_backward: the gradient of '{}' is wanted, but the global block has no such variable", w));
+    if (!is_float(v->dtype()))
+      throw Error(fmt::format("append_backward: the gradient of '{}' is wanted, but only floating-point variables have one and '{}' is {}", w, w,
+                              oar::name(v->dtype())),
+                  v->origin());
+    if (no_grad.count(w)) stopped.insert(w);
   }
 
   // The ops the loss depends on through differentiable variables.
@@ -111,7 +124,7 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
   for (size_t i : path) {
     const Operator& op = b.op(i);
     bool wants_any = false;
-    for (auto& n : op.input_names()) wants_any = wants_any || (needed.count(n) && !no_grad.count(n));
+    for (auto& n : op.input_names()) wants_any = wants_any || (needed.count(n) && !no_grad.count(n)) || stopped.count(n);
     if (!wants_any) continue;
     const OpDef& d = op_def(op.type());
     if (!d.grad)
@@ -119,11 +132,16 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
                   op.origin());
     // Inputs not on a differentiable path get no gradient either.
     std::set<std::string> ng = no_grad;
+    for (auto& s : stopped) ng.erase(s);
     for (auto& n : op.input_names())
-      if (!needed.count(n)) ng.insert(n);
+      if (!needed.count(n) && !stopped.count(n)) ng.insert(n);
     GradContext gc(op, b, ng);
     for (auto& g : d.grad(gc)) {
       if (g.origin().line == 0) g.set_origin(op.origin());
+      // The op writes a wanted variable that stops gradients (and is on the path through another output):
+      // its grad op reads a zero gradient of it, as without `wanted`, not the X@GRAD computed for the caller.
+      for (auto& n : op.output_names())
+        if (stopped.count(n)) g.rename_input(grad_var_name(n), grad_var_name(n) + "@STOPPED");
       grads.push_back(std::move(g));
     }
   }

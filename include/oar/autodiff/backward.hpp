@@ -20,7 +20,14 @@ struct ParamGrad {
 /// Appends the backward pass of `loss` (a variable of the global block with one element) to `program`.
 /// Gradients stop at variables with stop_gradient (data), at non-trainable parameters, at integer variables
 /// and at the names in `no_grad_set`. Returns (parameter, gradient) for every trainable parameter reached.
-std::vector<ParamGrad> append_backward(Program& program, const std::string& loss, const std::set<std::string>& no_grad_set = {});
+///
+/// `wanted` names variables whose gradient `X@GRAD` must be written even where X stops gradients (a data
+/// input, a `.stop_gradient()` activation, a name of `no_grad_set`): the ops reading X compute it, but it flows
+/// no further (the op writing X still sees a zero gradient), so every other gradient is the same as without
+/// it. A wanted variable the loss does not reach through differentiable ops gets no `X@GRAD`; an unknown or
+/// integer one is an oar::Error naming it.
+std::vector<ParamGrad> append_backward(Program& program, const std::string& loss, const std::set<std::string>& no_grad_set = {},
+                                       const std::set<std::string>& wanted = {});
 
 }  // namespace oar
 

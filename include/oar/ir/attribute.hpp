@@ -95,6 +95,8 @@ inline Attribute to_attribute(BlockRef v) { return v; }
 inline Attribute to_attribute(BlockRefs v) { return v; }
 inline Attribute to_attribute(Attribute v) { return v; }
 
+inline std::string attr_str(const Attribute& a);
+
 /// Reads an attribute as T. Integral and floating attributes convert among themselves (INT <-> LONG,
 /// INTS <-> LONGS, INT -> FLOAT), because Fluid stores e.g. dims as INTS where oar prefers int64.
 template <class T>
@@ -112,7 +114,7 @@ T attr_as(const Attribute& a, std::string_view name = {}) {
   } else if constexpr (std::is_same_v<T, std::vector<int32_t>>) {
     if (auto* p = std::get_if<std::vector<int64_t>>(&a)) return {p->begin(), p->end()};
   }
-  throw Error(fmt::format("attribute '{}' is a {}, not a {}", name, attr_type_name(attr_type(a)), attr_type_name(attr_traits<T>::type)));
+  throw Error(fmt::format("attribute '{}' must be {}, got {} {}", name, attr_type_name(attr_traits<T>::type), attr_type_name(attr_type(a)), attr_str(a)));
 }
 
 /// "1", "0.5", "[1, 2]", "\"max\"", "block 1": the text form used by the printer.

@@ -7,6 +7,7 @@
 #include "oar/layers/activations.hpp"
 #include "oar/ops/elementwise.hpp"
 #include "oar/ops/fused_elementwise.hpp"
+#include "oar/tape/replay.hpp"
 
 namespace oar {
 
@@ -43,9 +44,9 @@ struct Expr {
 };
 
 
-/// What may appear in an expression: a Var, an expression, or an arithmetic scalar.
+/// What may appear in an expression: a Var (or a layer's typed result), an expression, or an arithmetic scalar.
 template <class T>
-concept Operand = std::is_same_v<std::decay_t<T>, Var> || is_expr<std::decay_t<T>>::value || std::is_arithmetic_v<std::decay_t<T>>;
+concept Operand = std::is_base_of_v<Var, std::decay_t<T>> || is_expr<std::decay_t<T>>::value || std::is_arithmetic_v<std::decay_t<T>>;
 template <class A, class B>
 concept ExprOperands = Operand<A> && Operand<B> && !(std::is_arithmetic_v<std::decay_t<A>> && std::is_arithmetic_v<std::decay_t<B>>);
 
@@ -134,14 +135,13 @@ template <class A, class B> requires expr::ExprOperands<A, B>
 auto min(const A& a, const B& b) { return expr::make_bin("min", a, b); }
 
 /// Applies an activation to an expression: extends the expression when the activation is element-wise and
-/// fusable (the `fusable` rows of OAR_UNARY_OPS, ops/unary_list.hpp: the unary tokens of fused_elementwise).
+/// fusable (the `fusable` rows of OAR_UNARY_OPS, ops/unary_list.hpp: the unary tokens of fused_elementwise,
+/// which carry the activation's attributes: `softplus:beta=2`).
 template <class N>
 auto apply(const ActivationFn& f, const Expr<N>& e) {
-#define OAR_FUSABLE_TYPE(kind, op_type, ...) OAR_UNARY_IF_FUSABLE(kind, #op_type, )
-  static const std::set<std::string> fusable = {OAR_UNARY_OPS(OAR_FUSABLE_TYPE)};
-#undef OAR_FUSABLE_TYPE
-  OAR_CHECK(fusable.count(f.type) && f.attrs.empty(), "{} cannot be fused into an expression: convert the expression to an oar::Var first", f.type);
-  return Expr<Un<N>>{{f.type, e.node}};
+  std::string token, why = ops::fused::unary_token(f.type, f.attrs, token);
+  OAR_CHECK(why.empty(), "{} cannot be fused into an expression: {}", f.type, why);
+  return Expr<Un<N>>{{token, e.node}};
 }
 }  // namespace expr
 

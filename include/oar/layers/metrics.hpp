@@ -1,34 +1,17 @@
 // oar/layers/metrics.hpp: in-graph evaluators. They stay on the tape (and in the program) even when no
-// output depends on them.
+// output depends on them. Bodies in metrics-inl.hpp.
 #pragma once
-#include "oar/layers/op_layer.hpp"
-#include "oar/ops/accuracy.hpp"
-#include "oar/ops/arg_max.hpp"
+#include <source_location>
+
+#include "oar/tape/tape.hpp"
 
 namespace oar {
 
 /// Fraction of rows whose label is among the k highest scores: top_k then accuracy. input [N, D], label i64 [N, 1] -> [1].
-inline Var accuracy(const Var& input, const Var& label, int k = 1, std::source_location loc = std::source_location::current()) {
-  OAR_CHECK(k >= 1, "accuracy: k must be >= 1, got {}", k);
-  auto replay = [k](LayerHelper& h) {
-    DType t = h.input_var(0).dtype();
-    Variable& values = h.create_tmp(t, true);
-    Variable& indices = h.create_tmp(i64, true);
-    using T = ops::TopK;
-    Operator top{std::string(T::type)};
-    top.set_input(T::x, {h.input(0)}).set_output(T::out, {values.name()}).set_output(T::indices, {indices.name()}).set_attr(T::k, int32_t(k));
-    h.append_op(std::move(top));
-    Variable& acc = h.create_tmp(f32, true);
-    Variable& correct = h.create_tmp(i64, true);
-    Variable& total = h.create_tmp(i64, true);
-    using A = ops::Accuracy;
-    Operator op{std::string(A::type)};
-    op.set_input(A::out, {values.name()}).set_input(A::indices, {indices.name()}).set_input(A::label, {h.input(1)});
-    op.set_output(A::accuracy, {acc.name()}).set_output(A::correct, {correct.name()}).set_output(A::total, {total.name()});
-    h.append_op(std::move(op));
-    return std::vector<std::string>{acc.name()};
-  };
-  return record_layer("accuracy", {input, label}, std::move(replay), loc)[0];
-}
+Var accuracy(const Var& input, const Var& label, int k = 1, std::source_location loc = std::source_location::current());
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/layers/metrics-inl.hpp"
+#endif

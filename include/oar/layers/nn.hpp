@@ -1,229 +1,219 @@
 // oar/layers/nn.hpp: the network layers: data, fc, embedding, conv2d, conv2d_transpose, pool2d, batch_norm,
-// layer_norm, dropout. Each records a creation on the current tape; options are fluent setters on the result.
+// layer_norm, dropout. Each records a creation on the current tape and returns its own small Var class whose
+// typed options are fluent setters: `oar::conv2d(x, 16, {3, 5}).stride({1, 2}).padding(1).act(oar::relu)`.
+// The bodies (replay, the ops they emit) are in nn-inl.hpp.
 #pragma once
-#include "oar/layers/activations.hpp"
-#include "oar/ops/batch_norm.hpp"
-#include "oar/ops/conv2d.hpp"
-#include "oar/ops/conv2d_transpose.hpp"
-#include "oar/ops/dropout.hpp"
-#include "oar/ops/layer_norm.hpp"
-#include "oar/ops/lookup_table.hpp"
-#include "oar/ops/mul.hpp"
-#include "oar/ops/pool2d.hpp"
-#include "oar/ops/sum.hpp"
+#include <array>
+#include <source_location>
+
+#include "oar/layers/layer_var.hpp"
 
 namespace oar {
 
+/// data's result. Options: `.lod_level(n)` (default 0).
+class DataLayer : public LayerVar<DataLayer> {
+ public:
+  using LayerVar::LayerVar;
+  struct keys {
+    static constexpr Attr<int32_t> lod_level{"lod_level"};
+  };
+  /// Sequences nested n deep (the variable's LoD level).
+  DataLayer& lod_level(int n) { return option(keys::lod_level, n); }
+  using Var::lod_level;  // the getter
+};
+
 /// A data variable fed at run time. `shape` includes the batch dim (-1 = unknown): data("img", f32, {-1, 784}).
-/// Options: `.set("lod_level", 1)`.
-inline Var data(std::string name, DType dtype, Shape shape, std::source_location loc = std::source_location::current()) {
-  OAR_CHECK(!name.empty(), "data: a data variable needs a name");
-  auto replay = [name, dtype, shape](LayerHelper& h) {
-    int lod = h.option<int32_t>("lod_level", 0);
-    Block& g = h.main().global_block();
-    if (g.has_var(name)) throw Error(fmt::format("data: a variable named '{}' already exists", name), h.origin());
-    Variable& v = g.create_var(name, {.dtype = dtype, .shape = shape, .lod_level = lod});
-    v.set_stop_gradient(true).set_origin(h.origin());
-    return std::vector<std::string>{name};
-  };
-  return record_layer("data", {}, std::move(replay), loc)[0];
-}
+/// Options: `.lod_level(n)`.
+DataLayer data(std::string name, DType dtype, Shape shape, std::source_location loc = std::source_location::current());
 
-/// out = act(sum_i flatten(x_i, num_flatten_dims) * W_i + b)
+/// fc's result. Options: `.flatten_dims(k)` (default 1), and `.act`, `.param` / `.params` (one per input), `.bias`.
+class FcLayer : public LayerVar<FcLayer> {
+ public:
+  using LayerVar::LayerVar;
+  struct keys {
+    static constexpr Attr<int32_t> flatten_dims{"num_flatten_dims"};
+  };
+  /// Each input is flattened to a matrix of rows d0..d(k-1) (mul's x_num_col_dims).
+  FcLayer& flatten_dims(int k) { return option(keys::flatten_dims, k); }
+};
+
+/// out = act(sum_i flatten(x_i, flatten_dims) * W_i + b)
 /// x: [d0..d(k-1), rest...] -> [d0..d(k-1), size]; W_i: [prod(rest), size], Xavier; b: [size], zero.
-/// Options: .set("num_flatten_dims", k) (default 1), .act, .param (per input via .params), .bias(false).
+/// Options: `.flatten_dims(k)`, `.act`, `.param` (per input via `.params`), `.bias(false)`.
 ///   auto h = oar::fc(img, 200).act(oar::relu);
-inline Var fc(std::vector<Var> inputs, int64_t size, std::source_location loc = std::source_location::current()) {
-  OAR_CHECK(size > 0, "fc: size must be positive, got {}", size);
-  OAR_CHECK(!inputs.empty(), "fc: needs at least one input");
-  auto replay = [size](LayerHelper& h) {
-    int k = h.option<int32_t>("num_flatten_dims", 1);
-    DType dtype = h.input_dtype();
-    std::vector<std::string> partial;
-    for (size_t i = 0; i < h.num_inputs(); ++i) {
-      const Variable& x = h.input_var(i);
-      if (x.shape().rank() <= k)
-        throw Error(fmt::format("fc: input {} has shape {}, which has no dims after num_flatten_dims = {}", x.name(), x.shape().str(), k), h.origin());
-      int64_t in = x.shape().numel(k, x.shape().rank());
-      if (in < 0)
-        throw Error(fmt::format("fc: input {} has shape {}: the dims after num_flatten_dims = {} must be known", x.name(), x.shape().str(), k), h.origin());
-      Variable& w = h.create_parameter(h.param_attr(i), Shape{in, size}, dtype, false);
-      Variable& out = h.create_tmp(dtype);
-      using M = ops::Mul;
-      Operator op{std::string(M::type)};
-      op.set_input(M::x, {x.name()}).set_input(M::y, {w.name()}).set_output(M::out, {out.name()});
-      op.set_attr(M::x_num_col_dims, int32_t(k)).set_attr(M::y_num_col_dims, int32_t(1));
-      h.append_op(std::move(op));
-      partial.push_back(out.name());
-    }
-    std::string pre = partial[0];
-    if (partial.size() > 1) {
-      Variable& s = h.create_tmp(dtype);
-      Operator op{std::string(ops::Sum::type)};
-      op.set_input(ops::Sum::x, partial).set_output(ops::Sum::out, {s.name()});
-      h.append_op(std::move(op));
-      pre = s.name();
-    }
-    return std::vector<std::string>{h.append_activation(h.append_bias(pre, k))};
-  };
-  return record_layer("fc", std::move(inputs), std::move(replay), loc)[0];
-}
-inline Var fc(const Var& input, int64_t size, std::source_location loc = std::source_location::current()) {
-  return fc(std::vector<Var>{input}, size, loc);
-}
+FcLayer fc(std::vector<Var> inputs, int64_t size, std::source_location loc = std::source_location::current());
+FcLayer fc(const Var& input, int64_t size, std::source_location loc = std::source_location::current());
 
-/// out[i] = W[ids[i]]; ids: i64 [N, 1] -> [N, dim]; W: [vocab, dim], Xavier.
-/// Options: .set("is_sparse", true), .set("padding_idx", k), .param("shared_w") to share the table.
-inline Var embedding(const Var& ids, int64_t vocab, int64_t dim, std::source_location loc = std::source_location::current()) {
-  OAR_CHECK(vocab > 0 && dim > 0, "embedding: vocab and dim must be positive, got {} x {}", vocab, dim);
-  auto replay = [vocab, dim](LayerHelper& h) {
-    DType dtype = DType(h.option<int32_t>("dtype", int32_t(DType::f32)));
-    Variable& w = h.create_parameter(h.param_attr(), Shape{vocab, dim}, dtype, false);
-    Variable& out = h.create_tmp(dtype);
-    int64_t pad = h.option<int64_t>("padding_idx", -1);
-    using L = ops::LookupTable;
-    Operator op{std::string(L::type)};
-    op.set_input(L::w, {w.name()}).set_input(L::ids, {h.input()}).set_output(L::out, {out.name()});
-    op.set_attr(L::is_sparse, h.option<bool>("is_sparse", false)).set_attr(L::padding_idx, int64_t(pad < -1 ? vocab + pad : pad));
-    h.append_op(std::move(op));
-    return std::vector<std::string>{out.name()};
+/// embedding's result. Options: `.sparse()`, `.padding_idx(k)`, `.dtype(t)` (of the table; default f32).
+class EmbeddingLayer : public LayerVar<EmbeddingLayer> {
+ public:
+  using LayerVar::LayerVar;
+  struct keys {
+    static constexpr Attr<bool> sparse{"is_sparse"};
+    static constexpr Attr<int64_t> padding_idx{"padding_idx"};
+    static constexpr Attr<int32_t> dtype{"dtype"};
   };
-  return record_layer("embedding", {ids}, std::move(replay), loc)[0];
-}
+  /// The table's gradient is sparse rows (SelectedRows) instead of a dense [vocab, dim] tensor.
+  EmbeddingLayer& sparse(bool on = true) { return option(keys::sparse, on); }
+  /// Rows of id k are zeros and get no gradient (negative k counts from vocab).
+  EmbeddingLayer& padding_idx(int64_t k) { return option(keys::padding_idx, k); }
+  /// The table's (and the output's) dtype.
+  EmbeddingLayer& dtype(DType t) { return option(keys::dtype, int32_t(t)); }
+  using Var::dtype;  // the getter
+};
 
-/// 2-D convolution. input: [N, C, H, W] -> [N, num_filters, H', W'], H' = (H + 2p - (d (k - 1) + 1)) / s + 1.
-/// Filter [num_filters, C / groups, k, k], Normal(0, sqrt(2 / (k^2 C))); bias [num_filters] added on axis 1.
-/// Options: .set("stride", s), .set("padding", p), .set("dilation", d), .set("groups", g), .act, .bias(false).
-inline Var conv2d(const Var& input, int64_t num_filters, int64_t filter_size, std::source_location loc = std::source_location::current()) {
-  OAR_CHECK(num_filters > 0 && filter_size > 0, "conv2d: num_filters and filter_size must be positive");
-  auto replay = [num_filters, filter_size](LayerHelper& h) {
-    const Variable& x = h.input_var();
-    if (x.shape().rank() != 4)
-      throw Error(fmt::format("conv2d: input {} must be [N, C, H, W], got {}", x.name(), x.shape().str()), h.origin());
-    int s = h.option<int32_t>("stride", 1), p = h.option<int32_t>("padding", 0), d = h.option<int32_t>("dilation", 1), g = h.option<int32_t>("groups", 1);
-    int64_t c = x.shape()[1];
-    if (c < 0) throw Error(fmt::format("conv2d: the channel dim of {} must be known", x.shape().str()), h.origin());
-    if (g <= 0 || c % g != 0 || num_filters % g != 0)
-      throw Error(fmt::format("conv2d: groups = {} must divide the input channels {} and num_filters {}", g, c, num_filters), h.origin());
-    double std = std::sqrt(2.0 / double(filter_size * filter_size * c));
-    Variable& w = h.create_parameter(h.param_attr(), Shape{num_filters, c / g, filter_size, filter_size}, x.dtype(), false, Normal(0, std));
-    Variable& out = h.create_tmp(x.dtype());
-    using C = ops::Conv2d;
-    Operator op{std::string(C::type)};
-    op.set_input(C::input, {x.name()}).set_input(C::filter, {w.name()}).set_output(C::output, {out.name()});
-    op.set_attr(C::strides, std::vector<int32_t>{s, s}).set_attr(C::paddings, std::vector<int32_t>{p, p});
-    op.set_attr(C::dilations, std::vector<int32_t>{d, d}).set_attr(C::groups, int32_t(g));
-    h.apply_options(op);
-    h.append_op(std::move(op));
-    return std::vector<std::string>{h.append_activation(h.append_bias(out.name(), 1, 2))};
-  };
-  return record_layer("conv2d", {input}, std::move(replay), loc)[0];
-}
+/// out[i] = W[ids[i]]; ids: i64 [N, 1] -> [N, dim]; W: [vocab, dim], Xavier: `oar::embedding(ids, {vocab, dim})`.
+/// Options: `.sparse()`, `.padding_idx(k)`, `.dtype(t)`, `.param("shared_w")` to share the table.
+EmbeddingLayer embedding(const Var& ids, std::array<int64_t, 2> shape, std::source_location loc = std::source_location::current());
 
-/// Transposed 2-D convolution. input [N, C, H, W] -> [N, num_filters, H', W'], H' = (H - 1) s - 2p + d (k - 1) + 1.
-inline Var conv2d_transpose(const Var& input, int64_t num_filters, int64_t filter_size, std::source_location loc = std::source_location::current()) {
-  auto replay = [num_filters, filter_size](LayerHelper& h) {
-    const Variable& x = h.input_var();
-    if (x.shape().rank() != 4)
-      throw Error(fmt::format("conv2d_transpose: input {} must be [N, C, H, W], got {}", x.name(), x.shape().str()), h.origin());
-    int s = h.option<int32_t>("stride", 1), p = h.option<int32_t>("padding", 0), d = h.option<int32_t>("dilation", 1), g = h.option<int32_t>("groups", 1);
-    int64_t c = x.shape()[1];
-    Variable& w = h.create_parameter(h.param_attr(), Shape{c, num_filters / g, filter_size, filter_size}, x.dtype(), false);
-    Variable& out = h.create_tmp(x.dtype());
-    using C = ops::Conv2dTranspose;
-    Operator op{std::string(C::type)};
-    op.set_input(C::input, {x.name()}).set_input(C::filter, {w.name()}).set_output(C::output, {out.name()});
-    op.set_attr(C::strides, std::vector<int32_t>{s, s}).set_attr(C::paddings, std::vector<int32_t>{p, p});
-    op.set_attr(C::dilations, std::vector<int32_t>{d, d}).set_attr(C::groups, int32_t(g));
-    h.apply_options(op);
-    h.append_op(std::move(op));
-    return std::vector<std::string>{h.append_activation(h.append_bias(out.name(), 1, 2))};
+/// The window options conv2d and conv2d_transpose share; each takes `n` or `{h, w}`.
+template <class Self>
+class ConvOptions : public LayerVar<Self> {
+ public:
+  ConvOptions() = default;
+  explicit ConvOptions(const Var& v) : LayerVar<Self>(v) {}
+  struct keys {
+    static constexpr Attr<std::vector<int32_t>> stride{"stride"}, padding{"padding"}, dilation{"dilation"};
+    static constexpr Attr<int32_t> groups{"groups"};
   };
-  return record_layer("conv2d_transpose", {input}, std::move(replay), loc)[0];
-}
+  /// Step of the window (default 1).
+  Self& stride(Size2 s) { return this->option(keys::stride, s.ints()); }
+  /// Zeros added on each side (default 0).
+  Self& padding(Size2 p) { return this->option(keys::padding, p.ints()); }
+  /// Spacing of the filter's taps (default 1).
+  Self& dilation(Size2 d) { return this->option(keys::dilation, d.ints()); }
+  /// Channel groups: each sees C / g input channels (default 1).
+  Self& groups(int g) { return this->option(keys::groups, g); }
+};
 
-/// Max or average pooling over [N, C, H, W]. pool_type: "max" or "avg".
-/// Options: .set("pool_stride", s) (default: pool_size), .set("pool_padding", p), .set("global_pooling", true),
-/// .set("ceil_mode", true), .set("exclusive", false).
-inline Var pool2d(const Var& input, int64_t pool_size, std::string pool_type = "max", std::source_location loc = std::source_location::current()) {
-  auto replay = [pool_size, pool_type](LayerHelper& h) {
-    int s = h.option<int32_t>("pool_stride", int32_t(pool_size)), p = h.option<int32_t>("pool_padding", 0);
-    Variable& out = h.create_tmp(h.input_var().dtype());
-    using P = ops::Pool2d;
-    Operator op{std::string(P::type)};
-    op.set_input(P::x, {h.input()}).set_output(P::out, {out.name()});
-    op.set_attr(P::pooling_type, pool_type).set_attr(P::ksize, std::vector<int32_t>{int32_t(pool_size), int32_t(pool_size)});
-    op.set_attr(P::strides, std::vector<int32_t>{s, s}).set_attr(P::paddings, std::vector<int32_t>{p, p});
-    h.apply_options(op);
-    h.append_op(std::move(op));
-    return std::vector<std::string>{out.name()};
+/// conv2d's result. Options: `.stride(s)`, `.padding(p)`, `.dilation(d)` (each `n` or `{h, w}`), `.groups(g)`,
+/// and `.act`, `.param`, `.bias`.
+class Conv2dLayer : public ConvOptions<Conv2dLayer> {
+ public:
+  using ConvOptions::ConvOptions;
+};
+
+/// 2-D convolution. input: [N, C, H, W] -> [N, num_filters, H', W'], H' = (H + 2p - (d (kh - 1) + 1)) / s + 1
+/// (W' likewise with kw). filter_size is `k` or `{kh, kw}`; the filter is [num_filters, C / groups, kh, kw],
+/// Normal(0, sqrt(2 / (kh kw C))); the bias [num_filters] is added on axis 1.
+/// Options: `.stride(s)`, `.padding(p)`, `.dilation(d)`, `.groups(g)`, `.act`, `.bias(false)`.
+///   auto c = oar::conv2d(img, 16, {3, 5}).stride({1, 2}).padding({1, 2}).act(oar::relu);
+Conv2dLayer conv2d(const Var& input, int64_t num_filters, Size2 filter_size, std::source_location loc = std::source_location::current());
+
+/// conv2d_transpose's result. Options: those of conv2d, and `.output_size({h, w})`.
+class Conv2dTransposeLayer : public ConvOptions<Conv2dTransposeLayer> {
+ public:
+  using ConvOptions::ConvOptions;
+  struct keys : ConvOptions::keys {
+    static constexpr Attr<std::vector<int32_t>> output_size{"output_size"};
   };
-  return record_layer("pool2d", {input}, std::move(replay), loc)[0];
-}
+  /// Picks [H', W'] among the sizes a stride > 1 allows (default: the smallest).
+  Conv2dTransposeLayer& output_size(Size2 s) { return option(keys::output_size, s.ints()); }
+};
+
+/// Transposed 2-D convolution. input [N, C, H, W] -> [N, num_filters, H', W'], H' = (H - 1) s - 2p + d (kh - 1) + 1.
+/// filter_size is `k` or `{kh, kw}`; the filter is [C, num_filters / groups, kh, kw], Xavier; bias on axis 1.
+/// Options: `.stride(s)`, `.padding(p)`, `.dilation(d)`, `.groups(g)`, `.output_size({h, w})`, `.act`, `.bias(false)`.
+Conv2dTransposeLayer conv2d_transpose(const Var& input, int64_t num_filters, Size2 filter_size,
+                                      std::source_location loc = std::source_location::current());
+
+/// What pool2d takes of each window.
+enum class PoolType { max, avg };
+
+/// pool2d's result. Options: `.type(t)`, `.stride(s)` (default: the window), `.padding(p)` (each `n` or
+/// `{h, w}`), `.global()`, `.ceil_mode()`, `.exclusive(false)`.
+class Pool2dLayer : public LayerVar<Pool2dLayer> {
+ public:
+  using LayerVar::LayerVar;
+  struct keys {
+    static constexpr Attr<std::string> type{"pooling_type"};
+    static constexpr Attr<std::vector<int32_t>> stride{"pool_stride"}, padding{"pool_padding"};
+    static constexpr Attr<bool> global{"global_pooling"}, ceil_mode{"ceil_mode"}, exclusive{"exclusive"};
+  };
+  Pool2dLayer& type(PoolType t) { return option(keys::type, std::string(t == PoolType::avg ? "avg" : "max")); }
+  /// Step of the window (default: the window's size).
+  Pool2dLayer& stride(Size2 s) { return option(keys::stride, s.ints()); }
+  /// Padding on each side (default 0); padded elements are never the max and, with exclusive, not averaged.
+  Pool2dLayer& padding(Size2 p) { return option(keys::padding, p.ints()); }
+  /// One window over the whole image: [N, C, 1, 1].
+  Pool2dLayer& global(bool on = true) { return option(keys::global, on); }
+  /// Output size rounded up, so a partial last window counts.
+  Pool2dLayer& ceil_mode(bool on = true) { return option(keys::ceil_mode, on); }
+  /// avg: divide by the window's in-image elements (true, the default) or by kh * kw (false).
+  Pool2dLayer& exclusive(bool on = true) { return option(keys::exclusive, on); }
+};
+
+/// Max or average pooling over [N, C, H, W] with a `size` (`k` or `{kh, kw}`) window.
+/// Options: `.type(oar::PoolType::avg)`, `.stride(s)`, `.padding(p)`, `.global()`, `.ceil_mode()`, `.exclusive(false)`.
+///   auto p = oar::pool2d(x, {2, 3}).type(oar::PoolType::avg).stride({2, 3});
+Pool2dLayer pool2d(const Var& input, Size2 size, PoolType type = PoolType::max, std::source_location loc = std::source_location::current());
+
+/// batch_norm's result. Options: `.momentum(m)` (0.9), `.epsilon(e)` (1e-5), `.is_test()`, and `.act`,
+/// `.param` (scale), `.bias`.
+class BatchNormLayer : public LayerVar<BatchNormLayer> {
+ public:
+  using LayerVar::LayerVar;
+  struct keys {
+    static constexpr Attr<float> momentum{"momentum"}, epsilon{"epsilon"};
+    static constexpr Attr<bool> is_test = common::is_test;
+  };
+  /// running = running * m + batch * (1 - m).
+  BatchNormLayer& momentum(double m) { return option(keys::momentum, float(m)); }
+  /// Added to the variance.
+  BatchNormLayer& epsilon(double e) { return option(keys::epsilon, float(e)); }
+  /// Normalize with the running statistics (inference); `Program::clone(true)` sets it too.
+  BatchNormLayer& is_test(bool on = true) { return option(keys::is_test, on); }
+};
 
 /// Batch normalization over the channel dim 1: y = scale (x - mean) / sqrt(var + eps) + bias; running
-/// statistics are persistable, non-trainable globals (mean 0, variance 1). Options: .set("momentum", 0.9),
-/// .set("epsilon", 1e-5), .set("is_test", true), .act.
-inline Var batch_norm(const Var& input, std::source_location loc = std::source_location::current()) {
-  auto replay = [](LayerHelper& h) {
-    const Variable& x = h.input_var();
-    if (x.shape().rank() < 2 || x.shape()[1] < 0)
-      throw Error(fmt::format("batch_norm: input {} needs a known channel dim 1, got {}", x.name(), x.shape().str()), h.origin());
-    int64_t c = x.shape()[1];
-    DType t = x.dtype();
-    Variable& scale = h.create_parameter(h.param_attr(), Shape{c}, t, false, Constant(1));
-    Variable& bias = h.create_parameter(h.bias_attr(), Shape{c}, t, true);
-    ParamAttr stat;
-    stat.trainable = false;
-    Variable& mean = h.create_parameter(stat.with_name(h.name() + ".mean"), Shape{c}, t, false, Constant(0));
-    Variable& var = h.create_parameter(ParamAttr(stat).with_name(h.name() + ".variance"), Shape{c}, t, false, Constant(1));
-    Variable& y = h.create_tmp(t);
-    Variable& saved_mean = h.create_tmp(t, true);
-    Variable& saved_var = h.create_tmp(t, true);
-    using B = ops::BatchNorm;
-    Operator op{std::string(B::type)};
-    op.set_input(B::x, {x.name()}).set_input(B::scale, {scale.name()}).set_input(B::bias, {bias.name()});
-    op.set_input(B::mean, {mean.name()}).set_input(B::variance, {var.name()});
-    op.set_output(B::y, {y.name()}).set_output(B::mean_out, {mean.name()}).set_output(B::variance_out, {var.name()});
-    op.set_output(B::saved_mean, {saved_mean.name()}).set_output(B::saved_variance, {saved_var.name()});
-    h.apply_options(op);
-    h.append_op(std::move(op));
-    return std::vector<std::string>{h.append_activation(y.name())};
-  };
-  return record_layer("batch_norm", {input}, std::move(replay), loc)[0];
-}
+/// statistics are persistable, non-trainable globals (mean 0, variance 1).
+/// Options: `.momentum(m)`, `.epsilon(e)`, `.is_test()`, `.act`.
+BatchNormLayer batch_norm(const Var& input, std::source_location loc = std::source_location::current());
 
-/// Layer normalization over dims from begin_norm_axis (option, default 1) on, with learned scale (1) and bias (0).
-inline Var layer_norm(const Var& input, std::source_location loc = std::source_location::current()) {
-  auto replay = [](LayerHelper& h) {
-    const Variable& x = h.input_var();
-    int axis = h.option<int32_t>("begin_norm_axis", 1);
-    int64_t n = x.shape().numel(axis, x.shape().rank());
-    if (n < 0) throw Error(fmt::format("layer_norm: the dims of {} from {} on must be known", x.shape().str(), axis), h.origin());
-    Variable& scale = h.create_parameter(h.param_attr(), Shape{n}, x.dtype(), false, Constant(1));
-    Variable& bias = h.create_parameter(h.bias_attr(), Shape{n}, x.dtype(), true);
-    Variable& y = h.create_tmp(x.dtype());
-    Variable& mean = h.create_tmp(x.dtype(), true);
-    Variable& var = h.create_tmp(x.dtype(), true);
-    using L = ops::LayerNorm;
-    Operator op{std::string(L::type)};
-    op.set_input(L::x, {x.name()}).set_input(L::scale, {scale.name()}).set_input(L::bias, {bias.name()});
-    op.set_output(L::y, {y.name()}).set_output(L::mean, {mean.name()}).set_output(L::variance, {var.name()});
-    op.set_attr(L::begin_norm_axis, int32_t(axis));
-    h.apply_options(op);
-    h.append_op(std::move(op));
-    return std::vector<std::string>{h.append_activation(y.name())};
+/// layer_norm's result. Options: `.begin_norm_axis(k)` (1), `.epsilon(e)` (1e-5), and `.act`, `.param`, `.bias`.
+class LayerNormLayer : public LayerVar<LayerNormLayer> {
+ public:
+  using LayerVar::LayerVar;
+  struct keys {
+    static constexpr Attr<int32_t> begin_norm_axis{"begin_norm_axis"};
+    static constexpr Attr<float> epsilon{"epsilon"};
   };
-  return record_layer("layer_norm", {input}, std::move(replay), loc)[0];
-}
+  /// Normalizes over dims k.. of each input.
+  LayerNormLayer& begin_norm_axis(int k) { return option(keys::begin_norm_axis, k); }
+  /// Added to the variance.
+  LayerNormLayer& epsilon(double e) { return option(keys::epsilon, float(e)); }
+};
+
+/// Layer normalization over the dims from begin_norm_axis on, with learned scale (1) and bias (0).
+/// Options: `.begin_norm_axis(k)`, `.epsilon(e)`, `.act`.
+LayerNormLayer layer_norm(const Var& input, std::source_location loc = std::source_location::current());
+
+/// dropout's result. Options: `.is_test()`, `.seed(s)`, `.upscale_in_train()`.
+class DropoutLayer : public LayerVar<DropoutLayer> {
+ public:
+  using LayerVar::LayerVar;
+  struct keys {
+    static constexpr Attr<bool> is_test = common::is_test, fix_seed{"fix_seed"};
+    static constexpr Attr<int32_t> seed{"seed"};
+    static constexpr Attr<std::string> implementation{"dropout_implementation"};
+  };
+  /// Inference: no randomness, out = x (1 - p) (or x with upscale_in_train).
+  DropoutLayer& is_test(bool on = true) { return option(keys::is_test, on); }
+  /// A fixed seed for this layer's masks instead of the executor's seed stream.
+  DropoutLayer& seed(int s) {
+    option(keys::fix_seed, true);
+    return option(keys::seed, s);
+  }
+  /// Scales by 1 / (1 - p) in training and leaves test time alone (instead of x (1 - p) at test time).
+  DropoutLayer& upscale_in_train(bool on = true) { return option(keys::implementation, std::string(on ? "upscale_in_train" : "downgrade_in_infer")); }
+};
 
 /// Dropout with probability p (Fluid's default: no rescale in training, x (1 - p) at test time).
-/// Options: .set("is_test", true), .set("seed", s), .set("dropout_implementation", "upscale_in_train").
-inline Var dropout(const Var& x, double p, std::source_location loc = std::source_location::current()) {
-  OAR_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got {}", p);
-  using D = ops::Dropout;
-  auto v = record_op_layer("dropout", D::type, {{D::x, {x}}}, {{D::dropout_prob, float(p)}}, {{D::out}, {D::mask, {}, true}}, loc);
-  return v[0];
-}
+/// Options: `.is_test()`, `.seed(s)`, `.upscale_in_train()`.
+DropoutLayer dropout(const Var& x, double p, std::source_location loc = std::source_location::current());
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/layers/nn-inl.hpp"
+#endif

@@ -1,8 +1,14 @@
 // oar/layers/op_layer.hpp: record_op_layer, the generic builder for layers that emit exactly one op:
-// inputs by slot, attributes (overridable with `.set(...)`), one temporary per output slot.
+// inputs by slot, attributes (overridable with `.set(...)`), one temporary per output slot. Bodies in op_layer-inl.hpp.
 #pragma once
-#include "oar/ops/elementwise.hpp"
-#include "oar/tape/replay.hpp"
+#include <map>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "oar/tape/tape.hpp"
 
 namespace oar {
 
@@ -22,46 +28,14 @@ struct OutSpec {
 /// Records layer `kind` emitting op `op_type` (an op struct's `type`); returns one Var per entry of `outs`.
 /// Slots and attribute keys are the op's constants: `{{ops::Concat::x, xs}}`, `{{ops::Concat::axis, axis}}`.
 /// With `with_act`, the layer's `.act(...)` applies to the first output.
-inline std::vector<Var> record_op_layer(std::string kind, std::string_view op_type, std::vector<SlotVars> ins, std::map<std::string, Attribute> attrs,
-                                        std::vector<OutSpec> outs, std::source_location loc, bool with_act = false) {
-  std::vector<Var> inputs;
-  std::vector<std::pair<std::string, size_t>> slots;  // slot, count
-  for (auto& s : ins) {
-    slots.push_back({s.slot, s.vars.size()});
-    inputs.insert(inputs.end(), s.vars.begin(), s.vars.end());
-  }
-  int n = int(outs.size());
-  auto replay = [op_type = std::string(op_type), slots, attrs, outs, with_act](LayerHelper& h) {
-    Operator op(op_type);
-    size_t k = 0;
-    for (auto& [slot, count] : slots) {
-      std::vector<std::string> names;
-      for (size_t i = 0; i < count; ++i) names.push_back(h.input(k++));
-      op.set_input(slot, names);
-    }
-    DType dflt = h.num_inputs() ? h.input_var(0).dtype() : DType::f32;
-    std::vector<std::string> out_names;
-    for (auto& o : outs) {
-      Variable& v = h.create_tmp(o.dtype ? *o.dtype : dflt, o.stop_gradient);
-      op.set_output(o.slot, {v.name()});
-      out_names.push_back(v.name());
-    }
-    for (auto& [key, v] : attrs) op.set_attr(key, v);
-    h.apply_options(op);
-    h.append_op(std::move(op));
-    if (with_act) out_names[0] = h.append_activation(out_names[0]);
-    return out_names;
-  };
-  return record_layer(std::move(kind), std::move(inputs), std::move(replay), loc, n);
-}
+std::vector<Var> record_op_layer(std::string kind, std::string_view op_type, std::vector<SlotVars> ins, std::map<std::string, Attribute> attrs,
+                                 std::vector<OutSpec> outs, std::source_location loc, bool with_act = false);
 
-/// The common case: layer `op_type` emitting that op, input `in_slot`, one output `out_slot`. The default
-/// slots are the activations' (the unary element-wise ops, softmax and log_softmax are all named as relu is).
-inline Var record_unary_layer(std::string_view op_type, const Var& x, std::map<std::string, Attribute> attrs, std::source_location loc,
-                              std::string_view in_slot = ops::ReluOp::x, std::string_view out_slot = ops::ReluOp::out) {
-  std::string kind(op_type);
-  return record_op_layer(std::move(kind), op_type, {{std::string(in_slot), {x}}}, std::move(attrs), {{std::string(out_slot)}}, loc)[0];
-}
+/// The common case: layer `op_type` emitting that op, input `in_slot`, one output `out_slot`.
+Var record_unary_layer(std::string_view op_type, const Var& x, std::map<std::string, Attribute> attrs, std::source_location loc,
+                       std::string_view in_slot, std::string_view out_slot);
+/// The same with the activations' slots (the unary element-wise ops, softmax and log_softmax are all named as relu is).
+Var record_unary_layer(std::string_view op_type, const Var& x, std::map<std::string, Attribute> attrs, std::source_location loc);
 /// The same for op struct `Op` (its `type`, `x` and `out`): `record_unary_layer<ops::Mean>(x, {}, loc)`.
 template <class Op>
 Var record_unary_layer(const Var& x, std::map<std::string, Attribute> attrs, std::source_location loc) {
@@ -69,3 +43,7 @@ Var record_unary_layer(const Var& x, std::map<std::string, Attribute> attrs, std
 }
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/layers/op_layer-inl.hpp"
+#endif

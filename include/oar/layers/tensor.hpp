@@ -1,21 +1,10 @@
 // oar/layers/tensor.hpp: tensor helpers as layers: constants, casts, shape changes, joins and splits,
-// indexing, element-wise arithmetic with Fluid's broadcast axis, matmul and reductions.
+// indexing, element-wise arithmetic with Fluid's broadcast axis, matmul and reductions. Bodies in tensor-inl.hpp.
 #pragma once
-#include "oar/layers/op_layer.hpp"
-#include "oar/ops/arg_max.hpp"
-#include "oar/ops/assign.hpp"
-#include "oar/ops/concat.hpp"
-#include "oar/ops/elementwise_binary.hpp"
-#include "oar/ops/fill_constant.hpp"
-#include "oar/ops/gather.hpp"
-#include "oar/ops/matmul.hpp"
-#include "oar/ops/one_hot.hpp"
-#include "oar/ops/reduce.hpp"
-#include "oar/ops/scale.hpp"
-#include "oar/ops/shape_ops.hpp"
-#include "oar/ops/slice.hpp"
-#include "oar/ops/sum.hpp"
-#include "oar/ops/transpose.hpp"
+#include <source_location>
+#include <vector>
+
+#include "oar/tape/tape.hpp"
 
 namespace oar {
 
@@ -23,135 +12,64 @@ using SrcLoc = std::source_location;
 #define OAR_HERE std::source_location loc = std::source_location::current()
 
 /// A tensor filled with `value`: [shape] of dtype.
-inline Var fill_constant(Shape shape, DType dtype, double value, OAR_HERE) {
-  std::vector<int64_t> dims(shape.begin(), shape.end());
-  using F = ops::FillConstant;
-  return record_op_layer("fill_constant", F::type, {}, {{F::shape, dims}, {F::dtype, int32_t(dtype)}, {F::value, float(value)}},
-                         {{F::out, dtype, true}}, loc)[0];
-}
+Var fill_constant(Shape shape, DType dtype, double value, OAR_HERE);
 /// x converted to dtype.
-inline Var cast(const Var& x, DType dtype, OAR_HERE) {
-  auto replay = [dtype](LayerHelper& h) {
-    Variable& out = h.create_tmp(dtype);
-    using C = ops::Cast;
-    Operator op{std::string(C::type)};
-    op.set_input(C::x, {h.input()}).set_output(C::out, {out.name()});
-    op.set_attr(C::in_dtype, int32_t(h.input_var().dtype())).set_attr(C::out_dtype, int32_t(dtype));
-    h.append_op(std::move(op));
-    return std::vector<std::string>{out.name()};
-  };
-  return record_layer("cast", {x}, std::move(replay), loc)[0];
-}
+Var cast(const Var& x, DType dtype, OAR_HERE);
 /// A copy of x.
-inline Var assign(const Var& x, OAR_HERE) { return record_unary_layer<ops::Assign>(x, {}, loc); }
+Var assign(const Var& x, OAR_HERE);
 /// out = scale * x + bias
-inline Var scale(const Var& x, double s, double bias = 0, OAR_HERE) {
-  return record_unary_layer<ops::Scale>(x, {{ops::Scale::scale, float(s)}, {ops::Scale::bias, float(bias)}}, loc);
-}
+Var scale(const Var& x, double s, double bias = 0, OAR_HERE);
 /// Element-wise sum of several tensors of one shape.
-inline Var sums(std::vector<Var> xs, OAR_HERE) {
-  return record_op_layer("sums", ops::Sum::type, {{ops::Sum::x, std::move(xs)}}, {}, {{ops::Sum::out}}, loc)[0];
-}
+Var sums(std::vector<Var> xs, OAR_HERE);
 /// Joins along `axis`.
-inline Var concat(std::vector<Var> xs, int axis = 0, OAR_HERE) {
-  using C = ops::Concat;
-  return record_op_layer("concat", C::type, {{C::x, std::move(xs)}}, {{C::axis, int32_t(axis)}}, {{C::out}}, loc)[0];
-}
+Var concat(std::vector<Var> xs, int axis = 0, OAR_HERE);
 /// New shape (0 copies a dim, one -1 is inferred).
-inline Var reshape(const Var& x, std::vector<int32_t> shape, OAR_HERE) {
-  return record_unary_layer<ops::Reshape>(x, {{ops::Reshape::shape, shape}}, loc);
-}
+Var reshape(const Var& x, std::vector<int32_t> shape, OAR_HERE);
 /// Permutes dims.
-inline Var transpose(const Var& x, std::vector<int32_t> perm, OAR_HERE) {
-  return record_unary_layer<ops::Transpose>(x, {{ops::Transpose::axis, perm}}, loc);
-}
+Var transpose(const Var& x, std::vector<int32_t> perm, OAR_HERE);
 /// [prod(d[:axis]), prod(d[axis:])]
-inline Var flatten(const Var& x, int axis = 1, OAR_HERE) { return record_unary_layer<ops::Flatten>(x, {{ops::Flatten::axis, int32_t(axis)}}, loc); }
-inline Var squeeze(const Var& x, std::vector<int32_t> axes, OAR_HERE) {
-  return record_unary_layer<ops::Squeeze>(x, {{ops::Squeeze::axes, axes}}, loc);
-}
-inline Var unsqueeze(const Var& x, std::vector<int32_t> axes, OAR_HERE) {
-  return record_unary_layer<ops::Unsqueeze>(x, {{ops::Unsqueeze::axes, axes}}, loc);
-}
+Var flatten(const Var& x, int axis = 1, OAR_HERE);
+/// Removes the size-1 dims `axes`.
+Var squeeze(const Var& x, std::vector<int32_t> axes, OAR_HERE);
+/// Inserts size-1 dims at `axes`.
+Var unsqueeze(const Var& x, std::vector<int32_t> axes, OAR_HERE);
 /// Stacks same-shaped tensors along a new `axis`.
-inline Var stack(std::vector<Var> xs, int axis = 0, OAR_HERE) {
-  using S = ops::Stack;
-  return record_op_layer("stack", S::type, {{S::x, std::move(xs)}}, {{S::axis, int32_t(axis)}}, {{S::y}}, loc)[0];
-}
+Var stack(std::vector<Var> xs, int axis = 0, OAR_HERE);
 /// x[starts:ends] along `axes`.
-inline Var slice(const Var& x, std::vector<int32_t> axes, std::vector<int32_t> starts, std::vector<int32_t> ends, OAR_HERE) {
-  using S = ops::Slice;
-  return record_op_layer("slice", S::type, {{S::input, {x}}}, {{S::axes, axes}, {S::starts, starts}, {S::ends, ends}}, {{S::out}}, loc)[0];
-}
+Var slice(const Var& x, std::vector<int32_t> axes, std::vector<int32_t> starts, std::vector<int32_t> ends, OAR_HERE);
 /// Splits into `num` equal parts along `axis`.
-inline std::vector<Var> split(const Var& x, int num, int axis = 0, OAR_HERE) {
-  OAR_CHECK(num >= 1, "split: num must be >= 1, got {}", num);
-  auto replay = [num, axis](LayerHelper& h) {
-    std::vector<std::string> outs;
-    for (int i = 0; i < num; ++i) outs.push_back(h.create_tmp(h.input_var().dtype()).name());
-    using S = ops::Split;
-    Operator op{std::string(S::type)};
-    op.set_input(S::x, {h.input()}).set_output(S::out, outs).set_attr(S::num, int32_t(num)).set_attr(S::axis, int32_t(axis));
-    h.append_op(std::move(op));
-    return outs;
-  };
-  return record_layer("split", {x}, std::move(replay), loc, num);
-}
+std::vector<Var> split(const Var& x, int num, int axis = 0, OAR_HERE);
 /// Rows of x picked by index.
-inline Var gather(const Var& x, const Var& index, OAR_HERE) {
-  using G = ops::Gather;
-  return record_op_layer("gather", G::type, {{G::x, {x}}, {G::index, {index}}}, {}, {{G::out}}, loc)[0];
-}
+Var gather(const Var& x, const Var& index, OAR_HERE);
 /// One-hot rows: i64 [N, 1] -> f32 [N, depth].
-inline Var one_hot(const Var& x, int depth, OAR_HERE) {
-  using O = ops::OneHot;
-  return record_op_layer("one_hot", O::type, {{O::x, {x}}}, {{O::depth, int32_t(depth)}}, {{O::out, f32, true}}, loc)[0];
-}
+Var one_hot(const Var& x, int depth, OAR_HERE);
 /// Index of the maximum along `axis` (i64).
-inline Var argmax(const Var& x, int axis = -1, OAR_HERE) {
-  using A = ops::ArgMax;
-  return record_op_layer("argmax", A::type, {{A::x, {x}}}, {{A::axis, int64_t(axis)}}, {{A::out, i64, true}}, loc)[0];
-}
+Var argmax(const Var& x, int axis = -1, OAR_HERE);
 /// The k largest values along the last dim and their indices.
-inline std::vector<Var> topk(const Var& x, int k, OAR_HERE) {
-  using T = ops::TopK;
-  return record_op_layer("top_k", T::type, {{T::x, {x}}}, {{T::k, int32_t(k)}}, {{T::out}, {T::indices, i64, true}}, loc);
-}
+std::vector<Var> topk(const Var& x, int k, OAR_HERE);
 
-#define OAR_ELEMENTWISE_LAYER(fn, Op)                                                                                  \
-  /** x op y with Fluid's broadcast: y's dims match x's from `axis` on (-1: the trailing dims). */                     \
-  inline Var fn(const Var& x, const Var& y, int axis = -1, OAR_HERE) {                                                 \
-    using O = ops::Op;                                                                                                 \
-    return record_op_layer(#fn, O::type, {{O::x, {x}}, {O::y, {y}}}, {{O::axis, int32_t(axis)}}, {{O::out}}, loc, true)[0]; \
-  }
-OAR_ELEMENTWISE_LAYER(elementwise_add, ElementwiseAdd)
-OAR_ELEMENTWISE_LAYER(elementwise_sub, ElementwiseSub)
-OAR_ELEMENTWISE_LAYER(elementwise_mul, ElementwiseMul)
-OAR_ELEMENTWISE_LAYER(elementwise_div, ElementwiseDiv)
-OAR_ELEMENTWISE_LAYER(elementwise_max, ElementwiseMax)
-OAR_ELEMENTWISE_LAYER(elementwise_min, ElementwiseMin)
-OAR_ELEMENTWISE_LAYER(elementwise_pow, ElementwisePow)
-#undef OAR_ELEMENTWISE_LAYER
+/// x op y with Fluid's broadcast: y's dims match x's from `axis` on (-1: the trailing dims). `.act` applies.
+Var elementwise_add(const Var& x, const Var& y, int axis = -1, OAR_HERE);
+Var elementwise_sub(const Var& x, const Var& y, int axis = -1, OAR_HERE);
+Var elementwise_mul(const Var& x, const Var& y, int axis = -1, OAR_HERE);
+Var elementwise_div(const Var& x, const Var& y, int axis = -1, OAR_HERE);
+Var elementwise_max(const Var& x, const Var& y, int axis = -1, OAR_HERE);
+Var elementwise_min(const Var& x, const Var& y, int axis = -1, OAR_HERE);
+Var elementwise_pow(const Var& x, const Var& y, int axis = -1, OAR_HERE);
 
 /// Matrix product with optional transposes; batched over leading dims.
-inline Var matmul(const Var& x, const Var& y, bool transpose_x = false, bool transpose_y = false, double alpha = 1.0, OAR_HERE) {
-  using M = ops::Matmul;
-  return record_op_layer("matmul", M::type, {{M::x, {x}}, {M::y, {y}}},
-                         {{M::transpose_x, transpose_x}, {M::transpose_y, transpose_y}, {M::alpha, float(alpha)}}, {{M::out}}, loc)[0];
-}
+Var matmul(const Var& x, const Var& y, bool transpose_x = false, bool transpose_y = false, double alpha = 1.0, OAR_HERE);
 
-#define OAR_REDUCE_LAYER(fn, Op)                                                                                 \
-  /** Reduces over `dims` (all dims when empty); keep_dim keeps them as size 1. */                               \
-  inline Var fn(const Var& x, std::vector<int32_t> dims = {}, bool keep_dim = false, OAR_HERE) {                 \
-    using O = ops::Op;                                                                                           \
-    bool all = dims.empty();                                                                                     \
-    return record_unary_layer<O>(x, {{O::dim, all ? std::vector<int32_t>{0} : dims}, {O::keep_dim, keep_dim}, {O::reduce_all, all}}, loc); \
-  }
-OAR_REDUCE_LAYER(reduce_sum, ReduceSum)
-OAR_REDUCE_LAYER(reduce_mean, ReduceMean)
-OAR_REDUCE_LAYER(reduce_max, ReduceMax)
-OAR_REDUCE_LAYER(reduce_min, ReduceMin)
-#undef OAR_REDUCE_LAYER
+/// Reduces over `dims` (all dims when empty); keep_dim keeps them as size 1.
+Var reduce_sum(const Var& x, std::vector<int32_t> dims = {}, bool keep_dim = false, OAR_HERE);
+Var reduce_mean(const Var& x, std::vector<int32_t> dims = {}, bool keep_dim = false, OAR_HERE);
+Var reduce_max(const Var& x, std::vector<int32_t> dims = {}, bool keep_dim = false, OAR_HERE);
+Var reduce_min(const Var& x, std::vector<int32_t> dims = {}, bool keep_dim = false, OAR_HERE);
+
 #undef OAR_HERE
 
 }  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/layers/tensor-inl.hpp"
+#endif

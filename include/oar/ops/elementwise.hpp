@@ -6,20 +6,24 @@
 
 namespace oar::ops {
 
-/// The names every unary element-wise op has; `P0`, `P1` are its float parameters' names ("" for none).
-template <const char* P0, const char* P1>
+/// The names every unary element-wise op has; `P0`, `P1` are its attributes' names ("" for none), `T0`, `T1`
+/// their types (float or bool).
+template <const char* P0, class T0, const char* P1, class T1>
 struct UnaryOp {
+  static_assert((std::is_same_v<T0, float> || std::is_same_v<T0, bool>) && (std::is_same_v<T1, float> || std::is_same_v<T1, bool>),
+                "a unary op's attribute is a float or a bool: its default in ops/unary_list.hpp is 0.5f or false");
   static constexpr Slot x{"X"}, out{"Out"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
-  static constexpr Attr<float> param0{P0}, param1{P1};
-  /// The functor's parameters (fn::*::a, b); 0 for an op without them.
+  static constexpr Attr<T0> param0{P0};
+  static constexpr Attr<T1> param1{P1};
+  /// The functor's parameters (fn::*::a, b; a bool as 0 or 1); 0 for an op without them.
   struct Attrs {
     float a = 0, b = 0;
     explicit Attrs(const AttrReader& r) {
-      if (*P0) a = r(param0);
-      if (*P1) b = r(param1);
+      if (*P0) a = float(r(param0));
+      if (*P1) b = float(r(param1));
     }
   };
-  static OpDef make_def(std::string_view type, float d0, float d1) {
+  static OpDef make_def(std::string_view type, T0 d0, T1 d1) {
     OpDef d(type, "element-wise: Out = f(X)");
     d.in(x).out(out);
     if (*P0) d.attr(param0, d0);
@@ -43,15 +47,14 @@ struct UnaryOp {
 };
 
 namespace unary_params {
-#define OAR_UNARY_PARAM_NAMES(kind, op_type, Functor, a0, d0, a1, d1) \
-  inline constexpr char Functor##_p0[] = a0, Functor##_p1[] = a1;     \
-  OAR_UNARY_IF_FUSABLE(kind, static_assert(!*a0 && !*a1, "a fusable op has no attributes: " #op_type);)
+#define OAR_UNARY_PARAM_NAMES(kind, op_type, Functor, a0, d0, a1, d1) inline constexpr char Functor##_p0[] = a0, Functor##_p1[] = a1;
 OAR_UNARY_OPS(OAR_UNARY_PARAM_NAMES)
 #undef OAR_UNARY_PARAM_NAMES
 }  // namespace unary_params
 
+// An attribute's type is its default's (decltype of the literal in the list).
 #define OAR_DECLARE_UNARY_OP(kind, op_type, Functor, a0, d0, a1, d1)                                                     \
-  struct Functor##Op : UnaryOp<unary_params::Functor##_p0, unary_params::Functor##_p1> {                               \
+  struct Functor##Op : UnaryOp<unary_params::Functor##_p0, decltype(d0), unary_params::Functor##_p1, decltype(d1)> {   \
     static constexpr std::string_view type = #op_type;                                                                 \
     static OpDef def() { return make_def(type, d0, d1); }                                                              \
     static void eval_cpu(KernelContext&, const Attrs&);      /* kernels/cpu/elementwise.hpp */                         \

@@ -4,6 +4,9 @@
 #pragma once
 #include <cctype>
 #include <cstdlib>
+#include <iterator>
+#include <map>
+#include <type_traits>
 #include <string_view>
 #include <unordered_map>
 
@@ -11,8 +14,9 @@
 #include "oar/ops/op.hpp"
 
 // The unary functions of the grammar: `neg`, and the `fusable` rows of OAR_UNARY_OPS (ops/unary_list.hpp),
-// each token the op type, computed by the op's functor (kernels/functors.hpp). A reader of the list takes
-// them with OAR_UNARY_IF_FUSABLE (see below and kernels/cpu/fused_elementwise.hpp).
+// each token the op type, computed by the op's functor (kernels/functors.hpp); an op's attributes follow a
+// colon (`softplus:beta=2,threshold=10`, `gelu:approximate=true`), the list's defaults when absent. A reader
+// of the list takes them with OAR_UNARY_IF_FUSABLE (see below and kernels/cpu/fused_elementwise.hpp).
 
 // The binary operators: pop b, pop a, push a OP b.
 #define OAR_FUSED_BINARY(X) X(add) X(sub) X(mul) X(div) X(max) X(min) X(pow)
@@ -37,6 +41,7 @@ struct Node {
   int32_t input = -1;  ///< input index (Kind::input)
   double value = 0;    ///< the constant (Kind::constant)
   float fvalue = 0;    ///< the constant rounded to float (kernels point at it)
+  float p0 = 0, p1 = 0;  ///< a unary's attributes, as its functor takes them (fn::F::a, b)
   int32_t a = -1, b = -1;  ///< operand nodes (b only for binary)
   int32_t depth = 0;   ///< stack slot the node's value lives in while the program runs
 };
@@ -47,6 +52,93 @@ struct Program {
   int32_t max_input = -1;  ///< highest x<i> used
   int32_t max_depth = 0;   ///< stack slots the program needs
 };
+
+/// One attribute of a unary token (the op's, from ops/unary_list.hpp); an empty name is none.
+struct UnaryParam {
+  std::string_view name;
+  bool is_bool = false;
+  float dflt = 0;
+};
+/// A unary token: its name and attributes, in the functor's order (fn::F::a, b).
+struct UnaryToken {
+  std::string_view name;
+  UnaryParam p[2];
+};
+/// The unary tokens, indexed by Unary.
+#define OAR_FUSED_TOKEN(kind, tok, F, a0, d0, a1, d1)                                                         \
+  OAR_UNARY_IF_FUSABLE(kind, UnaryToken{#tok, {{a0, std::is_same_v<decltype(d0), bool>, float(d0)},           \
+                                                {a1, std::is_same_v<decltype(d1), bool>, float(d1)}}}, )
+inline constexpr UnaryToken unary_tokens[] = {UnaryToken{"neg", {}}, OAR_UNARY_OPS(OAR_FUSED_TOKEN)};
+#undef OAR_FUSED_TOKEN
+
+/// "beta, threshold", or "none".
+inline std::string param_names(const UnaryToken& t) {
+  std::string r;
+  for (const UnaryParam& p : t.p)
+    if (!p.name.empty()) r += (r.empty() ? "" : ", ") + std::string(p.name);
+  return r.empty() ? "none" : r;
+}
+
+/// Reads the attributes `spec` ("beta=2,threshold=10") of unary token `t` into `n.p0`, `n.p1`. Returns "" or
+/// the reason; `where` names the token.
+inline std::string parse_params(const UnaryToken& t, std::string_view spec, const std::string& where, Node& n) {
+  size_t i = 0;
+  while (i <= spec.size()) {
+    size_t j = spec.find(',', i);
+    if (j == std::string_view::npos) j = spec.size();
+    std::string_view item = spec.substr(i, j - i);
+    i = j + 1;
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size())
+      return fmt::format("bad attribute '{}' in {} (want <name>=<value>)", item, where);
+    std::string_view key = item.substr(0, eq);
+    std::string val(item.substr(eq + 1));
+    int k = t.p[0].name == key && !key.empty() ? 0 : t.p[1].name == key && !key.empty() ? 1 : -1;
+    if (k < 0) return fmt::format("unknown attribute '{}' in {} ({} has {})", key, where, t.name, param_names(t));
+    float v;
+    if (t.p[k].is_bool) {
+      if (val != "true" && val != "false") return fmt::format("bad value '{}' of attribute '{}' in {} (want true or false)", val, key, where);
+      v = val == "true" ? 1.f : 0.f;
+    } else {
+      char* end = nullptr;
+      double d = std::strtod(val.c_str(), &end);
+      if (end != val.c_str() + val.size()) return fmt::format("bad value '{}' of attribute '{}' in {} (want a number)", val, key, where);
+      v = float(d);
+    }
+    (k == 0 ? n.p0 : n.p1) = v;
+  }
+  return {};
+}
+
+/// The token applying the fusable unary op `type` with attributes `attrs` (an activation object's): the op
+/// type, then a colon and the attributes that differ from their defaults (`softplus:beta=2`). Returns "" or
+/// why it cannot be one.
+inline std::string unary_token(std::string_view type, const std::map<std::string, Attribute>& attrs, std::string& token) {
+  const UnaryToken* t = nullptr;
+  for (size_t u = 1; u < std::size(unary_tokens); ++u)
+    if (unary_tokens[u].name == type) t = &unary_tokens[u];
+  if (!t) return "convert the expression to an oar::Var first";
+  std::string spec;
+  for (const auto& [key, value] : attrs) {
+    int k = t->p[0].name == key && !key.empty() ? 0 : t->p[1].name == key && !key.empty() ? 1 : -1;
+    if (k < 0) return fmt::format("{} has no attribute '{}' (it has {})", type, key, param_names(*t));
+    std::string text;
+    try {
+      if (t->p[k].is_bool) {
+        bool v = attr_as<bool>(value, key);
+        if (float(v) != t->p[k].dflt) text = v ? "true" : "false";
+      } else {
+        float v = attr_as<float>(value, key);
+        if (v != t->p[k].dflt) text = fmt::format("{}", v);
+      }
+    } catch (const Error& e) {
+      return e.message();
+    }
+    if (!text.empty()) spec += (spec.empty() ? "" : ",") + key + "=" + text;
+  }
+  token = spec.empty() ? std::string(type) : fmt::format("{}:{}", type, spec);
+  return {};
+}
 
 /// Parses a postfix `expr` over `num_inputs` inputs into `out`. Returns "" or the reason (naming the token
 /// and its 0-based position among the tokens). Whitespace runs separate tokens.
@@ -93,10 +185,20 @@ inline std::string parse(std::string_view expr, size_t num_inputs, Program& out)
       n.value = v;
       n.fvalue = float(v);
     } else {
-      auto it = ops.find(tok);
+      size_t colon = tok.find(':');
+      auto it = ops.find(tok.substr(0, colon));
       if (it == ops.end()) return fmt::format("unknown token {}", where());
       n.kind = it->second.first;
       n.code = it->second.second;
+      if (n.kind == Kind::unary) {
+        const UnaryToken& t = unary_tokens[n.code];
+        n.p0 = t.p[0].dflt;
+        n.p1 = t.p[1].dflt;
+        if (colon != std::string_view::npos)
+          if (std::string why = parse_params(t, tok.substr(colon + 1), where(), n); !why.empty()) return why;
+      } else if (colon != std::string_view::npos) {
+        return fmt::format("unknown token {}", where());
+      }
       size_t need = n.kind == Kind::binary ? 2 : 1;
       if (stack.size() < need)
         return fmt::format("stack underflow: {} needs {} value{} but the stack holds {}", where(), need, need == 1 ? "" : "s", stack.size());

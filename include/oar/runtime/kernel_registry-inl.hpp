@@ -2,7 +2,9 @@
 #pragma once
 #include "oar/runtime/kernel_registry.hpp"
 
-#include "kernels/cpu/all.hpp"
+#if OAR_HEADER_ONLY
+#include "kernels/cpu/all.hpp"  // liboar: src/kernels.cpp includes them
+#endif
 #include "oar/ops/op.hpp"
 #include "oar/ops/op_list.hpp"
 

@@ -178,51 +178,125 @@ OAR_FUNC int LayerHelper::replay_body() {
   return sub.idx();
 }
 
-OAR_FUNC Topology Tape::program(const std::vector<Var>& outputs, const Skip& skip) const {
-  OAR_CHECK(!outputs.empty(), "Tape::program needs at least one output");
-  const auto& cs = state_->creations;
+OAR_FUNC void ReplayContext::select(const std::vector<Var>& outputs, const std::set<size_t>& skipped, bool only_needed) {
+  const auto& cs = tape.creations;
+  const size_t n = cs.size();
   auto top = [&](size_t i) {
     while (cs[i].parent >= 0) i = size_t(cs[i].parent);
     return i;
   };
+  std::vector<std::vector<size_t>> children(n);
+  for (size_t i = 0; i < n; ++i)
+    if (cs[i].parent >= 0) children[size_t(cs[i].parent)].push_back(i);
+  // What the outputs need. An owner needs its body, except the body's own Branches: those open like any other.
+  std::vector<bool> needed(n, false);
+  std::vector<size_t> todo;
   size_t last = 0;
-  std::set<int> open;
   for (auto& o : outputs) {
-    if (!owns(o)) throw Error(fmt::format("Tape::program: output {} belongs to another oar::Tape", o.valid() ? o.kind() : std::string("(empty Var)")));
+    todo.push_back(o.index());
     last = std::max(last, top(o.index()));
-    for (size_t i = o.index();; i = size_t(cs[i].parent)) {
-      open.insert(cs[i].branches.begin(), cs[i].branches.end());
-      if (cs[i].parent < 0) break;
-    }
   }
+  while (!todo.empty()) {
+    size_t i = todo.back();
+    todo.pop_back();
+    if (needed[i] || skipped.count(i)) continue;  // using a skipped creation is reported at replay
+    needed[i] = true;
+    for (auto& in : cs[i].inputs) todo.push_back(in.index());
+    if (cs[i].parent >= 0) todo.push_back(size_t(cs[i].parent));
+    for (size_t k : children[i])
+      if (cs[k].branches.size() <= cs[i].branches.size()) todo.push_back(k);
+  }
+  std::set<int> open;
+  for (size_t i = 0; i < n; ++i)
+    if (needed[i]) open.insert(cs[i].branches.begin(), cs[i].branches.end());
+  // `lost`: left out by a Branch, or reading such a creation; what nobody chose goes with it. An owner whose
+  // body reads a lost creation is lost too; its body comes after it, hence the passes.
+  std::vector<bool> lost(n, false), owner_lost(n, false);
+  for (bool again = true; again;) {
+    std::fill(lost.begin(), lost.end(), false);
+    included.assign(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      const Creation& c = cs[i];
+      if (top(i) > last || skipped.count(i)) continue;
+      bool in = !owner_lost[i];
+      for (int b : c.branches) in = in && open.count(b);
+      if (c.parent >= 0) in = in && included[size_t(c.parent)];
+      if (only_needed && c.parent < 0) in = in && needed[i];
+      if (!needed[i])
+        for (auto& v : c.inputs) in = in && !lost[v.index()];
+      included[i] = in;
+      lost[i] = !in;
+    }
+    again = false;
+    for (size_t i = 0; i < n; ++i)
+      if (included[i])
+        for (size_t k : children[i])
+          if (lost[k] && cs[k].branches.size() <= cs[i].branches.size()) again = owner_lost[i] = true;
+  }
+}
+
+OAR_FUNC Topology Tape::program(const std::vector<Var>& outputs, const Skip& skip) const {
+  OAR_CHECK(!outputs.empty(), "Tape::program needs at least one output");
+  for (auto& o : outputs)
+    if (!owns(o)) throw Error(fmt::format("Tape::program: output {} belongs to another oar::Tape", o.valid() ? o.kind() : std::string("(empty Var)")));
   std::set<size_t> skipped;
   for (auto& s : skip.vars) {
     if (!owns(s)) throw Error("oar::skip: a Var belongs to another oar::Tape");
     skipped.insert(s.index());
   }
+  const auto& cs = state_->creations;
   ReplayContext ctx(*state_);
-  ctx.included.assign(cs.size(), false);
-  for (size_t i = 0; i < cs.size(); ++i) {
-    const Creation& c = cs[i];
-    bool in = top(i) <= last && !skipped.count(i);
-    for (int b : c.branches) in = in && open.count(b);
-    if (c.parent >= 0) in = in && ctx.included[size_t(c.parent)];
-    ctx.included[i] = in;
-  }
+  ctx.select(outputs, skipped, false);
   for (size_t i = 0; i < cs.size(); ++i)
     if (cs[i].parent < 0 && ctx.included[i]) ctx.replay(i);
   for (auto& o : outputs) ctx.topo.outputs.push_back(ctx.topo.name_of(o));
-  // Feeds: the data variables some op of the program reads (a data layer nothing uses is not fed).
+  // Feeds: the data variables some op of the program reads (a data layer nothing uses is not fed), with or
+  // without stop_gradient (`.stop_gradient(false)` asks for the gradient of a data input, which is still fed).
   std::set<std::string> read;
   for (size_t b = 0; b < ctx.topo.main.num_blocks(); ++b)
     for (auto* op : ctx.topo.main.block(int(b)).ops())
       for (auto& n : op->input_names()) read.insert(n);
   for (auto* v : ctx.topo.main.global_block().vars())
-    if (v->stop_gradient() && !v->persistable() && !v->writer() && v->kind() == VarKind::lod_tensor && v->origin().what == "data" && read.count(v->name()))
+    if (!v->persistable() && !v->writer() && v->kind() == VarKind::lod_tensor && v->origin().what == "data" && read.count(v->name()))
       ctx.topo.feeds.push_back(v->name());
   ctx.topo.tape = state_.get();
   ctx.topo.param_slot = state_->param_slot;
   return std::move(ctx.topo);
+}
+
+OAR_FUNC detail::VarInfo Var::info() const {
+  detail::TapeState& s = state();
+  if (s.infos_version != s.version) {
+    s.infos.clear();
+    s.infos_version = s.version;
+  }
+  if (auto it = s.infos.find(index_); it != s.infos.end()) return it->second.at(size_t(output_));
+  ReplayContext ctx(s);
+  ctx.select({*this}, {}, true);
+  try {
+    for (size_t i = 0; i < s.creations.size(); ++i)
+      if (s.creations[i].parent < 0 && ctx.included[i]) ctx.replay(i);
+  } catch (Error& e) {
+    e.add_context(fmt::format("while working out the shape and dtype of {} recorded at {}", kind(), origin().str()), origin());
+    throw;
+  }
+  // Every creation replayed here is complete (its inputs and body came with it), so all of them are cached.
+  const Program& p = ctx.topo.main;
+  for (size_t i = 0; i < s.creations.size(); ++i) {
+    if (!ctx.included[i]) continue;
+    std::vector<detail::VarInfo> outs;
+    for (auto& name : ctx.topo.creation_outputs[i]) {
+      const Variable* v = nullptr;
+      for (size_t b = 0; b < p.num_blocks() && !v; ++b) v = p.block(int(b)).find_var(name);
+      OAR_CHECK(v, "{}: output '{}' is in no block of the replayed program", s.creations[i].kind, name);
+      outs.push_back({v->shape(), v->dtype(), v->lod_level()});
+    }
+    s.infos[i] = std::move(outs);
+  }
+  const auto& mine = s.infos[index_];
+  if (mine.size() <= size_t(output_))
+    throw Error(fmt::format("{} has {} output(s) at replay, so it has no output {}", kind(), mine.size(), output_), origin());
+  return mine[size_t(output_)];
 }
 
 OAR_FUNC std::vector<Var> record_layer(std::string kind, std::vector<Var> inputs, ReplayFn replay, std::source_location loc, int num_outputs) {

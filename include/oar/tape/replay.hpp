@@ -22,6 +22,10 @@ struct ReplayContext {
   std::map<std::string, std::string> shared_owner;                 // param name -> recorded line of its first user
 
   explicit ReplayContext(const detail::TapeState& t) : tape(t) { topo.creation_outputs.resize(t.creations.size()); }
+  /// Marks the creations to replay for `outputs`: those they need (through inputs, bodies and owners), then,
+  /// unless `only_needed`, every other top-level creation up to the last output (evaluators) that lies in no
+  /// left-out Branch and reads no left-out creation; `skipped` ones never.
+  void select(const std::vector<Var>& outputs, const std::set<size_t>& skipped, bool only_needed);
   void replay(size_t i);
   /// Replays the creations recorded in `parent`'s body into the main program's current block.
   std::vector<std::string> replay_children(size_t parent);

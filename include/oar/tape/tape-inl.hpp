@@ -38,6 +38,7 @@ OAR_FUNC std::vector<Var> Tape::record(Creation c) {
   for (auto& in : c.inputs) check_input(in, c);
   c.branches = state_->open_branches;
   c.parent = state_->body_stack.empty() ? -1 : state_->body_stack.back();
+  if (c.parent >= 0) ++state_->version;  // a body grows: its owner replays differently
   if (!state_->share_stack.empty()) {
     auto& [id, count] = state_->share_stack.back();
     c.share = {id, count++};

@@ -1,6 +1,7 @@
 // oar/tape/tape.hpp: the Tape. Every layer call records a Creation (kind, inputs, options, the user's line)
 // on the current tape of its thread and returns a Var handle; `tape.program(outputs)` replays the creations
-// up to the last output into a fresh main + startup Program (a Topology).
+// up to the last output into a fresh main + startup Program (a Topology); `var.shape()` replays what one Var
+// depends on into a scratch Program.
 #pragma once
 #include <functional>
 #include <memory>
@@ -57,6 +58,13 @@ template <class N> struct is_expr<Expr<N>> : std::true_type {};
 }  // namespace expr
 
 namespace detail {
+/// What a Var's output variable is (Var::shape / dtype / lod_level).
+struct VarInfo {
+  Shape shape;
+  DType dtype = DType::f32;
+  int lod_level = 0;
+};
+
 struct TapeState {
   std::vector<Creation> creations;
   std::vector<int> open_branches;
@@ -64,6 +72,11 @@ struct TapeState {
   std::vector<int> body_stack;  ///< creations whose bodies are being recorded
   std::vector<std::pair<int, int>> share_stack;  ///< (shared id, creations recorded in this call so far)
   bool alive = true;
+  /// Bumped by every change that can alter an existing creation's replay (options, a body's creations);
+  /// `infos` (creation -> its outputs' VarInfo) holds only while `infos_version` equals it.
+  uint64_t version = 0;
+  uint64_t infos_version = 0;
+  std::map<size_t, std::vector<VarInfo>> infos;
   /// Parameters of the Models built from this tape's programs (api/model.hpp): they share them by name.
   std::shared_ptr<std::weak_ptr<void>> param_slot = std::make_shared<std::weak_ptr<void>>();
 };
@@ -86,6 +99,14 @@ class Var {
   const std::string& kind() const { return creation().kind; }
   const Origin& origin() const { return creation().origin; }
 
+  /// The output's shape (-1 where known only at run time), dtype and lod level as replay gives them, while
+  /// building: the creations this Var depends on are replayed into a scratch program (cached until an
+  /// option changes). A replay error (a shape mismatch upstream, an option the layer does not take) is
+  /// the oar::Error that `tape.program(var)` would raise.
+  Shape shape() const { return info().shape; }
+  DType dtype() const { return info().dtype; }
+  int lod_level() const { return info().lod_level; }
+
   /// Applies `a` to the layer's output (fc, conv2d, ...).
   Var& act(const Activation& a) { opts().act = a; return *this; }
   /// Names the layer's output variable exactly `n` (and prefixes its parameters with it).
@@ -107,7 +128,12 @@ class Var {
   Var(std::shared_ptr<detail::TapeState> s, size_t i, int o) : state_(std::move(s)), index_(i), output_(o) {}
   /// The tape's state; oar::Error when this Var is empty or its tape is gone.
   detail::TapeState& state() const;
-  LayerOptions& opts() { return state().creations[index_].opts; }
+  LayerOptions& opts() {
+    auto& s = state();
+    ++s.version;
+    return s.creations[index_].opts;
+  }
+  detail::VarInfo info() const;
   std::shared_ptr<detail::TapeState> state_;
   size_t index_ = 0;
   int output_ = 0;
@@ -135,7 +161,9 @@ struct Skip {
 };
 template <class... V> Skip skip(const V&... v) { return Skip{{v...}}; }
 
-/// A scope of the tape: creations inside a closed Branch are replayed only when an output lies inside it.
+/// A scope of the tape: the creations inside a closed Branch are replayed only when a chosen output lies
+/// inside it or depends on one of them; a creation outside that nobody chose and that reads a left-out
+/// branch is left out with it.
 class Branch {
  public:
   Branch();
@@ -172,13 +200,20 @@ class Tape {
     state_->body_stack.push_back(int(owner.index()));
     struct Pop {
       detail::TapeState* s;
-      ~Pop() { s->body_stack.pop_back(); }
+      ~Pop() {
+        s->body_stack.pop_back();
+        ++s->version;  // the owner's replay now has its whole body
+      }
     } pop{state_.get()};
     return body();
   }
-  Creation& mutable_creation(const Var& v) { return state_->creations.at(v.index()); }
+  Creation& mutable_creation(const Var& v) {
+    ++state_->version;
+    return state_->creations.at(v.index());
+  }
 
-  /// Replays the creations up to the last of `outputs` into a fresh Topology.
+  /// Replays into a fresh Topology the creations up to the last of `outputs`: those the outputs need (through
+  /// inputs and bodies) and those recorded outside any left-out Branch (evaluators), minus `skip`.
   Topology program(const std::vector<Var>& outputs, const Skip& skip = {}) const;
   Topology program(const Var& output, const Skip& skip = {}) const { return program(std::vector<Var>{output}, skip); }
   Topology program(std::initializer_list<Var> outputs, const Skip& skip = {}) const { return program(std::vector<Var>(outputs), skip); }

@@ -1,0 +1,15 @@
+// src/layers.cpp: part of liboar, the compiled mode's implementation (docs/building.md):
+// the layer functions (their replay and the ops they emit).
+// Each -inl.hpp is compiled in exactly one src/*.cpp (the layering test checks it).
+#include "oar/config.hpp"
+
+#if OAR_HEADER_ONLY
+#error "liboar is built with OAR_LIB defined (CMake's oar target does it)"
+#endif
+
+#include "oar/layers/op_layer-inl.hpp"
+#include "oar/layers/nn-inl.hpp"
+#include "oar/layers/loss-inl.hpp"
+#include "oar/layers/metrics-inl.hpp"
+#include "oar/layers/tensor-inl.hpp"
+#include "oar/layers/control_flow-inl.hpp"
