@@ -32,7 +32,7 @@ struct LayerOptions {
   Activation act;
   std::vector<ParamAttr> params;  ///< per input (one given = used for every input)
   std::optional<ParamAttr> bias;
-  std::map<std::string, Attribute> attrs;  ///< layer-specific options (`.set("stride", 2)`)
+  std::map<std::string, Attribute> attrs;  ///< layer-specific options (the typed setters, e.g. `.stride(2)`, or `.set(key, v)`)
   std::optional<bool> stop_gradient;
 };
 
@@ -116,7 +116,8 @@ class Var {
   Var& params(std::vector<ParamAttr> p) { opts().params = std::move(p); return *this; }
   /// `false` drops the bias; a ParamAttr configures it.
   Var& bias(ParamAttr p) { opts().bias = std::move(p); return *this; }
-  /// A layer-specific option, e.g. `.set("num_flatten_dims", 2)`; a layer that does not take it reports an error.
+  /// A layer-specific option by key (prefer the typed setters, e.g. `fc(x, 4).flatten_dims(2)`); a layer that does
+  /// not take it reports an error.
   template <class V> Var& set(const std::string& key, V v) { opts().attrs[key] = to_attribute(std::move(v)); return *this; }
   Var& stop_gradient(bool s = true) { opts().stop_gradient = s; return *this; }
 
