@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 using namespace oar;
+using test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -42,14 +43,6 @@ std::vector<double> numeric_gradient(const Model& model, const Tensor& x, double
   return g;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 void check_same(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());

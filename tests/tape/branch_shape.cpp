@@ -1,8 +1,10 @@
 // tests/tape/branch_shape.cpp: which creations a replay takes (branches chosen by dependence, skip,
 // evaluators) and a Var's shape, dtype and lod level while building.
 #include "pch.hpp"
+#include "support/op_check.hpp"
 
 using namespace oar;
+using test::error_of;
 
 namespace {
 std::vector<std::string> op_types(const Program& p, int block = 0) {
@@ -17,14 +19,6 @@ std::vector<Shape> weight_shapes(const Topology& t) {
   for (auto* p : t.main.parameters())
     if (p->name().find(".w_") != std::string::npos) out.push_back(p->shape());
   return out;
-}
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 const Ops trunk = {"mul", "elementwise_add", "relu", "mul", "elementwise_add", "relu"};
 const Ops head = {"mul", "elementwise_add", "relu", "mul", "elementwise_add", "softmax"};

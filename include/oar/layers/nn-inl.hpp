@@ -145,6 +145,24 @@ ConvWindow read_conv_window(LayerHelper& h) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// Appends conv op C (conv2d or conv2d_transpose: the same slots and window attributes) of x with filter w,
+/// then the layer's bias on the channel axis and its activation; returns the output's name.
+template <class C>
+std::string append_conv(LayerHelper& h, const Variable& x, const Variable& w, const ConvWindow& win) {
+  Variable& out = h.create_tmp(x.dtype());
+  Operator op{std::string(C::type)};
+  op.set_input(C::input, {x.name()}).set_input(C::filter, {w.name()}).set_output(C::output, {out.name()});
+  op.set_attr(C::strides, win.stride.ints()).set_attr(C::paddings, win.padding.ints());
+  op.set_attr(C::dilations, win.dilation.ints()).set_attr(C::groups, win.groups);
+  h.apply_options(op);
+  h.append_op(std::move(op));
+  return h.append_activation(h.append_bias(out.name(), 1, 2));
+}
+
+}  // namespace detail
+
 OAR_FUNC Conv2dLayer conv2d(const Var& input, int64_t num_filters, Size2 filter_size, std::source_location loc) {
   OAR_CHECK(num_filters > 0 && filter_size.h > 0 && filter_size.w > 0, "conv2d: num_filters and filter_size must be positive, got {} and {{{}, {}}}",
             num_filters, filter_size.h, filter_size.w);
@@ -160,15 +178,7 @@ OAR_FUNC Conv2dLayer conv2d(const Var& input, int64_t num_filters, Size2 filter_
     // He-style: sqrt(2 / fan_in) with fan_in = kh * kw * C.
     double std = std::sqrt(2.0 / double(filter_size.h * filter_size.w * c));
     Variable& w = h.create_parameter(h.param_attr(), Shape{num_filters, c / g, filter_size.h, filter_size.w}, x.dtype(), false, Normal(0, std));
-    Variable& out = h.create_tmp(x.dtype());
-    using C = ops::Conv2d;
-    Operator op{std::string(C::type)};
-    op.set_input(C::input, {x.name()}).set_input(C::filter, {w.name()}).set_output(C::output, {out.name()});
-    op.set_attr(C::strides, win.stride.ints()).set_attr(C::paddings, win.padding.ints());
-    op.set_attr(C::dilations, win.dilation.ints()).set_attr(C::groups, win.groups);
-    h.apply_options(op);
-    h.append_op(std::move(op));
-    return std::vector<std::string>{h.append_activation(h.append_bias(out.name(), 1, 2))};
+    return std::vector<std::string>{detail::append_conv<ops::Conv2d>(h, x, w, win)};
   };
   return Conv2dLayer(record_layer("conv2d", {input}, std::move(replay), loc)[0]);
 }
@@ -185,15 +195,7 @@ OAR_FUNC Conv2dTransposeLayer conv2d_transpose(const Var& input, int64_t num_fil
     if (g <= 0 || num_filters % g != 0)
       throw Error(fmt::format("conv2d_transpose: groups = {} must divide num_filters {}", g, num_filters), h.origin());
     Variable& w = h.create_parameter(h.param_attr(), Shape{c, num_filters / g, filter_size.h, filter_size.w}, x.dtype(), false);
-    Variable& out = h.create_tmp(x.dtype());
-    using C = ops::Conv2dTranspose;
-    Operator op{std::string(C::type)};
-    op.set_input(C::input, {x.name()}).set_input(C::filter, {w.name()}).set_output(C::output, {out.name()});
-    op.set_attr(C::strides, win.stride.ints()).set_attr(C::paddings, win.padding.ints());
-    op.set_attr(C::dilations, win.dilation.ints()).set_attr(C::groups, win.groups);
-    h.apply_options(op);
-    h.append_op(std::move(op));
-    return std::vector<std::string>{h.append_activation(h.append_bias(out.name(), 1, 2))};
+    return std::vector<std::string>{detail::append_conv<ops::Conv2dTranspose>(h, x, w, win)};
   };
   return Conv2dTransposeLayer(record_layer("conv2d_transpose", {input}, std::move(replay), loc)[0]);
 }
