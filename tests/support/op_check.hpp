@@ -275,6 +275,13 @@ class OpTest {
   bool unknown_batch_ = false;
 };
 
+/// The op types of a block, in order.
+inline std::vector<std::string> op_types(const Program& p, int block = 0) {
+  std::vector<std::string> out;
+  for (auto* op : p.block(block).ops()) out.push_back(op->type());
+  return out;
+}
+
 /// The error text of `f()` (which must throw oar::Error), for CHECK(contains(...)).
 template <class F>
 std::string error_of(F&& f) {

@@ -4,14 +4,10 @@
 #include "support/op_check.hpp"
 
 using namespace oar;
+using test::op_types;
 using test::error_of;
 
 namespace {
-std::vector<std::string> op_types(const Program& p, int block = 0) {
-  std::vector<std::string> out;
-  for (auto* op : p.block(block).ops()) out.push_back(op->type());
-  return out;
-}
 using Ops = std::vector<std::string>;
 /// The shapes of the weights (`*.w_*`) in the order they were created.
 std::vector<Shape> weight_shapes(const Topology& t) {

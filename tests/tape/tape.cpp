@@ -1,15 +1,12 @@
 // tests/tape/tape.cpp: the Tape: RAII current tape, recording, replay up to outputs, branches, skip,
 // evaluators, sub-tapes, determinism and errors that name the caller's line.
 #include "pch.hpp"
+#include "support/op_check.hpp"
 
 using namespace oar;
+using test::op_types;
 
 namespace {
-std::vector<std::string> op_types(const Program& p, int block = 0) {
-  std::vector<std::string> out;
-  for (auto* op : p.block(block).ops()) out.push_back(op->type());
-  return out;
-}
 using Ops = std::vector<std::string>;
 }  // namespace
 

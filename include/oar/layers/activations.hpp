@@ -86,11 +86,13 @@ OAR_UNARY_OPS(OAR_ACTIVATION_FN)
 // The `function` rows of OAR_UNARY_OPS: layer functions taking the attributes as arguments.
 /// x^factor
 inline Var pow(const Var& x, double factor, std::source_location loc = std::source_location::current()) {
-  return record_unary_layer("pow", x, {{"factor", float(factor)}}, loc);
+  using P = ops::PowOp;
+  return record_unary_layer(P::type, x, {{std::string(P::param0.name), float(factor)}}, loc);
 }
 /// min(max(x, lo), hi)
 inline Var clip(const Var& x, double lo, double hi, std::source_location loc = std::source_location::current()) {
-  return record_unary_layer("clip", x, {{"min", float(lo)}, {"max", float(hi)}}, loc);
+  using C = ops::ClipOp;
+  return record_unary_layer(C::type, x, {{std::string(C::param0.name), float(lo)}, {std::string(C::param1.name), float(hi)}}, loc);
 }
 
 }  // namespace oar
