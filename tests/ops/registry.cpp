@@ -2,6 +2,7 @@
 // suggest near names, validate_op / add_op refuse bad ops with messages that name the op; the schema dump.
 #include "pch.hpp"
 
+#include <map>
 #include <set>
 
 #include "oar/ir/wire-inl.hpp"  // framework.proto messages through reflection (all inline)
@@ -59,6 +60,31 @@ TEST_CASE("registry: every schema is well formed") {
   // all() without grads holds no derived grad op; with grads it is sorted by type.
   for (const OpDef* d : reg.all()) CHECK_FALSE(d->is_grad);
   for (size_t i = 1; i < all.size(); ++i) CHECK(all[i - 1]->type < all[i]->type);
+}
+
+TEST_CASE("registry: no two slot names share a Slot::hash (kernels find their slots by it)") {
+  std::map<uint64_t, std::string> seen;
+  auto add = [&](const std::string& name) {
+    auto [it, fresh] = seen.emplace(Slot::hash(name), name);
+    CHECK_MESSAGE((fresh || it->second == name), "slots '", name, "' and '", it->second, "' hash alike");
+  };
+  for (const OpDef* d : OpRegistry::instance().all(true)) {
+    for (auto& s : d->inputs) add(s.name);
+    for (auto& s : d->outputs) add(s.name);
+  }
+  CHECK(seen.size() > 50);
+  static_assert(Slot("X").key != Slot("Y").key && Slot("X").key == Slot::hash("X"));
+  // A slot the op does not have is absent, not some other slot.
+  Scope scope;
+  Operator op{std::string(ops::ReluOp::type)};
+  op.set_input(ops::ReluOp::x, {"a"}).set_output(ops::ReluOp::out, {"b"});
+  scope.var("a").tensor() = LoDTensor(Tensor::from<float>({1.f}));
+  CpuContext dev;
+  KernelContext c(op, scope, dev);
+  CHECK(c.has_in(ops::ReluOp::x));
+  CHECK_FALSE(c.has_in(ops::ReluOp::out));
+  CHECK_FALSE(c.has_in(Slot("Y")));
+  CHECK(c.in_name(ops::ReluOp::x) == "a");
 }
 
 TEST_CASE("registry: the ops the tests below rely on are registered") {

@@ -31,44 +31,37 @@ class KernelContext {
   /// The op's attributes as decoded at prepare (`A` is the op's Attrs; the registry guarantees the match).
   template <class A> const A& attrs() const { return *static_cast<const A*>(attrs_); }
 
-  bool has_in(std::string_view slot, size_t i = 0) const { return value(ins_, slot, i) != nullptr; }
-  bool has_out(std::string_view slot, size_t i = 0) const { return value(outs_, slot, i) != nullptr; }
-  size_t num_in(std::string_view slot) const { return count(ins_, slot); }
-  size_t num_out(std::string_view slot) const { return count(outs_, slot); }
-  Value* in_value(std::string_view slot, size_t i = 0) const { return value(ins_, slot, i); }
-  Value* out_value(std::string_view slot, size_t i = 0) const { return value(outs_, slot, i); }
+  bool has_in(Slot slot, size_t i = 0) const { return value(ins_, slot, i) != nullptr; }
+  bool has_out(Slot slot, size_t i = 0) const { return value(outs_, slot, i) != nullptr; }
+  size_t num_in(Slot slot) const { return count(ins_, slot); }
+  size_t num_out(Slot slot) const { return count(outs_, slot); }
+  Value* in_value(Slot slot, size_t i = 0) const { return value(ins_, slot, i); }
+  Value* out_value(Slot slot, size_t i = 0) const { return value(outs_, slot, i); }
 
   /// Input tensor `slot`[i]; an oar::Error naming the op when it is missing or was never written.
-  const LoDTensor& in(std::string_view slot, size_t i = 0) const {
+  const LoDTensor& in(Slot slot, size_t i = 0) const {
     Value* v = value(ins_, slot, i);
-    if (!v) [[unlikely]] fail("input {}[{}] is missing", slot, i);
-    const LoDTensor* tp = v->tensor_if();
-    if (!tp) [[unlikely]] fail("input {} ('{}') holds no tensor", slot, name_of(ins_, slot, i));
-    const LoDTensor& t = *tp;
-    if (!t.initialized()) [[unlikely]] fail("input {} ('{}') has no value yet (never fed or computed)", slot, name_of(ins_, slot, i));
-    if (t.place() != place_) [[unlikely]]
-      fail("input {} ('{}') lives on {}, but the op runs on {} (move the model's variables with the Model's place)", slot, name_of(ins_, slot, i),
-           t.place().str(), place_.str());
-    return t;
+    const LoDTensor* t = v ? v->tensor_if() : nullptr;
+    if (!t || !t->initialized() || t->place() != place_) [[unlikely]] fail_in(slot, i);
+    return *t;
   }
   /// Output tensor `slot`[i], on the kernel's place (resize it before writing).
-  LoDTensor& out(std::string_view slot, size_t i = 0) const {
+  LoDTensor& out(Slot slot, size_t i = 0) const {
     Value* v = value(outs_, slot, i);
-    if (!v) [[unlikely]] fail("output {}[{}] is missing", slot, i);
+    if (!v) [[unlikely]] fail_out(slot, i);
     LoDTensor* tp = v->tensor_if();
     LoDTensor& t = tp ? *tp : v->tensor();  // the first run makes the value a tensor
     t.set_place(place_);
     return t;
   }
-  const std::string& in_name(std::string_view slot, size_t i = 0) const { return name_of(ins_, slot, i); }
-  const std::string& out_name(std::string_view slot, size_t i = 0) const { return name_of(outs_, slot, i); }
+  const std::string& in_name(Slot slot, size_t i = 0) const { return name_of(ins_, slot, i); }
+  const std::string& out_name(Slot slot, size_t i = 0) const { return name_of(outs_, slot, i); }
 
   /// The dtype kernels dispatch on: the first input tensor's (or f32 for ops without tensor inputs).
   DType dtype() const {
-    for (auto& s : ins_)
-      for (auto* v : s.vals)
-        if (v && v->is_tensor() && v->tensor().initialized()) return v->tensor().dtype();
-    return DType::f32;
+    if (first_in_) [[likely]]
+      if (const LoDTensor* t = first_in_->tensor_if(); t && t->initialized()) return t->dtype();
+    return first_initialized_dtype();
   }
 
   /// Calls `f(type_tag<T>{})` for the T in `Ts...` matching `t`; otherwise an oar::Error listing what exists.
@@ -94,23 +87,32 @@ class KernelContext {
 
  private:
   struct Resolved {
+    uint64_t key;  // Slot::hash of the slot's name
     const std::string* slot;
     const std::vector<std::string>* names;
     std::vector<Value*> vals;
   };
   void resolve(const std::vector<SlotArgs>& slots, std::vector<Resolved>& out);
-  static Value* value(const std::vector<Resolved>& v, std::string_view slot, size_t i) {
+  // By hash alone: the registry's slot names hash apart (tested), so an equal key is the same name.
+  static const Resolved* find(const std::vector<Resolved>& v, Slot slot) {
     for (auto& r : v)
-      if (*r.slot == slot) return i < r.vals.size() ? r.vals[i] : nullptr;
+      if (r.key == slot.key) return &r;
     return nullptr;
   }
-  static size_t count(const std::vector<Resolved>& v, std::string_view slot) {
-    for (auto& r : v)
-      if (*r.slot == slot) return r.vals.size();
-    return 0;
+  static Value* value(const std::vector<Resolved>& v, Slot slot, size_t i) {
+    const Resolved* r = find(v, slot);
+    return r && i < r->vals.size() ? r->vals[i] : nullptr;
   }
+  static size_t count(const std::vector<Resolved>& v, Slot slot) {
+    const Resolved* r = find(v, slot);
+    return r ? r->vals.size() : 0;
+  }
+  // The failure paths of in() / out(), out of line so that the lookups inline into every kernel.
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_in(Slot slot, size_t i) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void fail_out(Slot slot, size_t i) const;
+  DType first_initialized_dtype() const;
   /// The variable name of `slot`[i], or "<none>" (error texts).
-  static const std::string& name_of(const std::vector<Resolved>& v, std::string_view slot, size_t i);
+  static const std::string& name_of(const std::vector<Resolved>& v, Slot slot, size_t i);
   // kEmptyVarName lives in ops/op.hpp; repeat the literal to keep runtime free of ops headers here.
   static constexpr const char* kEmptyVarName = "@EMPTY@";
 
@@ -120,6 +122,7 @@ class KernelContext {
   Place place_;
   const void* attrs_;
   std::vector<Resolved> ins_, outs_;
+  Value* first_in_ = nullptr;  // the first input value: where dtype() looks first
 };
 
 }  // namespace oar

@@ -84,7 +84,7 @@ class Tensor {
     return resize(shape, dtype);
   }
   /// The same on the tensor's place.
-  Tensor& resize(const Shape& shape, DType dtype) {
+  [[gnu::always_inline]] Tensor& resize(const Shape& shape, DType dtype) {
     reserve(shape, dtype, place_);
     if (shape_ != shape) shape_ = shape;  // copy-assign keeps shape_'s buffer: no allocation in steady state
     dtype_ = dtype;
@@ -113,7 +113,7 @@ class Tensor {
   void* raw() const { return storage_ ? static_cast<char*>(storage_->data()) + offset_ : nullptr; }
   /// Typed pointer; oar::Error when T is not the tensor's dtype.
   template <class T>
-  T* data() const {
+  [[gnu::always_inline]] T* data() const {
     if (dtype_of<T> != dtype_) [[unlikely]] fail_dtype(dtype_, dtype_of<T>);
     return static_cast<T*>(raw());
   }
@@ -141,9 +141,10 @@ class Tensor {
 
  private:
   /// Makes the storage hold `shape` x `dtype` on `place`, reusing it when it is ours alone and large enough.
-  void reserve(const Shape& shape, DType dtype, Place place) {
-    if (!shape.known()) [[unlikely]] fail_unknown_shape(shape);
-    size_t need = size_t(shape.numel()) * size_of(dtype);
+  [[gnu::always_inline]] void reserve(const Shape& shape, DType dtype, Place place) {
+    const int64_t n = shape.numel();  // -1 when a dim is unknown
+    if (n < 0) [[unlikely]] fail_unknown_shape(shape);
+    size_t need = size_t(n) * size_of(dtype);
     bool reuse = storage_ && storage_.use_count() == 1 && storage_->place() == place && offset_ + need <= storage_->bytes();
     if (!reuse) reallocate(need, place);
   }
@@ -173,9 +174,8 @@ class LoDTensor : public Tensor {
   const LoD& lod() const { return lod_; }
   /// Sets the LoD, checking it against the tensor's rows.
   void set_lod(const LoD& lod) {
-    if (lod.empty() && lod_.empty()) return;  // the common case: no sequences, nothing to copy
-    check_lod(lod);
-    lod_ = lod;
+    if (lod.empty() && lod_.empty()) [[likely]] return;  // the common case: no sequences, nothing to copy
+    assign_lod(lod);
   }
   void set_lod(LoD&& lod) {
     check_lod(lod);
@@ -186,6 +186,10 @@ class LoDTensor : public Tensor {
 
  private:
   void check_lod(const LoD& lod) const;
+  void assign_lod(const LoD& lod) {
+    check_lod(lod);
+    lod_ = lod;
+  }
   LoD lod_;
 };
 

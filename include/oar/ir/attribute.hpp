@@ -51,6 +51,20 @@ template <> struct attr_traits<std::vector<int64_t>> { static constexpr AttrType
 /// so that every use of a slot is checked by the compiler instead of being a string literal.
 struct Slot {
   std::string_view name;
+  /// A 64-bit FNV-1a hash of the name, computed by the compiler for the `static constexpr` slots: kernels find
+  /// a slot among their op's resolved ones by this number, not by comparing strings on every run (a test
+  /// checks that no two slot names of the registry share it).
+  uint64_t key = hash("");
+
+  static constexpr uint64_t hash(std::string_view s) {
+    uint64_t h = 14695981039346656037ull;
+    for (char ch : s) h = (h ^ uint64_t(uint8_t(ch))) * 1099511628211ull;
+    return h;
+  }
+  constexpr Slot() = default;
+  constexpr Slot(std::string_view n) : name(n), key(hash(n)) {}
+  constexpr Slot(const char* n) : Slot(std::string_view(n)) {}
+  Slot(const std::string& n) : Slot(std::string_view(n)) {}
   constexpr operator std::string_view() const { return name; }
   operator std::string() const { return std::string(name); }
   friend constexpr bool operator==(Slot a, Slot b) { return a.name == b.name; }
