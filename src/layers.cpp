@@ -13,3 +13,5 @@
 #include "oar/layers/metrics-inl.hpp"
 #include "oar/layers/tensor-inl.hpp"
 #include "oar/layers/control_flow-inl.hpp"
+#include "oar/layers/sequence-inl.hpp"
+#include "oar/layers/sequence_shape-inl.hpp"

@@ -91,7 +91,16 @@ OAR_FUNC void GradientMachine::forward_backward(const FeedMap& feeds, std::vecto
   ran_ = false;
   const uint64_t rng = exe_.device().counter();
   exe_.run(*prepared_, model_->scope(), feeds, fetch_, out);
-  last_feeds_ = feeds;  // shares the tensors; the map's nodes are reused when the feed names repeat
+  // Shares the tensors. When the feed names repeat, value by value: the map's own assignment rebuilds each
+  // value in its reused node, copying a fed LoD into new vectors on every step; assigning reuses them.
+  const bool same_names = std::equal(last_feeds_.begin(), last_feeds_.end(), feeds.begin(), feeds.end(),
+                                     [](const auto& a, const auto& b) { return a.first == b.first; });
+  if (same_names) {
+    auto src = feeds.begin();
+    for (auto& kv : last_feeds_) kv.second = (src++)->second;
+  } else {
+    last_feeds_ = feeds;
+  }
   last_rng_ = rng;
   ran_ = true;
   ran_plan_ = plan_;

@@ -4,6 +4,8 @@
 
 #include <type_traits>
 
+#include <fmt/ranges.h>
+
 #include "oar/device/cuda.hpp"
 
 namespace oar {
@@ -84,6 +86,109 @@ OAR_FUNC std::string lod_error(const LoD& lod, int64_t rows) {
     if (lv.back() != next) return fmt::format("level {} ends at {} but {} {} follow", l, lv.back(), next, l + 1 < lod.size() ? "entries" : "rows");
   }
   return {};
+}
+
+OAR_FUNC LoD lod_from_lengths(const Lengths& lengths) {
+  LoD lod;
+  lod.reserve(lengths.size());
+  for (auto& level : lengths) {
+    std::vector<size_t> offs(level.size() + 1, 0);
+    for (size_t i = 0; i < level.size(); ++i) offs[i + 1] = offs[i] + level[i];
+    lod.push_back(std::move(offs));
+  }
+  return lod;
+}
+
+OAR_FUNC Lengths lod_lengths(const LoD& lod) {
+  Lengths out;
+  out.reserve(lod.size());
+  for (auto& level : lod) {
+    std::vector<size_t> lens;
+    for (size_t i = 1; i < level.size(); ++i) lens.push_back(level[i] - level[i - 1]);
+    out.push_back(std::move(lens));
+  }
+  return out;
+}
+
+OAR_FUNC LoDTensor LoDTensor::sequence(size_t i) const {
+  OAR_CHECK(i < num_sequences(), "sequence {} of a LoDTensor with {} sequences", i, num_sequences());
+  // Follow entry range [lo, hi) of level 0 down the levels; each lower level keeps its part, rebased.
+  size_t lo = i, hi = i + 1;
+  LoD sub;
+  for (auto& level : lod_) {
+    std::vector<size_t> part(level.begin() + std::ptrdiff_t(lo), level.begin() + std::ptrdiff_t(hi) + 1);
+    for (auto& o : part) o -= level[lo];
+    sub.push_back(std::move(part));
+    lo = level[lo];
+    hi = level[hi];
+  }
+  return LoDTensor(slice(int64_t(lo), int64_t(hi)), std::move(sub));
+}
+
+namespace detail {
+
+inline std::string format_value(const Tensor& t, int64_t i) {
+  double v = t.get(i);
+  if (is_integer(t.dtype()) || t.dtype() == DType::boolean) return fmt::format("{}", int64_t(v));
+  return fmt::format("{:.6g}", v);
+}
+
+/// Rows [lo, hi) of dim `d` of `t` starting at flat `base`, nested; `budget` counts the values still shown.
+inline void format_rows(std::string& s, const Tensor& t, int d, int64_t base, int64_t lo, int64_t hi, int indent, int64_t& budget) {
+  const int64_t inner = t.shape().numel(d + 1, t.rank());
+  s += '[';
+  for (int64_t r = lo; r < hi; ++r) {
+    if (r > lo) s += d + 1 == t.rank() ? ", " : ",\n" + std::string(size_t(indent + 1), ' ');
+    if (budget <= 0) {
+      s += "...";
+      break;
+    }
+    if (d + 1 == t.rank()) {
+      s += format_value(t, base + r);
+      --budget;
+    } else {
+      format_rows(s, t, d + 1, base + r * inner, 0, t.dim(d + 1), indent + 1, budget);
+    }
+  }
+  s += ']';
+}
+
+inline std::string format_lod_levels(const std::vector<std::vector<size_t>>& levels) {
+  std::string s = "[";
+  for (size_t l = 0; l < levels.size(); ++l) s += fmt::format("{}[{}]", l ? ", " : "", fmt::join(levels[l], ", "));
+  return s + "]";
+}
+
+}  // namespace detail
+
+OAR_FUNC std::string to_string(const Tensor& t, int64_t max_values) {
+  if (!t.initialized()) return fmt::format("{}{} (no value)", name(t.dtype()), t.shape().str());
+  std::string s = fmt::format("{}{} {}\n", name(t.dtype()), t.shape().str(), t.place().str());
+  if (!t.place().is_cpu()) return s + to_string(t.to(cpu()), max_values).substr(s.size());
+  int64_t budget = max_values;
+  if (t.rank() == 0) s += detail::format_value(t, 0);
+  else detail::format_rows(s, t, 0, 0, 0, t.dim(0), 0, budget);
+  return s;
+}
+
+OAR_FUNC std::string to_string(const LoDTensor& t, int64_t max_values) {
+  if (t.lod().empty() || !t.initialized()) return to_string(static_cast<const Tensor&>(t), max_values);
+  if (!t.place().is_cpu()) return to_string(LoDTensor(t.to(cpu()), t.lod()), max_values);
+  std::string s = fmt::format("{}{} {} lod {} lengths {}\n", name(t.dtype()), t.shape().str(), t.place().str(), detail::format_lod_levels(t.lod()),
+                              detail::format_lod_levels(t.lengths()));
+  const auto& rows = t.lod().back();
+  int64_t budget = max_values;
+  for (size_t q = 0; q + 1 < rows.size(); ++q) {
+    if (budget <= 0) {
+      s += fmt::format("... ({} more sequences)\n", rows.size() - 1 - q);
+      break;
+    }
+    s += fmt::format("seq {} (rows {}..{}): ", q, rows[q], rows[q + 1]);
+    if (rows[q] == rows[q + 1]) s += "[]";
+    else detail::format_rows(s, t, 0, 0, int64_t(rows[q]), int64_t(rows[q + 1]), 2, budget);
+    s += '\n';
+  }
+  return s;
 }
 
 OAR_FUNC void LoDTensor::check_lod(const LoD& lod) const {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstring>
 #include <memory>
+#include <ostream>
 #include <span>
 #include <string>
 #include <vector>
@@ -166,12 +167,30 @@ using LoD = std::vector<std::vector<size_t>>;
 /// and that the last level ends at `rows`. Returns "" or the reason.
 std::string lod_error(const LoD& lod, int64_t rows);
 
-/// A tensor with sequence structure (LoD) over its first dimension.
+/// Sequence lengths per level, the other spelling of a LoD: {{3, 1, 2}} is the LoD {{0, 3, 4, 6}}.
+using Lengths = std::vector<std::vector<size_t>>;
+/// Offsets from lengths, level by level.
+LoD lod_from_lengths(const Lengths& lengths);
+/// Lengths from offsets, level by level.
+Lengths lod_lengths(const LoD& lod);
+
+/// A tensor with sequence structure (LoD) over its first dimension: 3 sentences of 3, 1 and 2 words as
+/// rows [6, dim] with the LoD {{0, 3, 4, 6}}. Level i indexes the entries of level i + 1; the last level
+/// indexes rows.
 class LoDTensor : public Tensor {
  public:
   LoDTensor() = default;
   LoDTensor(Tensor t, LoD lod = {}) : Tensor(std::move(t)) { set_lod(std::move(lod)); }
+  /// `t` with the LoD whose sequence lengths are `lengths` (checked against t's rows).
+  static LoDTensor from_lengths(Tensor t, const Lengths& lengths) { return LoDTensor(std::move(t), lod_from_lengths(lengths)); }
   const LoD& lod() const { return lod_; }
+  /// The LoD as lengths per level.
+  Lengths lengths() const { return lod_lengths(lod_); }
+  /// Sequences of the top level (0 without LoD).
+  size_t num_sequences() const { return lod_.empty() ? 0 : lod_[0].size() - 1; }
+  /// Top-level sequence `i` as a LoDTensor of its own (a view of its rows, no copy), its lower levels
+  /// rebased to start at 0: what a reader hands out as one item.
+  LoDTensor sequence(size_t i) const;
   /// Sets the LoD, checking it against the tensor's rows.
   void set_lod(const LoD& lod) {
     if (lod.empty() && lod_.empty()) [[likely]] return;  // the common case: no sequences, nothing to copy
@@ -192,6 +211,15 @@ class LoDTensor : public Tensor {
   }
   LoD lod_;
 };
+
+/// A tensor as text: its type and place, then its values nested by dimension as numpy prints them, at most
+/// `max_values` of them (the rest elided with "..."): `f32[2, 3] cpu\n[[1, 2, 3],\n [4, 5, 6]]`.
+std::string to_string(const Tensor& t, int64_t max_values = 64);
+/// The same with the LoD: its offsets and lengths per level, then the rows sequence by sequence of the last
+/// level (`seq 1 (rows 3..4):`), so that a ragged batch reads as the sequences it holds.
+std::string to_string(const LoDTensor& t, int64_t max_values = 64);
+inline std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << to_string(t); }
+inline std::ostream& operator<<(std::ostream& os, const LoDTensor& t) { return os << to_string(t); }
 
 /// Sparse rows of a [height, ...] tensor: value[i] is row rows[i]. Rows may repeat (they add up).
 struct SelectedRows {

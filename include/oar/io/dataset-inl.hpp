@@ -320,26 +320,67 @@ std::shared_ptr<S> make_transform(const std::shared_ptr<const ReaderSource>& up,
 
 }  // namespace detail
 
+namespace detail {
+
+/// Field j of every sample joined along the rows, their LoD levels joined (offsets of each item shifted by
+/// the entries before it).
+inline LoDTensor join_sequences(const std::vector<Sample>& samples, size_t j) {
+  const LoDTensor& first = samples[0][j];
+  const size_t levels = first.lod().size();
+  int64_t rows = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const LoDTensor& x = samples[i][j];
+    OAR_CHECK(x.initialized() && x.rank() >= 1 && x.dtype() == first.dtype() && x.lod().size() == levels &&
+                  x.shape().slice(1, x.rank()) == first.shape().slice(1, first.rank()),
+              "batch: field {} of sample {} is {} {} with {} LoD level(s), but sample 0 has {} {} with {} (a sequence field may differ only in its "
+              "first dim)",
+              j, i, x.initialized() ? name(x.dtype()) : "empty", x.shape().str(), x.lod().size(), name(first.dtype()), first.shape().str(), levels);
+    OAR_CHECK(x.place().is_cpu(), "batch: field {} of sample {} is on {}, not the CPU", j, i, x.place().str());
+    rows += x.dim(0);
+  }
+  Shape shape = first.shape();
+  shape[0] = rows;
+  Tensor t(shape, first.dtype());
+  LoD lod(levels, std::vector<size_t>{0});
+  auto* dst = static_cast<char*>(t.raw());
+  for (const Sample& s : samples) {
+    const LoDTensor& x = s[j];
+    if (x.bytes()) std::memcpy(dst, x.raw(), x.bytes());
+    dst += x.bytes();
+    for (size_t l = 0; l < levels; ++l) {
+      const size_t base = lod[l].back();
+      for (size_t k = 1; k < x.lod()[l].size(); ++k) lod[l].push_back(base + x.lod()[l][k]);
+    }
+  }
+  return LoDTensor(std::move(t), std::move(lod));
+}
+
+}  // namespace detail
+
 OAR_FUNC Batch stack_samples(const std::vector<Sample>& samples) {
   OAR_CHECK(!samples.empty(), "batch: no samples to stack");
   const size_t fields = samples[0].size();
   const int64_t n = int64_t(samples.size());
+  for (size_t i = 0; i < samples.size(); ++i)
+    OAR_CHECK(samples[i].size() == fields, "batch: sample {} has {} fields, sample 0 has {}", i, samples[i].size(), fields);
   Batch out(fields);
   for (size_t j = 0; j < fields; ++j) {
-    const Tensor& first = samples[0][j];
+    const LoDTensor& first = samples[0][j];
     OAR_CHECK(first.initialized(), "batch: field {} of sample 0 is an empty tensor", j);
+    if (!first.lod().empty()) {
+      out[j] = detail::join_sequences(samples, j);
+      continue;
+    }
     Shape shape = first.shape();
     shape.insert(0, n);
     Tensor t(shape, first.dtype());
     const size_t row = first.bytes();
     auto* dst = static_cast<char*>(t.raw());
     for (int64_t i = 0; i < n; ++i) {
-      const Sample& s = samples[size_t(i)];
-      OAR_CHECK(s.size() == fields, "batch: sample {} has {} fields, sample 0 has {}", i, s.size(), fields);
-      const Tensor& x = s[j];
-      OAR_CHECK(x.initialized() && x.shape() == first.shape() && x.dtype() == first.dtype(),
-                "batch: field {} of sample {} is {} {}, but sample 0 has {} {}", j, i, x.initialized() ? name(x.dtype()) : "empty",
-                x.shape().str(), name(first.dtype()), first.shape().str());
+      const LoDTensor& x = samples[size_t(i)][j];
+      OAR_CHECK(x.initialized() && x.shape() == first.shape() && x.dtype() == first.dtype() && x.lod().empty(),
+                "batch: field {} of sample {} is {} {}{}, but sample 0 has {} {}", j, i, x.initialized() ? name(x.dtype()) : "empty",
+                x.shape().str(), x.lod().empty() ? "" : " with a LoD", name(first.dtype()), first.shape().str());
       OAR_CHECK(x.place().is_cpu(), "batch: field {} of sample {} is on {}, not the CPU", j, i, x.place().str());
       if (row) std::memcpy(dst + size_t(i) * row, x.raw(), row);
     }
@@ -381,20 +422,25 @@ OAR_FUNC Reader Reader::from_samples(std::vector<Sample> samples) {
   return from_indexed(n, [data](int64_t i) { return (*data)[size_t(i)]; });
 }
 
-OAR_FUNC Reader Reader::from_tensors(std::vector<Tensor> fields) {
+OAR_FUNC Reader Reader::from_tensors(std::vector<LoDTensor> fields) {
   OAR_CHECK(!fields.empty(), "Reader::from_tensors: no fields");
   int64_t n = -1;
   for (size_t j = 0; j < fields.size(); ++j) {
-    OAR_CHECK(fields[j].initialized() && fields[j].rank() >= 1, "Reader::from_tensors: field {} must be a tensor of rank >= 1, got {}", j,
-              fields[j].shape().str());
-    OAR_CHECK(n < 0 || fields[j].dim(0) == n, "Reader::from_tensors: field {} has {} rows, field 0 has {}", j, fields[j].dim(0), n);
-    n = fields[j].dim(0);
+    const LoDTensor& f = fields[j];
+    OAR_CHECK(f.initialized() && f.rank() >= 1, "Reader::from_tensors: field {} must be a tensor of rank >= 1, got {}", j, f.shape().str());
+    const int64_t items = f.lod().empty() ? f.dim(0) : int64_t(f.num_sequences());
+    OAR_CHECK(n < 0 || items == n, "Reader::from_tensors: field {} has {} {}, field 0 has {}", j, items, f.lod().empty() ? "rows" : "sequences", n);
+    n = items;
   }
-  auto data = std::make_shared<const std::vector<Tensor>>(std::move(fields));
+  auto data = std::make_shared<const std::vector<LoDTensor>>(std::move(fields));
   return from_indexed(n, [data](int64_t i) {
     Sample s;
     s.reserve(data->size());
-    for (const Tensor& f : *data) {
+    for (const LoDTensor& f : *data) {
+      if (!f.lod().empty()) {
+        s.push_back(f.sequence(size_t(i)));
+        continue;
+      }
       Shape row = f.shape().slice(1, f.rank());
       s.push_back(f.slice(i, i + 1).view(row));
     }

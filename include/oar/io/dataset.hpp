@@ -14,10 +14,13 @@
 
 namespace oar::io {
 
-/// One example: one tensor per field, e.g. {image f32 [784], label i64 [1]}.
-using Sample = std::vector<Tensor>;
-/// A mini-batch: each field stacked along a new first dim, e.g. {image f32 [n, 784], label i64 [n, 1]}.
-using Batch = std::vector<Tensor>;
+/// One example: one tensor per field, e.g. {image f32 [784], label i64 [1]}. A field that is a sequence is a
+/// LoDTensor of its rows with one LoD level ({words i64 [7, 1] lod [[0, 7]]}).
+using Sample = std::vector<LoDTensor>;
+/// A mini-batch: each plain field stacked along a new first dim, e.g. {image f32 [n, 784], label i64 [n, 1]};
+/// each sequence field joined along its rows with the LoD that keeps the sequences apart (no padding):
+/// {words i64 [7 + 3 + ..., 1] lod [[0, 7, 10, ...]]}.
+using Batch = std::vector<LoDTensor>;
 
 /// Where a reader stands: the epoch it is in and how many items of that epoch it has handed out.
 struct ReaderState {
@@ -79,8 +82,12 @@ class Reader {
   ///   auto r = Reader::from_samples({{Tensor::from({1.f, 2.f}), Tensor::from<int64_t>({0})}});
   static Reader from_samples(std::vector<Sample> samples);
   /// A reader whose item i is row i of every field: fields [N, ...] -> samples {field_0[i], ...} of shapes
-  /// [...] (views, no copy). x [N, 13], y [N, 1] -> samples {x [13], y [1]}.
-  static Reader from_tensors(std::vector<Tensor> fields);
+  /// [...] (views, no copy). x [N, 13], y [N, 1] -> samples {x [13], y [1]}. A field with a LoD gives its
+  /// top-level sequence i instead (LoDTensor::sequence: its rows, one LoD level more than it has below):
+  ///   auto words = oar::LoDTensor::from_lengths(ids, {{7, 3, 12}});   // ids i64 [22, 1]: 3 sentences
+  ///   auto r = Reader::from_tensors({words, labels}).batch(2);         // labels i64 [3, 1]
+  /// yields {words [10, 1] lod [[0, 7, 10]], labels [2, 1]}, then {words [12, 1] lod [[0, 12]], labels [1, 1]}.
+  static Reader from_tensors(std::vector<LoDTensor> fields);
   /// A reader over `size` items made on demand by `get(i)` (a random-access dataset).
   static Reader from_indexed(int64_t size, std::function<Sample(int64_t)> get);
   /// A reader from a creator, like Paddle's: `creator(epoch)` returns a generator that yields the items of
@@ -94,7 +101,10 @@ class Reader {
   /// fixed seed too: pass another to get another order).
   Reader shuffle(int64_t buffer, uint64_t seed = 0) const;
   /// Groups `n` consecutive items and stacks each field: field [d...] -> [n, d...] (a scalar field -> [n]).
-  /// The last batch holds the rest (fewer than n) unless `drop_last`. Fields must agree in shape and dtype.
+  /// A field with a LoD (a sequence) is joined instead: rows concatenated, the items' LoD levels joined
+  /// (sequences of lengths 7 and 3 -> rows [10, ...], LoD [[0, 7, 10]]), so ragged batches need no padding.
+  /// The last batch holds the rest (fewer than n) unless `drop_last`. Fields must agree in dtype, in shape
+  /// (a sequence field: in all dims but the first) and in LoD levels.
   Reader batch(int64_t n, bool drop_last = false) const;
   /// Applies `f` to every item. `f` must be a pure function of its item: skipping (on restore) does not call it.
   /// Items may share storage with the source (from_samples, from_tensors): an `f` that writes must clone first.
@@ -160,8 +170,9 @@ class Reader {
   std::unique_ptr<detail::ReaderIter> live_;  ///< the open pass, at (epoch_, position_)
 };
 
-/// Stacks samples field by field: n samples with field j of shape [d...] -> tensor [n, d...].
-/// oar::Error when a field's shape or dtype differs between samples, or the samples have different field counts.
+/// Stacks samples field by field: n samples with field j of shape [d...] -> tensor [n, d...]; a field with a
+/// LoD is joined along its rows with the joined LoD (Reader::batch). oar::Error when a field's shape, dtype or
+/// LoD levels differ between samples, or the samples have different field counts.
 Batch stack_samples(const std::vector<Sample>& samples);
 
 }  // namespace oar::io

@@ -10,10 +10,13 @@
 #include "oar/ops/list_tensor.hpp"
 #include "oar/ops/list_optim.hpp"
 #include "oar/ops/list_control.hpp"
+#include "oar/ops/list_sequence.hpp"
+#include "oar/ops/list_sequence_shape.hpp"
 #include "oar/ops/mul.hpp"
 
 namespace oar {
 
-using AllOps = op_list_concat<op_list<ops::Feed, ops::Fetch, ops::Mul, ops::ConditionalBlock, ops::LrSchedule>, UnaryOps, MathOps, NnOps, TensorOps, OptimOps, ControlOps>::type;
+using AllOps = op_list_concat<op_list<ops::Feed, ops::Fetch, ops::Mul, ops::ConditionalBlock, ops::LrSchedule>, UnaryOps, MathOps, NnOps, TensorOps, OptimOps, ControlOps,
+                                SequenceOps, SequenceShapeOps>::type;
 
 }  // namespace oar

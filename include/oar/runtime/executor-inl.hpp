@@ -226,6 +226,12 @@ OAR_FUNC void Executor::check_feed(const Variable& v, const LoDTensor& t) {
     throw Error(fmt::format("feed '{}': expected {} {}, got {}", v.name(), oar::name(v.dtype()), v.shape().str(),
                             t.initialized() ? fmt::format("{} {}", oar::name(t.dtype()), t.shape().str()) : std::string("an empty tensor")),
                 v.origin());
+  if (t.lod_level() != v.lod_level())
+    throw Error(v.lod_level() == 0 ? fmt::format("feed '{}': the tensor has {} LoD level(s) but the variable has none (declare it with .lod_level({}))",
+                                                 v.name(), t.lod_level(), t.lod_level())
+                                   : fmt::format("feed '{}': the variable has lod_level {}, the tensor {} LoD level(s){}", v.name(), v.lod_level(),
+                                                 t.lod_level(), t.lod_level() == 0 ? " (feed a LoDTensor with its sequence offsets or lengths)" : ""),
+                v.origin());
   if (!t.lod().empty()) {
     std::string why = lod_error(t.lod(), t.dim(0));
     if (!why.empty()) throw Error(fmt::format("feed '{}': invalid LoD: {}", v.name(), why), v.origin());

@@ -119,7 +119,8 @@ class Executor {
   /// Runs `program` with feeds and fetches; the preparation is cached per program object and its size.
   std::vector<LoDTensor> run(const Program& program, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch);
 
-  /// Checks a fed tensor against the variable: dtype, rank, every known dim, and its LoD.
+  /// Checks a fed tensor against the variable: dtype, rank, every known dim, its LoD levels against the
+  /// variable's lod_level, and the LoD itself (starts at 0, never decreases, ends at the rows).
   static void check_feed(const Variable& v, const LoDTensor& t);
 
  private:

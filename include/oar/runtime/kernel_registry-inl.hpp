@@ -53,6 +53,14 @@ OAR_FUNC KernelRegistry::KernelRegistry() {
     else if constexpr (requires(KernelContext& c) { Op::eval_cpu(c); }) fwd.cpu = &Op::eval_cpu;
     if constexpr (requires(KernelContext& c, const A& a) { Op::eval_grad_cpu(c, a); }) grad.cpu = &detail::run_grad_cpu<Op>;
     else if constexpr (requires(KernelContext& c) { Op::eval_grad_cpu(c); }) grad.cpu = &Op::eval_grad_cpu;
+    // NOTE: a kernel declared with another parameter type (NoAttrs for an op that has Attrs) would match
+    // neither form above and be left out without a word, to fail only when a program runs.
+    static_assert(!requires { &Op::eval_cpu; } || requires(KernelContext& c, const A& a) { Op::eval_cpu(c, a); } ||
+                      requires(KernelContext& c) { Op::eval_cpu(c); },
+                  "eval_cpu must take (KernelContext&, const Op::Attrs&), or const NoAttrs& for an op without Attrs");
+    static_assert(!requires { &Op::eval_grad_cpu; } || requires(KernelContext& c, const A& a) { Op::eval_grad_cpu(c, a); } ||
+                      requires(KernelContext& c) { Op::eval_grad_cpu(c); },
+                  "eval_grad_cpu must take (KernelContext&, const Op::Attrs&), or const NoAttrs& for an op without Attrs");
 #if OAR_WITH_CUDA
     if constexpr (requires(KernelContext& c, const A& a) { Op::eval_cuda(c, a); }) fwd.cuda = &detail::run_cuda<Op>;
     if constexpr (requires(KernelContext& c, const A& a) { Op::eval_grad_cuda(c, a); }) grad.cuda = &detail::run_grad_cuda<Op>;

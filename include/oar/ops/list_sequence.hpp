@@ -1,0 +1,15 @@
+// oar/ops/list_sequence.hpp: the op list of the sequence ops over LoD tensors: sequence_pool, sequence_softmax, sequence_expand, sequence_concat, lod_reset, sequence_mask (joined in ops/op_list.hpp).
+#pragma once
+#include "oar/ops/lod_reset.hpp"
+#include "oar/ops/op.hpp"
+#include "oar/ops/sequence_concat.hpp"
+#include "oar/ops/sequence_expand.hpp"
+#include "oar/ops/sequence_mask.hpp"
+#include "oar/ops/sequence_pool.hpp"
+#include "oar/ops/sequence_softmax.hpp"
+
+namespace oar {
+
+using SequenceOps = op_list<ops::SequencePool, ops::SequenceSoftmax, ops::SequenceExpand, ops::SequenceConcat, ops::LoDReset, ops::SequenceMask>;
+
+}  // namespace oar

@@ -1,0 +1,131 @@
+// kernels/cpu/sequence_conv.hpp: sequence_conv and its grad on the CPU: the windows of every row gathered into
+// a [N, length * D] column matrix (zeros outside the row's sequence), then one GEMM with the filter. Also the
+// LoD checks the sequence_shape kernels share (seq_shape::last_level).
+#pragma once
+#include <algorithm>
+#include <span>
+
+#include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/im2col.hpp"  // thread_scratch
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
+#include "oar/ops/sequence_conv.hpp"
+
+namespace oar::cpu_kernels::seq_shape {
+
+/// The offsets of the last LoD level of input `t` (sequence i is rows [o[i], o[i+1])), after checking that `t`
+/// has LoD (exactly `levels` levels when levels > 0), that the LoD is well formed and that it covers t's rows.
+inline std::span<const size_t> last_level(const KernelContext& c, const LoDTensor& t, Slot slot, int levels = 0) {
+  const LoD& lod = t.lod();
+  c.check(!lod.empty(), "{} ('{}') has no LoD: it must be a batch of sequences (a LoD tensor), got a plain tensor {}", slot.name, c.in_name(slot),
+          t.shape());
+  c.check(levels <= 0 || int(lod.size()) == levels, "{} must have {} LoD level(s), got {}", slot.name, levels, lod.size());
+  const int64_t rows = t.rank() > 0 ? t.dim(0) : 0;
+  if (const std::string why = lod_error(lod, rows); !why.empty()) [[unlikely]]
+    c.fail("{} has a bad LoD for its {} rows: {}", slot.name, rows, why);
+  return {lod.back().data(), lod.back().size()};
+}
+
+/// The sequence of `offs` that holds row r (offs as last_level gives; empty sequences are skipped).
+inline size_t sequence_of(std::span<const size_t> offs, int64_t r) {
+  return size_t(std::upper_bound(offs.begin(), offs.end(), size_t(r)) - offs.begin()) - 1;
+}
+
+/// Rows of [N, width] matrices per parallel_for chunk: about 16K elements.
+inline int64_t row_grain(int64_t width) { return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(width, 1)); }
+
+/// col[r] = [x[r + start], ..., x[r + start + len - 1]] with zeros for rows outside r's sequence.
+/// x: [N, D], col: [N, len * D]. requires: col does not alias x.
+template <class T>
+void context_columns(const T* x, std::span<const size_t> offs, int64_t n, int64_t d, int start, int len, T* col) {
+  const int64_t w = int64_t(len) * d;
+  parallel_for(0, n, row_grain(w), [&](int64_t lo, int64_t hi) {
+    size_t s = sequence_of(offs, lo);
+    for (int64_t r = lo; r < hi; ++r) {
+      while (int64_t(offs[s + 1]) <= r) ++s;
+      const int64_t b = int64_t(offs[s]), e = int64_t(offs[s + 1]);
+      T* dst = col + r * w;
+      for (int j = 0; j < len; ++j) {
+        const int64_t src = r + start + j;
+        if (src >= b && src < e) std::copy_n(x + src * d, d, dst + j * d);
+        else std::fill_n(dst + j * d, d, T(0));
+      }
+    }
+  });
+}
+
+}  // namespace oar::cpu_kernels::seq_shape
+
+namespace oar::ops {
+
+inline void SequenceConv::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& ft = c.in(filter);
+  c.check(xt.rank() == 2, "X must be [N, D], got {}", xt.shape());
+  const int64_t n = xt.dim(0), d = xt.dim(1), w = int64_t(a.length) * d;
+  c.check(ft.rank() == 2 && ft.dim(0) == w, "Filter must be [contextLength * D, M] = [{}, M], got {}", w, ft.shape());
+  c.check(ft.dtype() == xt.dtype(), "Filter must have X's dtype {}, got {}", name(xt.dtype()), name(ft.dtype()));
+  auto offs = cpu_kernels::seq_shape::last_level(c, xt, x, 1);
+  const int64_t m = ft.dim(1);
+  LoDTensor& ot = c.out(out);
+  c.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ot.resize(Shape{n, m}, xt.dtype());
+    T* col = cpu_kernels::thread_scratch<T, 81>(size_t(n * w));
+    cpu_kernels::seq_shape::context_columns(xt.data<T>(), offs, n, d, a.start, a.length, col);
+    cpu_kernels::gemm<T>(false, false, n, m, w, T(1), col, w, ft.data<T>(), m, T(0), ot.data<T>(), m);
+  });
+  ot.set_lod(xt.lod());
+}
+
+/// Filter@GRAD = col^T * Out@GRAD; X@GRAD[u] = sum over j of dcol[u - start - j] block j (the rows whose window
+/// put u at tap j), with dcol = Out@GRAD * Filter^T: a gather per row, so rows never collide.
+inline void SequenceConv::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  const bool want_x = c.has_out(x_grad), want_f = c.has_out(filter_grad);
+  if (!want_x && !want_f) return;
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& ft = c.in(filter);
+  const LoDTensor& dout = c.in(out_grad);
+  c.check(xt.rank() == 2 && ft.rank() == 2, "X and Filter must be matrices, got {} and {}", xt.shape(), ft.shape());
+  const int64_t n = xt.dim(0), d = xt.dim(1), w = int64_t(a.length) * d, m = ft.dim(1);
+  c.check(ft.dim(0) == w, "Filter must be [contextLength * D, M] = [{}, M], got {}", w, ft.shape());
+  c.check(dout.shape() == Shape{n, m}, "Out@GRAD must be [{}, {}], got {}", n, m, dout.shape());
+  auto offs = cpu_kernels::seq_shape::last_level(c, xt, x, 1);
+  c.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* g = dout.data<T>();
+    if (want_f) {
+      LoDTensor& df = c.out(filter_grad);
+      df.resize(ft.shape(), ft.dtype());
+      T* col = cpu_kernels::thread_scratch<T, 81>(size_t(n * w));
+      cpu_kernels::seq_shape::context_columns(xt.data<T>(), offs, n, d, a.start, a.length, col);
+      cpu_kernels::gemm<T>(true, false, w, m, n, T(1), col, w, g, m, T(0), df.data<T>(), m);
+    }
+    if (want_x) {
+      LoDTensor& dx = c.out(x_grad);
+      dx.resize(xt.shape(), xt.dtype());
+      T* dcol = cpu_kernels::thread_scratch<T, 82>(size_t(n * w));
+      cpu_kernels::gemm<T>(false, true, n, w, m, T(1), g, m, ft.data<T>(), m, T(0), dcol, w);
+      T* px = dx.data<T>();
+      const int start = a.start, len = a.length;
+      parallel_for(0, n, cpu_kernels::seq_shape::row_grain(w), [&](int64_t lo, int64_t hi) {
+        size_t s = cpu_kernels::seq_shape::sequence_of(offs, lo);
+        for (int64_t u = lo; u < hi; ++u) {
+          while (int64_t(offs[s + 1]) <= u) ++s;
+          const int64_t b = int64_t(offs[s]), e = int64_t(offs[s + 1]);
+          T* row = px + u * d;
+          std::fill_n(row, d, T(0));
+          for (int j = 0; j < len; ++j) {
+            const int64_t r = u - start - j;  // the output row whose tap j reads u
+            if (r < b || r >= e) continue;
+            const T* src = dcol + r * w + int64_t(j) * d;
+            for (int64_t k = 0; k < d; ++k) row[k] += src[k];
+          }
+        }
+      });
+      dx.set_lod(xt.lod());
+    }
+  });
+}
+
+}  // namespace oar::ops
