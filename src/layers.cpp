@@ -15,3 +15,4 @@
 #include "oar/layers/control_flow-inl.hpp"
 #include "oar/layers/sequence-inl.hpp"
 #include "oar/layers/sequence_shape-inl.hpp"
+#include "oar/layers/recurrent-inl.hpp"

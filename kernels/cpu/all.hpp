@@ -5,6 +5,7 @@
 #include "kernels/cpu/all_math.hpp"
 #include "kernels/cpu/all_nn.hpp"
 #include "kernels/cpu/all_optim.hpp"
+#include "kernels/cpu/all_recurrent.hpp"
 #include "kernels/cpu/all_sequence.hpp"
 #include "kernels/cpu/all_sequence_shape.hpp"
 #include "kernels/cpu/all_tensor.hpp"

@@ -10,6 +10,7 @@
 #include "oar/ops/list_tensor.hpp"
 #include "oar/ops/list_optim.hpp"
 #include "oar/ops/list_control.hpp"
+#include "oar/ops/list_recurrent.hpp"
 #include "oar/ops/list_sequence.hpp"
 #include "oar/ops/list_sequence_shape.hpp"
 #include "oar/ops/mul.hpp"
@@ -17,6 +18,6 @@
 namespace oar {
 
 using AllOps = op_list_concat<op_list<ops::Feed, ops::Fetch, ops::Mul, ops::ConditionalBlock, ops::LrSchedule>, UnaryOps, MathOps, NnOps, TensorOps, OptimOps, ControlOps,
-                                SequenceOps, SequenceShapeOps>::type;
+                                SequenceOps, SequenceShapeOps, RecurrentOps>::type;
 
 }  // namespace oar

@@ -1,0 +1,75 @@
+// kernels/cpu/gru_unit.hpp: gru_unit and gru_unit_grad on the CPU: one step of gru's kernels
+// (kernels/cpu/gru.hpp) with every row active.
+#pragma once
+#include "kernels/cpu/gru.hpp"
+#include "oar/ops/gru_unit.hpp"
+
+namespace oar::ops {
+
+inline void GruUnit::eval_cpu(KernelContext& c, const Attrs& a) {
+  using namespace cpu_kernels;
+  const LoDTensor& x = c.in(input);
+  const LoDTensor& hp = c.in(hidden_prev);
+  const LoDTensor& w = c.in(weight);
+  const int64_t d = w.dim(0), n = x.dim(0);
+  c.check(w.rank() == 2 && w.dim(1) == 3 * d && x.rank() == 2 && x.dim(1) == 3 * d && hp.rank() == 2 && hp.dim(0) == n && hp.dim(1) == d,
+          "Input {}, HiddenPrev {} and Weight {} must be [N, 3D], [N, D] and [D, 3D]", x.shape(), hp.shape(), w.shape());
+  const LoDTensor* b = c.has_in(bias) ? &c.in(bias) : nullptr;
+  if (b) c.check(b->numel() == 3 * d, "Bias must have {} values, got {}", 3 * d, b->shape());
+  LoDTensor& gt = c.out(gate);
+  LoDTensor& rt = c.out(reset_hidden_prev);
+  LoDTensor& ht = c.out(hidden);
+  c.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gt.resize(Shape{n, 3 * d}, x.dtype());
+    rt.resize(Shape{n, d}, x.dtype());
+    ht.resize(Shape{n, d}, x.dtype());
+    T* g = gt.data<T>();
+    gru::gate_inputs(g, x.data<T>(), b ? b->data<T>() : nullptr, nullptr, n, 3 * d);
+    const gru::Cell<T> p(d, a.gate, a.candidate, w.data<T>());
+    gru::forward_step<T>(p, n, g, hp.data<T>(), rt.data<T>(), ht.data<T>(), nullptr, nullptr);
+  });
+}
+
+inline void GruUnit::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  using namespace cpu_kernels;
+  const LoDTensor& hp = c.in(hidden_prev);
+  const LoDTensor& w = c.in(weight);
+  const LoDTensor& gt = c.in(gate);
+  const LoDTensor& rt = c.in(reset_hidden_prev);
+  const LoDTensor& dh = c.in(hidden_grad);
+  const int64_t d = w.dim(0), n = hp.dim(0);
+  c.check(dh.shape() == hp.shape() && gt.dim(0) == n, "Hidden@GRAD {} must match HiddenPrev {}", dh.shape(), hp.shape());
+  LoDTensor* dx = c.has_out(input_grad) ? &c.out(input_grad) : nullptr;
+  LoDTensor* dhp = c.has_out(hidden_prev_grad) ? &c.out(hidden_prev_grad) : nullptr;
+  LoDTensor* dw = c.has_out(weight_grad) ? &c.out(weight_grad) : nullptr;
+  LoDTensor* db = c.has_out(bias_grad) ? &c.out(bias_grad) : nullptr;
+  c.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* dg;
+    if (dx) {
+      dx->resize(Shape{n, 3 * d}, hp.dtype());
+      dg = dx->data<T>();
+    } else {
+      dg = thread_scratch<T, 85>(size_t(n * 3 * d));
+    }
+    T* dhpp = nullptr;
+    if (dhp) {
+      dhp->resize(hp.shape(), hp.dtype());
+      dhpp = dhp->data<T>();
+      std::fill(dhpp, dhpp + n * d, T(0));
+    }
+    const gru::Cell<T> p(d, a.gate, a.candidate, w.data<T>());
+    gru::backward_step<T>(p, n, gt.data<T>(), hp.data<T>(), dh.data<T>(), dhpp, dg, thread_scratch<T, 84>(size_t(n * d)));
+    if (dw) {
+      dw->resize(w.shape(), w.dtype());
+      gru::weight_grad<T>(d, n, hp.data<T>(), rt.data<T>(), dg, dw->data<T>());
+    }
+    if (db) {
+      db->resize(Shape{1, 3 * d}, hp.dtype());
+      rnn::column_sums(dg, n, 3 * d, 3 * d, db->data<T>(), false);
+    }
+  });
+}
+
+}  // namespace oar::ops

@@ -1,0 +1,80 @@
+// kernels/cpu/lstm_unit.hpp: lstm_unit and lstm_unit_grad on the CPU: one pass over the rows, split over
+// the thread pool; the grad recomputes the gates from X.
+#pragma once
+#include "kernels/cpu/rnn_batch.hpp"
+#include "oar/ops/lstm_unit.hpp"
+
+namespace oar::ops {
+
+inline void LstmUnit::eval_cpu(KernelContext& ctx, const Attrs& a) {
+  using namespace cpu_kernels;
+  const LoDTensor& xt = ctx.in(x);
+  const LoDTensor& cp = ctx.in(c_prev);
+  ctx.check(cp.rank() == 2 && xt.rank() == 2 && xt.dim(0) == cp.dim(0) && xt.dim(1) == 4 * cp.dim(1), "X {} must be [N, 4D] for C_prev {} = [N, D]",
+            xt.shape(), cp.shape());
+  const int64_t n = cp.dim(0), d = cp.dim(1);
+  LoDTensor& ct = ctx.out(c);
+  LoDTensor& ht = ctx.out(h);
+  ctx.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ct.resize(cp.shape(), xt.dtype());
+    ht.resize(cp.shape(), xt.dtype());
+    const T *px = xt.data<T>(), *pc = cp.data<T>();
+    T *oc = ct.data<T>(), *oh = ht.data<T>();
+    const T fb = T(a.forget_bias);
+    parallel_for(0, n, rnn::row_grain(6 * d), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const T *xr = px + r * 4 * d, *cr = pc + r * d;
+        T *cr_out = oc + r * d, *hr = oh + r * d;
+        for (int64_t j = 0; j < d; ++j) {
+          const T i = rnn::sigmoid(xr[j]), f = rnn::sigmoid(xr[d + j] + fb), o = rnn::sigmoid(xr[2 * d + j]), g = rnn::tanh_approx(xr[3 * d + j]);
+          const T cv = f * cr[j] + i * g;
+          cr_out[j] = cv;
+          hr[j] = o * rnn::tanh_approx(cv);
+        }
+      }
+    });
+  });
+}
+
+inline void LstmUnit::eval_grad_cpu(KernelContext& ctx, const Attrs& a) {
+  using namespace cpu_kernels;
+  const LoDTensor& xt = ctx.in(x);
+  const LoDTensor& cp = ctx.in(c_prev);
+  const LoDTensor& ct = ctx.in(c);
+  const LoDTensor& dct = ctx.in(c_grad);
+  const LoDTensor& dht = ctx.in(h_grad);
+  ctx.check(dct.shape() == ct.shape() && dht.shape() == ct.shape(), "C@GRAD {} and H@GRAD {} must match C {}", dct.shape(), dht.shape(), ct.shape());
+  const int64_t n = cp.dim(0), d = cp.dim(1);
+  LoDTensor* dx = ctx.has_out(x_grad) ? &ctx.out(x_grad) : nullptr;
+  LoDTensor* dcp = ctx.has_out(c_prev_grad) ? &ctx.out(c_prev_grad) : nullptr;
+  ctx.dispatch_float([&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (dx) dx->resize(xt.shape(), xt.dtype());
+    if (dcp) dcp->resize(cp.shape(), cp.dtype());
+    const T *px = xt.data<T>(), *pc = cp.data<T>(), *pcn = ct.data<T>(), *pdc = dct.data<T>(), *pdh = dht.data<T>();
+    T* odx = dx ? dx->data<T>() : nullptr;
+    T* odc = dcp ? dcp->data<T>() : nullptr;
+    const T fb = T(a.forget_bias);
+    parallel_for(0, n, rnn::row_grain(8 * d), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const T *xr = px + r * 4 * d, *cr = pc + r * d, *cn = pcn + r * d, *dcr = pdc + r * d, *dhr = pdh + r * d;
+        for (int64_t j = 0; j < d; ++j) {
+          const T i = rnn::sigmoid(xr[j]), f = rnn::sigmoid(xr[d + j] + fb), o = rnn::sigmoid(xr[2 * d + j]), g = rnn::tanh_approx(xr[3 * d + j]);
+          const T tc = rnn::tanh_approx(cn[j]);
+          const T dc = dcr[j] + dhr[j] * o * (T(1) - tc * tc);  // the cell's total gradient
+          if (odx) {
+            T* dxr = odx + r * 4 * d;
+            dxr[j] = dc * g * i * (T(1) - i);
+            dxr[d + j] = dc * cr[j] * f * (T(1) - f);
+            dxr[2 * d + j] = dhr[j] * tc * o * (T(1) - o);
+            dxr[3 * d + j] = dc * i * (T(1) - g * g);
+          }
+          if (odc) odc[r * d + j] = dc * f;
+        }
+      }
+    });
+  });
+}
+
+}  // namespace oar::ops
