@@ -1,6 +1,7 @@
 // tests/runtime/runtime.cpp: Tensor storage and views, LoD validity, Scope lookup, and the Executor's
 // feed/fetch checks, kernel errors and buffer reuse.
 #include "pch.hpp"
+#include "support/heap.hpp"
 
 using namespace oar;
 
@@ -165,6 +166,28 @@ TEST_CASE("executor: recycled buffers hold the live tensors only, give the same 
   // h3 (neither kept nor fetched) gave its buffer away and has no value.
   CHECK(!rec->local_scope()->find("h3")->tensor().initialized());
   CHECK(rec->free_bytes() > 0);
+}
+
+TEST_CASE("executor: recycling keeps empty temporaries' storage with them, so empty batches allocate nothing") {
+  // A batch of 0 rows makes every temporary a 0-byte tensor; the free list must not collect them (no later
+  // temporary could use one) nor let each run allocate them anew.
+  Program p = chain_program(6, {"tanh", "relu", "scale"});
+  Scope scope;
+  Executor exe;
+  auto rec = exe.prepare(p, scope);
+  rec->recycle_buffers({});
+  FeedMap feeds{{"x", LoDTensor(Tensor(Shape{0, 64}, f32))}};
+  const std::vector<std::string> fetch{"h5"};
+  std::vector<LoDTensor> out;
+  exe.run(*rec, scope, feeds, fetch, out);
+  const int64_t allocs = memory_stats().allocations.load();
+  const int64_t heap = oar_test::heap_allocations.load();
+  for (int r = 0; r < 5; ++r) {
+    exe.run(*rec, scope, feeds, fetch, out);
+    CHECK(out.at(0).shape() == Shape{0, 64});
+  }
+  CHECK(memory_stats().allocations.load() == allocs);
+  CHECK(oar_test::heap_allocations.load() == heap);
 }
 
 TEST_CASE("profiler: counts every kernel run per op type or per op, only while it lives") {

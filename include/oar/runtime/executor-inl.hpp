@@ -96,7 +96,9 @@ OAR_FUNC void PreparedBlock::release(const Step& s, const std::vector<const Valu
 
 OAR_FUNC void PreparedBlock::give_back(Temp& sl) {
   LoDTensor& t = sl.value->tensor();
-  if (!t.initialized()) return;
+  // An empty tensor keeps its 0-byte storage: no other temporary could use it, and giving it up would make the
+  // next run allocate it again (and the free list grow by one every run).
+  if (!t.initialized() || t.storage()->bytes() == 0) return;
   std::shared_ptr<Storage> st = t.release_storage();
   sl.bytes = st->bytes();
   if (st.use_count() == 1) free_.push_back(std::move(st));
