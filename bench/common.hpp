@@ -128,6 +128,19 @@ struct ConvLayer {
   bool input_grad;  ///< whether training needs the input's gradient (not for the first layer: it is data)
 };
 
+/// Sequences for the recurrent benchmarks: `lengths` sequences whose rows (`input` floats each) lie one sequence
+/// after the other in `x` (oar's LoD layout), all in [-1, 1).
+struct Sequences {
+  std::vector<float> x;
+  std::vector<int64_t> lengths;
+  int64_t input = 0, hidden = 0;
+  int64_t rows() const {
+    int64_t n = 0;
+    for (int64_t l : lengths) n += l;
+    return n;
+  }
+};
+
 // ---- LibTorch (torch_peer.cpp; stubs when LibTorch was not found)
 namespace torch_peer {
 bool available();
@@ -141,6 +154,10 @@ std::unique_ptr<Runner> mlp(const Synthetic& d, int64_t batch, int threads, bool
 std::unique_ptr<Runner> conv(const Synthetic& d, int64_t batch, int threads, bool train, bool mkldnn);
 /// One conv layer alone at 1 thread: forward, or backward (filter gradient + the input's when needed).
 std::unique_ptr<Runner> conv_layer(const ConvLayer& l, bool backward, bool mkldnn);
+/// One training step of torch::nn::LSTM(input, hidden) on `d` (loss: the mean of every output, SGD 0.1): a
+/// time-major [T, batch, input] tensor when all lengths are equal, else padded to the longest and run through
+/// pack_padded_sequence (enforce_sorted = false).
+std::unique_ptr<Runner> lstm(const Sequences& d, int threads);
 }  // namespace torch_peer
 
 // ---- xtensor (xtensor_peer.cpp; stubs when xtensor was not found)

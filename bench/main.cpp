@@ -514,6 +514,63 @@ void bench_train(bool conv) {
   }
 }
 
+// ---------------------------------------------------------------- lstm
+
+/// `batch` sequences of `input` floats per step, lengths uniform in [lo, hi] (all `lo` when lo == hi).
+Sequences make_sequences(int64_t batch, int64_t input, int64_t hidden, int64_t lo, int64_t hi, uint64_t seed) {
+  Sequences d;
+  d.input = input;
+  d.hidden = hidden;
+  std::mt19937_64 rng(seed);
+  for (int64_t b = 0; b < batch; ++b) d.lengths.push_back(lo + int64_t(rng() % uint64_t(hi - lo + 1)));
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  d.x.resize(size_t(d.rows() * input));
+  for (auto& v : d.x) v = u(rng);
+  return d;
+}
+
+/// oar's side: fc(x, 4H) -> dynamic_lstm without peepholes -> mean of every hidden state; SGD 0.1 through
+/// Optimizer::step. The same work as torch::nn::LSTM (input and recurrent products, gate math, both biases).
+struct OarLstm {
+  std::unique_ptr<oar::Model> model;
+  std::unique_ptr<oar::Optimizer> opt;
+  oar::FeedMap feeds;
+  explicit OarLstm(const Sequences& d) {
+    oar::Tape tape;
+    auto x = oar::data("x", oar::f32, {-1, d.input}).lod_level(1);
+    auto h = oar::dynamic_lstm(oar::fc(x, 4 * d.hidden), 4 * d.hidden).use_peepholes(false);
+    auto loss = oar::mean(h);
+    model = std::make_unique<oar::Model>(tape.program(loss));
+    opt = std::make_unique<oar::Optimizer>(*model, loss, oar::optim::sgd(0.1));
+    oar::Lengths lengths(1);
+    for (int64_t l : d.lengths) lengths[0].push_back(size_t(l));
+    feeds[model->name_of(x)] = oar::LoDTensor::from_lengths(oar::Tensor::from<float>(d.x, {d.rows(), d.input}), lengths);
+  }
+  void step() { opt->step(feeds); }
+};
+
+/// LSTM 64 -> 128 on a batch of 32 sequences: T = 32 for all (steps/s), and lengths uniform in 8..64 against
+/// LibTorch with padding + pack_padded_sequence (tokens/s).
+void bench_lstm() {
+  for (bool ragged : {false, true}) {
+    const Sequences d = ragged ? make_sequences(32, 64, 128, 8, 64, 5) : make_sequences(32, 64, 128, 32, 32, 5);
+    const double tokens = double(d.rows());
+    OarLstm net(d);
+    for (int thr : {1, 2}) {
+      clock_for(thr);
+      OarRunner o(thr, [&] { net.step(); });
+      auto p = use_torch() ? torch_peer::lstm(d, thr) : nullptr;
+      auto [to, tp] = interleave(o, p.get(), g_opt.reps, g_opt.min_time);
+      const std::string what = ragged ? "32 sequences, lengths uniform in 8..64 (" + std::to_string(d.rows()) + " tokens)" : "32 sequences of T = 32";
+      const std::string note = "LSTM 64 -> 128, " + what + ", forward + backward + SGD 0.1 on the mean of every hidden state; oar: fc + dynamic_lstm " +
+                               "(no peepholes), Optimizer::step, LoD input, no padding; libtorch: torch::nn::LSTM" +
+                               (ragged ? ", padded + pack_padded_sequence (enforce_sorted false)" : ", time-major") + ", " + torch_setting(thr) + "; " + clock_note(thr);
+      if (ragged) emit({"lstm_ragged", "tokens/s", tokens / to, p ? "libtorch" : "", p ? tokens / tp : 0, thr, note, true});
+      else emit({"lstm", "steps/s", 1 / to, p ? "libtorch" : "", p ? 1 / tp : 0, thr, note, true});
+    }
+  }
+}
+
 // ---------------------------------------------------------------- conv layers alone
 
 /// A random f32 tensor (uniform [0, 1)).
@@ -671,7 +728,7 @@ int main(int argc, char** argv) try {
                   "  --openblas-core NAME: set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) for every framework\n"
                   "  --no-peers: measure oar alone (for profiling it)\n"
                   "  --profile: print oar's time per op type (oar::Profiler) for each net, 1 thread\n"
-                  "benchmarks: sgemm op_overhead nd mlp_forward conv_forward conv_layer mlp_train conv_train (filter: substring);\n"
+                  "benchmarks: sgemm op_overhead nd mlp_forward conv_forward conv_layer mlp_train conv_train lstm (filter: substring);\n"
                   "  mlp_forward and mlp_train also print gemm_bound: their large products alone on OpenBLAS, a rate no framework can pass\n");
       return 0;
     } else g_opt.filter = a;
@@ -700,6 +757,7 @@ int main(int argc, char** argv) try {
     bench_train(true);
     bench_memory(true);
   }
+  if (selected("lstm")) bench_lstm();
   info("load at the end " + loadavg());
   return 0;
 } catch (const std::exception& e) {

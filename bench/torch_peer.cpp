@@ -20,6 +20,7 @@ std::unique_ptr<Runner> op_chain(int, bool) { return nullptr; }
 std::unique_ptr<Runner> mlp(const Synthetic&, int64_t, int, bool) { return nullptr; }
 std::unique_ptr<Runner> conv(const Synthetic&, int64_t, int, bool, bool) { return nullptr; }
 std::unique_ptr<Runner> conv_layer(const ConvLayer&, bool, bool) { return nullptr; }
+std::unique_ptr<Runner> lstm(const Sequences&, int) { return nullptr; }
 
 #else
 
@@ -199,5 +200,46 @@ std::unique_ptr<Runner> conv_layer(const ConvLayer& l, bool backward, bool mkldn
 }
 
 #endif
+
+namespace {
+
+struct LstmRunner : TorchRunner {
+  torch::nn::LSTM net{nullptr};
+  torch::Tensor x, lengths;
+  bool packed = false;
+  std::unique_ptr<torch::optim::SGD> opt;
+  LstmRunner(const Sequences& d, int threads_) {
+    threads = threads_;
+    torch::manual_seed(1);
+    net = torch::nn::LSTM(torch::nn::LSTMOptions(d.input, d.hidden));
+    const auto batch = int64_t(d.lengths.size());
+    const int64_t steps = *std::max_element(d.lengths.begin(), d.lengths.end());
+    packed = *std::min_element(d.lengths.begin(), d.lengths.end()) != steps;
+    x = torch::zeros({steps, batch, d.input});  // time-major, zero-padded
+    auto acc = x.accessor<float, 3>();
+    int64_t row = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < d.lengths[size_t(b)]; ++t, ++row)
+        for (int64_t k = 0; k < d.input; ++k) acc[t][b][k] = d.x[size_t(row * d.input + k)];
+    lengths = torch::tensor(d.lengths, torch::kInt64);
+    opt = std::make_unique<torch::optim::SGD>(net->parameters(), torch::optim::SGDOptions(0.1));
+  }
+  void step() override {
+    opt->zero_grad();
+    torch::Tensor loss;
+    if (packed) {
+      auto in = torch::nn::utils::rnn::pack_padded_sequence(x, lengths, /*batch_first=*/false, /*enforce_sorted=*/false);
+      loss = std::get<0>(net->forward_with_packed_input(in)).data().mean();
+    } else {
+      loss = std::get<0>(net->forward(x)).mean();
+    }
+    loss.backward();
+    opt->step();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Runner> lstm(const Sequences& d, int threads) { return std::make_unique<LstmRunner>(d, threads); }
 
 }  // namespace bench::torch_peer
