@@ -16,3 +16,4 @@
 #include "oar/layers/sequence-inl.hpp"
 #include "oar/layers/sequence_shape-inl.hpp"
 #include "oar/layers/recurrent-inl.hpp"
+#include "oar/layers/recurrent_group-inl.hpp"

@@ -2,10 +2,12 @@
 #pragma once
 #include "oar/autodiff/backward.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include "oar/ops/fill_constant.hpp"
 #include "oar/ops/fill_zeros_like.hpp"
+#include "oar/ops/recurrent.hpp"
 #include "oar/ops/registry.hpp"
 #include "oar/ops/sum.hpp"
 
@@ -68,6 +70,132 @@ inline std::vector<Operator> add_up_repeated_grads(std::vector<Operator> ops) {
   return out;
 }
 
+/// The grad maker of `recurrent`: builds the grad block of its step block (the step's grad ops, as
+/// append_backward makes them for a block, seeded by the gradients of the step outputs and of the states the
+/// memories follow) and returns the recurrent_grad op that runs it over the saved step scopes. `no_grad` names
+/// the outer variables whose gradients are not wanted.
+inline Operator recurrent_grad(Program& program, const Operator& op, const std::set<std::string>& no_grad) {
+  using R = ops::Recurrent;
+  using G = ops::RecurrentGrad;
+  const Block& sb = program.block(op.sub_block());
+  const auto step_outputs = op.attr(R::step_outputs), states = op.attr(R::states);
+  std::vector<std::string> seeds;  // the step block's variables whose gradients come from outside the step
+  for (auto* names : {&step_outputs, &states})
+    for (auto& n : *names)
+      if (std::find(seeds.begin(), seeds.end(), n) == seeds.end()) seeds.push_back(n);
+
+  std::set<std::string> ng = no_grad;
+  for (auto* v : sb.vars())
+    if (v->stop_gradient() || !is_float(v->dtype())) ng.insert(v->name());
+  for (auto& n : op.input(R::parameters))
+    if (const Variable* v = sb.find_var(n); v && (v->stop_gradient() || !is_float(v->dtype()) || (v->is_parameter() && !v->param()->trainable))) ng.insert(n);
+  // A step input whose outer variable wants no gradient needs none inside the step either.
+  for (size_t i = 0; i < op.input(R::inputs).size(); ++i)
+    if (no_grad.count(op.input(R::inputs)[i])) ng.insert(op.attr(R::step_inputs).at(i));
+  std::set<std::string> needed(seeds.begin(), seeds.end());
+  std::vector<size_t> path;
+  for (size_t i = sb.num_ops(); i-- > 0;) {
+    const Operator& f = sb.op(i);
+    bool on = false;
+    for (auto& n : f.output_names()) on = on || needed.count(n);
+    if (!on) continue;
+    path.push_back(i);
+    for (auto& n : f.input_names())
+      if (!ng.count(n)) needed.insert(n);
+  }
+
+  // One stand-in writer per seed comes first, so that a seed the step's own grad ops also write is summed with
+  // them like any repeated gradient; the stand-ins are dropped, and their (possibly renamed) outputs are where
+  // recurrent_grad writes the outside gradients.
+  std::vector<Operator> grads;
+  for (auto& n : seeds) {
+    Operator stand_in{"@SEED@"};
+    stand_in.set_output("Out", {grad_var_name(n)});
+    grads.push_back(std::move(stand_in));
+  }
+  for (size_t i : path) {
+    const Operator& f = sb.op(i);
+    bool wants_any = false;
+    for (auto& n : f.input_names()) wants_any = wants_any || (needed.count(n) && !ng.count(n));
+    if (!wants_any) continue;
+    if (f.sub_block() >= 0)
+      throw Error(fmt::format("append_backward: op '{}' inside a recurrent group's step has no gradient yet (nested sub-blocks)", f.type()), f.origin());
+    const OpDef& d = op_def(f.type());
+    if (!d.grad)
+      throw Error(fmt::format("append_backward: op '{}' has no gradient, but the recurrent group's outputs depend on its inputs {}", f.type(),
+                              fmt::join(f.input_names(), ", ")),
+                  f.origin());
+    std::set<std::string> ngi = ng;
+    for (auto& n : f.input_names())
+      if (!needed.count(n)) ngi.insert(n);
+    GradContext gc(f, sb, ngi);
+    for (auto& g : d.grad(gc)) {
+      if (g.origin().line == 0) g.set_origin(f.origin());
+      grads.push_back(std::move(g));
+    }
+  }
+  grads = add_up_repeated_grads(std::move(grads));
+  std::vector<std::string> seed_names;
+  for (size_t k = 0; k < seeds.size(); ++k) seed_names.push_back(grads[k].output("Out").at(0));
+  grads.erase(grads.begin(), grads.begin() + ptrdiff_t(seeds.size()));
+
+  const int current = program.current_block().idx();
+  Block& gb = program.create_block(sb.idx());  // its parent is the step block: the grad ops read the step's variables
+  gb.set_forward_block_idx(sb.idx());
+  program.set_current_block(current);
+  auto declare = [&](const std::string& n) {
+    if (n == kEmptyVarName || gb.has_var(n)) return;
+    const Variable* fw = sb.find_var(forward_name(n));
+    VarSpec spec;
+    if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level()};
+    gb.create_var(n, spec);
+  };
+  std::set<std::string> produced(seed_names.begin(), seed_names.end());
+  for (auto& n : seed_names) declare(n);
+  std::vector<Operator> final_ops;
+  for (auto& g : grads) {
+    for (auto& n : g.input_names())
+      if (is_grad_name(n) && !produced.count(n)) {
+        using Z = ops::FillZerosLike;
+        Operator z{std::string(Z::type)};
+        z.set_input(Z::x, {forward_name(n)}).set_output(Z::out, {n});
+        final_ops.push_back(std::move(z));
+        produced.insert(n);
+      }
+    for (auto& n : g.output_names()) produced.insert(n);
+    final_ops.push_back(std::move(g));
+  }
+  for (auto& g : final_ops) {
+    for (auto& n : g.output_names()) declare(n);
+    add_op(gb, std::move(g));
+  }
+
+  Operator g{std::string(G::type)};
+  auto grads_of = [&](const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (auto& n : names) out.push_back(no_grad.count(n) ? std::string(kEmptyVarName) : grad_var_name(n));
+    return out;
+  };
+  g.set_input(G::inputs, op.input(R::inputs)).set_input(G::initial_states, op.input(R::initial_states)).set_input(G::parameters, op.input(R::parameters));
+  g.set_input(G::outputs, op.output(R::outputs)).set_input(G::step_scopes, op.output(R::step_scopes));
+  std::vector<std::string> out_grads;
+  for (auto& n : op.output(R::outputs)) out_grads.push_back(grad_var_name(n));
+  g.set_input(G::outputs_grad, out_grads);
+  g.set_output(G::inputs_grad, grads_of(op.input(R::inputs)));
+  if (!op.input(R::initial_states).empty()) g.set_output(G::initial_states_grad, grads_of(op.input(R::initial_states)));
+  if (!op.input(R::parameters).empty()) g.set_output(G::parameters_grad, grads_of(op.input(R::parameters)));
+  g.set_attr(G::sub_block, BlockRef{gb.idx()});
+  g.set_attr(G::step_inputs, op.attr(R::step_inputs)).set_attr(G::step_outputs, step_outputs);
+  g.set_attr(G::ex_states, op.attr(R::ex_states)).set_attr(G::states, states).set_attr(G::boot_states, op.attr(R::boot_states));
+  std::vector<std::string> output_seeds, state_seeds;
+  auto seed_of = [&](const std::string& n) { return seed_names[size_t(std::find(seeds.begin(), seeds.end(), n) - seeds.begin())]; };
+  for (auto& n : step_outputs) output_seeds.push_back(seed_of(n));
+  for (auto& n : states) state_seeds.push_back(seed_of(n));
+  g.set_attr(G::output_seeds, output_seeds).set_attr(G::state_seeds, state_seeds);
+  g.set_origin(op.origin());
+  return g;
+}
+
 }  // namespace detail
 
 OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::string& loss, const std::set<std::string>& no_grad_set,
@@ -127,7 +255,8 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
     for (auto& n : op.input_names()) wants_any = wants_any || (needed.count(n) && !no_grad.count(n)) || stopped.count(n);
     if (!wants_any) continue;
     const OpDef& d = op_def(op.type());
-    if (!d.grad)
+    const bool recurrent = op.type() == ops::Recurrent::type;
+    if (!d.grad && !recurrent)
       throw Error(fmt::format("append_backward: op '{}' has no gradient, but the loss depends on its inputs {}", op.type(), fmt::join(op.input_names(), ", ")),
                   op.origin());
     // Inputs not on a differentiable path get no gradient either.
@@ -136,7 +265,7 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
     for (auto& n : op.input_names())
       if (!needed.count(n) && !stopped.count(n)) ng.insert(n);
     GradContext gc(op, b, ng);
-    for (auto& g : d.grad(gc)) {
+    for (auto& g : recurrent ? std::vector<Operator>{detail::recurrent_grad(program, op, ng)} : d.grad(gc)) {
       if (g.origin().line == 0) g.set_origin(op.origin());
       // The op writes a wanted variable that stops gradients (and is on the path through another output):
       // its grad op reads a zero gradient of it, as without `wanted`, not the X@GRAD computed for the caller.

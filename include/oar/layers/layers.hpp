@@ -7,6 +7,7 @@
 #include "oar/layers/metrics.hpp"
 #include "oar/layers/nn.hpp"
 #include "oar/layers/recurrent.hpp"
+#include "oar/layers/recurrent_group.hpp"
 #include "oar/layers/sequence.hpp"
 #include "oar/layers/sequence_shape.hpp"
 #include "oar/layers/tensor.hpp"

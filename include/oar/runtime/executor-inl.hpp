@@ -3,10 +3,12 @@
 #include "oar/runtime/executor.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "oar/device/cuda.hpp"
 #include "oar/ops/control_flow.hpp"
 #include "oar/ops/feed_fetch.hpp"
+#include "oar/ops/recurrent.hpp"
 #include "oar/ops/registry.hpp"
 #include "oar/runtime/profiler.hpp"
 
@@ -159,6 +161,19 @@ OAR_FUNC void Executor::run(PreparedBlock& p, Scope& scope, const FeedMap& feeds
       if (const Value* v = p.local_->find(name)) fetched.push_back(v);
     if (!feeds.empty() && feeds.begin()->second.rank() > 0) batch = feeds.begin()->second.dim(0);
   }
+  run_steps(p, fetched, batch);
+  out.resize(fetch.size());
+  for (size_t i = 0; i < fetch.size(); ++i) {
+    const std::string& name = fetch[i];
+    Value* v = p.local_->find(name);
+    if (!v || !v->is_tensor() || !v->tensor().initialized()) throw Error(fmt::format("cannot fetch '{}': it has no value after the run", name));
+    const LoDTensor& t = v->tensor();
+    if (t.place().is_cpu()) out[i] = t;
+    else out[i] = LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
+  }
+}
+
+OAR_FUNC void Executor::run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {
   for (size_t i = 0; i < p.steps_.size(); ++i) {
     auto& s = p.steps_[i];
     if (!s.fn) {
@@ -176,18 +191,19 @@ OAR_FUNC void Executor::run(PreparedBlock& p, Scope& scope, const FeedMap& feeds
       throw Error(fmt::format("{}: {} (op #{} of block {})", s.op->type(), e.what(), i, p.block_), s.op->origin());
     }
   }
-  out.resize(fetch.size());
-  for (size_t i = 0; i < fetch.size(); ++i) {
-    const std::string& name = fetch[i];
-    Value* v = p.local_->find(name);
-    if (!v || !v->is_tensor() || !v->tensor().initialized()) throw Error(fmt::format("cannot fetch '{}': it has no value after the run", name));
-    const LoDTensor& t = v->tensor();
-    if (t.place().is_cpu()) out[i] = t;
-    else out[i] = LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
-  }
 }
 
 OAR_FUNC void Executor::run_control(PreparedBlock& p, PreparedBlock::Step& s, int index) {
+  if (s.op->type() == ops::Recurrent::type || s.op->type() == ops::RecurrentGrad::type) {
+    try {
+      if (s.op->type() == ops::Recurrent::type) run_recurrent(p, s);
+      else run_recurrent_grad(p, s);
+    } catch (Error& e) {
+      e.add_context(fmt::format("while running op #{} '{}' of block {}", index, s.op->type(), p.block_), s.op->origin());
+      throw;
+    }
+    return;
+  }
   using Op = ops::ConditionalBlock;
   const KernelContext& c = s.ctx;
   bool go = true;
@@ -205,6 +221,267 @@ OAR_FUNC void Executor::run_control(PreparedBlock& p, PreparedBlock::Step& s, in
   } catch (Error& e) {
     e.add_context(fmt::format("while running op #{} '{}' of block {}", index, s.op->type(), p.block_), s.op->origin());
     throw;
+  }
+}
+
+namespace detail {
+
+/// The batch layout of a recurrent op's sequences (the last LoD level of `x`): each sequence's first row, the
+/// sequences ordered longest first (ties in LoD order, as a stable sort gives), and k_t, the number of them
+/// longer than t, for every step t. No allocation once the vectors have grown to the batch.
+inline void recurrent_layout(const KernelContext& c, const LoDTensor& x, std::vector<int64_t>& start, std::vector<int64_t>& order, std::vector<int64_t>& active) {
+  c.check(x.lod_level() >= 1, "input '{}' has no LoD: a recurrent op steps over sequences", c.in_name(ops::Recurrent::inputs));
+  const auto& off = x.lod().back();
+  const size_t n = off.size() - 1;
+  start.resize(n);
+  order.resize(n);
+  for (size_t i = 0; i < n; ++i) start[i] = int64_t(off[i]), order[i] = int64_t(i);
+  auto len = [&](int64_t s) { return int64_t(off[size_t(s) + 1] - off[size_t(s)]); };
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return len(a) != len(b) ? len(a) > len(b) : a < b; });
+  const int64_t steps = n ? len(order[0]) : 0;
+  active.resize(size_t(steps));
+  int64_t k = int64_t(n);
+  for (int64_t t = 0; t < steps; ++t) {
+    while (k > 0 && len(order[size_t(k - 1)]) <= t) --k;
+    active[size_t(t)] = k;
+  }
+}
+
+/// `t` shaped like `like` with `rows` rows, same dtype.
+inline void resize_rows(LoDTensor& t, const Shape& like, DType dtype, int64_t rows) {
+  Shape s = like;
+  s[0] = rows;
+  t.resize(s, dtype);
+}
+
+inline void zero(Tensor& t) {
+  if (t.bytes()) std::memset(t.raw(), 0, t.bytes());
+}
+
+/// The first n elements of dst += those of src (f32 / f64: the gradients a recurrent op moves between steps).
+inline void add_elements(const KernelContext& c, Tensor& dst, const Tensor& src, int64_t n) {
+  c.check(dst.dtype() == src.dtype() && src.numel() >= n && dst.numel() >= n, "adding a {} {} gradient to a {} {} one", oar::name(src.dtype()),
+          src.shape(), oar::name(dst.dtype()), dst.shape());
+  c.dispatch(type_list<float, double>{}, dst.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* d = static_cast<T*>(dst.raw());
+    const T* s = static_cast<const T*>(src.raw());
+    for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+  });
+}
+
+}  // namespace detail
+
+OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) {
+  using R = ops::Recurrent;
+  const KernelContext& c = s.ctx;
+  const Operator& op = *s.op;
+  if (!place_.is_cpu()) [[unlikely]]
+    c.check(false, "runs on the CPU only for now (the step rows are gathered on the host), not on {}", place_.str());
+  if (!s.loop) {
+    s.loop = std::make_shared<PreparedBlock::Loop>();
+    auto& L = *s.loop;
+    L.block = op.sub_block();
+    L.step_inputs = op.attr(R::step_inputs), L.step_outputs = op.attr(R::step_outputs);
+    L.ex_states = op.attr(R::ex_states), L.states = op.attr(R::states), L.boot_states = op.attr(R::boot_states);
+  }
+  PreparedBlock::Loop& L = *s.loop;
+  const LoDTensor& x0 = c.in(R::inputs, 0);
+  detail::recurrent_layout(c, x0, L.start, L.order, L.active);
+  for (size_t i = 1; i < c.num_in(R::inputs); ++i) {
+    const LoDTensor& xi = c.in(R::inputs, i);
+    c.check(xi.lod_level() >= 1 && xi.lod().back() == x0.lod().back(), "input '{}' must have the LoD of '{}'", c.in_name(R::inputs, i), c.in_name(R::inputs, 0));
+  }
+  const int64_t steps = int64_t(L.active.size());
+  while (int64_t(L.steps.size()) < steps)
+    L.steps.push_back(L.steps.empty() ? prepare(p.program_, *p.local_, L.block, p.options_) : prepare_like(*L.steps[0], *p.local_));
+  Value::ScopeList& scopes = c.out_value(R::step_scopes)->scopes();
+  scopes.resize(size_t(steps));
+  for (int64_t t = 0; t < steps; ++t) scopes[size_t(t)] = L.steps[size_t(t)]->local_;
+
+  const Block& sb = p.program_->block(L.block);
+  for (int64_t t = 0; t < steps; ++t) {
+    PreparedBlock& step = *L.steps[size_t(t)];
+    Scope& sc = *step.local_;
+    const int64_t k = L.active[size_t(t)];
+    for (size_t i = 0; i < L.step_inputs.size(); ++i) {  // x_t: row t of each running sequence
+      const LoDTensor& x = c.in(R::inputs, i);
+      LoDTensor& xt = sc.find_local(L.step_inputs[i])->tensor();
+      detail::resize_rows(xt, x.shape(), x.dtype(), k);
+      const size_t rb = xt.bytes() / size_t(k);
+      for (int64_t r = 0; r < k; ++r)
+        std::memcpy(static_cast<char*>(xt.raw()) + size_t(r) * rb, static_cast<const char*>(x.raw()) + size_t(L.start[size_t(L.order[size_t(r)])] + t) * rb, rb);
+    }
+    for (size_t m = 0; m < L.ex_states.size(); ++m) {  // the memories: the state of step t-1, or the boot
+      LoDTensor& pre = sc.find_local(L.ex_states[m])->tensor();
+      if (t > 0) {
+        const LoDTensor& prev = L.steps[size_t(t - 1)]->local_->find_local(L.states[m])->tensor();
+        detail::resize_rows(pre, prev.shape(), prev.dtype(), k);
+        std::memcpy(pre.raw(), prev.raw(), pre.bytes());
+      } else if (int32_t b = L.boot_states[m]; b >= 0) {
+        const LoDTensor& boot = c.in(R::initial_states, size_t(b));
+        c.check(boot.rank() >= 1 && boot.dim(0) == int64_t(L.order.size()), "boot '{}' has {} rows for {} sequences", c.in_name(R::initial_states, size_t(b)),
+                boot.rank() ? boot.dim(0) : 0, L.order.size());
+        detail::resize_rows(pre, boot.shape(), boot.dtype(), k);
+        const size_t rb = k ? pre.bytes() / size_t(k) : 0;
+        for (int64_t r = 0; r < k; ++r)
+          std::memcpy(static_cast<char*>(pre.raw()) + size_t(r) * rb, static_cast<const char*>(boot.raw()) + size_t(L.order[size_t(r)]) * rb, rb);
+      } else {
+        const Variable& v = sb.var(L.ex_states[m]);
+        detail::resize_rows(pre, v.shape(), v.dtype(), k);
+        detail::zero(pre);
+      }
+    }
+    run_steps(step, {}, 1);
+    for (size_t j = 0; j < L.step_outputs.size(); ++j) {  // the step's rows go back to their sequences
+      const LoDTensor& y = sc.find_local(L.step_outputs[j])->tensor();
+      c.check(y.initialized() && y.rank() >= 1 && y.dim(0) == k, "step output '{}' must have one row per running sequence ({}) at step {}, got {}",
+              L.step_outputs[j], k, t, y.shape());
+      LoDTensor& out = c.out(R::outputs, j);
+      if (t == 0) {
+        detail::resize_rows(out, y.shape(), y.dtype(), x0.dim(0));
+        out.set_lod(x0.lod());
+      }
+      const size_t rb = y.bytes() / size_t(k);
+      c.check(out.bytes() == rb * size_t(x0.dim(0)) && out.dtype() == y.dtype(), "step output '{}' changed shape between steps: {} at step {}", L.step_outputs[j],
+              y.shape(), t);
+      for (int64_t r = 0; r < k; ++r)
+        std::memcpy(static_cast<char*>(out.raw()) + size_t(L.start[size_t(L.order[size_t(r)])] + t) * rb, static_cast<const char*>(y.raw()) + size_t(r) * rb, rb);
+    }
+  }
+  if (steps == 0)  // no step ran (no sequence, or only empty ones): the outputs have no rows
+    for (size_t j = 0; j < L.step_outputs.size(); ++j) {
+      const Variable& v = sb.var(L.step_outputs[j]);
+      Shape sh = v.shape();
+      for (auto& d : sh) d = std::max<int64_t>(d, 0);
+      LoDTensor& out = c.out(R::outputs, j);
+      detail::resize_rows(out, sh, v.dtype(), x0.dim(0));
+      out.set_lod(x0.lod());
+    }
+}
+
+OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step& s) {
+  using G = ops::RecurrentGrad;
+  const KernelContext& c = s.ctx;
+  const Operator& op = *s.op;
+  if (!place_.is_cpu()) [[unlikely]]
+    c.check(false, "runs on the CPU only for now (the step rows are gathered on the host), not on {}", place_.str());
+  if (!s.loop) {
+    s.loop = std::make_shared<PreparedBlock::Loop>();
+    auto& L = *s.loop;
+    L.block = op.sub_block();
+    L.step_inputs = op.attr(G::step_inputs), L.step_outputs = op.attr(G::step_outputs);
+    L.ex_states = op.attr(G::ex_states), L.states = op.attr(G::states), L.boot_states = op.attr(G::boot_states);
+    L.output_seeds = op.attr(G::output_seeds), L.state_seeds = op.attr(G::state_seeds);
+    // From here on the names are those of gradients in the grad block.
+    for (auto& n : L.step_inputs) n = grad_var_name(n);
+    for (auto& n : L.ex_states) n = grad_var_name(n);
+    for (auto& n : op.input(G::parameters)) L.parameter_grads.push_back(grad_var_name(n));
+  }
+  PreparedBlock::Loop& L = *s.loop;
+  const LoDTensor& x0 = c.in(G::inputs, 0);
+  detail::recurrent_layout(c, x0, L.start, L.order, L.active);
+  const int64_t steps = int64_t(L.active.size());
+  Value::ScopeList& scopes = c.in_value(G::step_scopes)->scopes();
+  c.check(int64_t(scopes.size()) == steps, "the forward recurrent op ran {} steps, but the inputs have {}: run the forward pass first", scopes.size(), steps);
+  for (int64_t t = 0; t < steps; ++t) {
+    if (int64_t(L.steps.size()) <= t) L.steps.push_back(nullptr);
+    auto& g = L.steps[size_t(t)];
+    if (!g || g->scope_ != scopes[size_t(t)]) g = L.steps[0] && t > 0 ? prepare_like(*L.steps[0], *scopes[size_t(t)]) : prepare(p.program_, *scopes[size_t(t)], L.block, p.options_);
+  }
+  // The outer gradients start at zero; the steps fill or add to them.
+  for (size_t i = 0; i < c.num_out(G::inputs_grad); ++i)
+    if (c.has_out(G::inputs_grad, i)) {
+      const LoDTensor& x = c.in(G::inputs, i);
+      LoDTensor& gx = c.out(G::inputs_grad, i);
+      gx.resize(x.shape(), x.dtype());
+      gx.set_lod(x.lod());
+      detail::zero(gx);
+    }
+  for (const Slot slot : {G::initial_states_grad, G::parameters_grad}) {
+    const Slot fwd = slot == G::parameters_grad ? G::parameters : G::initial_states;
+    for (size_t i = 0; i < c.num_out(slot); ++i)
+      if (c.has_out(slot, i)) {
+        const LoDTensor& v = c.in(fwd, i);
+        LoDTensor& gv = c.out(slot, i);
+        gv.resize(v.shape(), v.dtype());
+        detail::zero(gv);
+      }
+  }
+  const std::vector<std::string>& params = op.input(G::parameters);
+  for (int64_t t = steps - 1; t >= 0; --t) {
+    PreparedBlock& gp = *L.steps[size_t(t)];
+    Scope& gs = *gp.local_;
+    const int64_t k = L.active[size_t(t)];
+    const int64_t k_next = t + 1 < steps ? L.active[size_t(t + 1)] : 0;
+    for (size_t j = 0; j < L.output_seeds.size(); ++j) {  // the gradient of the step's output rows
+      const LoDTensor& gy = c.in(G::outputs_grad, j);
+      LoDTensor& seed = gs.find_local(L.output_seeds[j])->tensor();
+      detail::resize_rows(seed, gy.shape(), gy.dtype(), k);
+      const size_t rb = seed.bytes() / size_t(k);
+      for (int64_t r = 0; r < k; ++r)
+        std::memcpy(static_cast<char*>(seed.raw()) + size_t(r) * rb, static_cast<const char*>(gy.raw()) + size_t(L.start[size_t(L.order[size_t(r)])] + t) * rb, rb);
+    }
+    for (size_t m = 0; m < L.state_seeds.size(); ++m) {  // plus the memory's gradient from step t+1
+      LoDTensor& seed = gs.find_local(L.state_seeds[m])->tensor();
+      if (std::find(L.output_seeds.begin(), L.output_seeds.end(), L.state_seeds[m]) == L.output_seeds.end() &&
+          std::find(L.state_seeds.begin(), L.state_seeds.begin() + ptrdiff_t(m), L.state_seeds[m]) == L.state_seeds.begin() + ptrdiff_t(m)) {
+        const LoDTensor& st = scopes[size_t(t)]->find_local(L.states[m])->tensor();
+        detail::resize_rows(seed, st.shape(), st.dtype(), k);
+        detail::zero(seed);
+      }
+      if (k_next == 0) continue;
+      const Value* pv = L.steps[size_t(t + 1)]->local_->find_local(L.ex_states[m]);
+      if (pv && pv->tensor_if() && pv->tensor_if()->initialized()) {
+        const LoDTensor& g_pre = *pv->tensor_if();
+        c.check(g_pre.rank() >= 1 && g_pre.dim(0) == k_next && g_pre.numel() / k_next == seed.numel() / k, "the gradient of memory '{}' is {} at step {}",
+                L.ex_states[m], g_pre.shape(), t + 1);
+        detail::add_elements(c, seed, g_pre, g_pre.numel());
+      }
+    }
+    run_steps(gp, {}, 1);
+    for (size_t i = 0; i < L.step_inputs.size(); ++i) {
+      if (!c.has_out(G::inputs_grad, i)) continue;
+      const Value* v = gs.find_local(L.step_inputs[i]);
+      if (!v || !v->tensor_if() || !v->tensor_if()->initialized()) continue;  // x does not reach the outputs
+      const LoDTensor& gxt = *v->tensor_if();
+      LoDTensor& gx = c.out(G::inputs_grad, i);
+      c.check(gxt.rank() >= 1 && gxt.dim(0) == k && gxt.bytes() / size_t(k) * size_t(gx.dim(0)) == gx.bytes(), "the gradient of step input '{}' is {}",
+              L.step_inputs[i], gxt.shape());
+      const size_t rb = gxt.bytes() / size_t(k);
+      for (int64_t r = 0; r < k; ++r)
+        std::memcpy(static_cast<char*>(gx.raw()) + size_t(L.start[size_t(L.order[size_t(r)])] + t) * rb, static_cast<const char*>(gxt.raw()) + size_t(r) * rb, rb);
+    }
+    for (size_t i = 0; i < params.size(); ++i) {  // a parameter's gradient is the sum over the steps
+      if (!c.has_out(G::parameters_grad, i)) continue;
+      const Value* v = gs.find_local(L.parameter_grads[i]);
+      if (!v) continue;
+      c.check(!v->is_selected_rows(), "the gradient of '{}' inside the step is sparse (selected rows), which a recurrent op does not sum yet", params[i]);
+      if (!v->tensor_if() || !v->tensor_if()->initialized()) continue;
+      LoDTensor& gp_out = c.out(G::parameters_grad, i);
+      c.check(v->tensor_if()->numel() == gp_out.numel(), "the gradient of '{}' is {} inside the step", params[i], v->tensor_if()->shape());
+      detail::add_elements(c, gp_out, *v->tensor_if(), gp_out.numel());
+    }
+    if (t == 0)
+      for (size_t m = 0; m < L.ex_states.size(); ++m) {  // the boot's gradient: the memories' at step 0
+        const int32_t b = L.boot_states[m];
+        if (b < 0 || !c.has_out(G::initial_states_grad, size_t(b))) continue;
+        const Value* v = gs.find_local(L.ex_states[m]);
+        if (!v || !v->tensor_if() || !v->tensor_if()->initialized()) continue;
+        const LoDTensor& gpre = *v->tensor_if();
+        LoDTensor& gb = c.out(G::initial_states_grad, size_t(b));
+        const size_t rb = gpre.bytes() / size_t(k);
+        c.check(rb * size_t(gb.dim(0)) == gb.bytes(), "the gradient of memory '{}' is {}", L.ex_states[m], gpre.shape());
+        c.dispatch(type_list<float, double>{}, gb.dtype(), [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          const int64_t w = int64_t(rb / sizeof(T));
+          for (int64_t r = 0; r < k; ++r) {
+            T* d = static_cast<T*>(gb.raw()) + L.order[size_t(r)] * w;
+            const T* src = static_cast<const T*>(gpre.raw()) + r * w;
+            for (int64_t e = 0; e < w; ++e) d[e] += src[e];
+          }
+        });
+      }
   }
 }
 
@@ -246,23 +523,36 @@ OAR_FUNC size_t Executor::fingerprint(const Program& p) {
   return h;
 }
 
-OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope) {
+OAR_FUNC std::shared_ptr<PreparedBlock> Executor::prepare_like(const PreparedBlock& proto, Scope& scope) {
+  auto p = std::make_shared<PreparedBlock>();
+  p->program_ = proto.program_;
+  p->block_ = proto.block_;
+  p->options_ = proto.options_;
+  bind(*p, scope, &proto);
+  return p;
+}
+
+OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock* proto) {
   if (p.scope_ && p.local_) p.scope_->drop(p.local_);
   p.steps_.clear();
   p.required_feeds_.clear();
   p.scope_ = &scope;
   p.local_ = &scope.new_scope();
   const Block& b = p.program_->block(p.block_);
-  for (const Block* blk = &b; blk; blk = blk->parent())
+  for (const Block* blk = &b; blk; blk = blk->parent()) {
+    // A sub-block's own variables always live in its scope: a recurrent step's in its step scope, whatever the
+    // outer scopes hold (its grad block declares the per-step parameter gradients under the outer names).
+    const bool own = blk == &b && b.parent();
     for (auto* v : blk->vars()) {
       if (v->persistable()) {
         if (!scope.find(v->name())) scope.var(v->name()).init(v->kind());
-      } else if (!p.local_->find_local(v->name()) && !scope.find(v->name())) {
+      } else if (!p.local_->find_local(v->name()) && (own || !scope.find(v->name()))) {
         // A non-persistable variable the caller's scope already holds (a gradient computed by an earlier
         // program run in that scope, say) is used from there; the rest are temporaries of this run.
         p.local_->var(v->name()).init(v->kind());
       }
     }
+  }
   std::set<std::string> written;
   for (auto* op : b.ops()) {
     if (op->type() == ops::Feed::type) {  // a program's own feed ops name what must be fed
@@ -281,7 +571,13 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope) {
     }
     for (auto& n : op->output_names()) written.insert(n);
   }
+  const bool reuse = proto && proto->program_ == p.program_ && proto->block_ == p.block_ && proto->steps_.size() == b.num_ops();
   for (auto* op : b.ops()) {
+    if (reuse) {
+      const PreparedBlock::Step& ps = proto->steps_[p.steps_.size()];
+      p.steps_.push_back({op, ps.fn, ps.attrs, KernelContext(*op, *p.local_, *dev_, ps.attrs.get()), {}, {}});
+      continue;
+    }
     const OpDef& d = op_def(op->type());
     // feed and fetch ops move values through the program's feed/fetch lists, which are no model state.
     if (p.options_.read_only_persistables && op->type() != ops::Feed::type && op->type() != ops::Fetch::type)
@@ -297,7 +593,8 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope) {
       const KernelEntry& k = KernelRegistry::instance().get(op->type(), place_, op->origin());
       fn = k.on(place_);
       attrs = k.attrs(*op, d.is_grad ? OpRegistry::instance().find(op->type().substr(0, op->type().size() - 5)) : &d);
-    } else if (op->type() != ops::Feed::type && op->type() != ops::Fetch::type && op->type() != ops::ConditionalBlock::type) {
+    } else if (op->type() != ops::Feed::type && op->type() != ops::Fetch::type && op->type() != ops::ConditionalBlock::type &&
+               op->type() != ops::Recurrent::type && op->type() != ops::RecurrentGrad::type) {
       throw Error(fmt::format("op '{}' is not supported by this executor yet", op->type()), op->origin());
     }
     p.steps_.push_back({op, fn, attrs, KernelContext(*op, *p.local_, *dev_, attrs.get()), {}, {}});

@@ -46,6 +46,15 @@ class PreparedBlock {
 
  private:
   friend class Executor;
+  /// What a recurrent or recurrent_grad op keeps between runs (prepared on its first run): the step block (or
+  /// its grad block) prepared in each step's scope, the names it moves rows through, and the batch layout.
+  struct Loop {
+    int block = -1;
+    std::vector<std::string> step_inputs, step_outputs, ex_states, states, output_seeds, state_seeds, parameter_grads;
+    std::vector<int32_t> boot_states;
+    std::vector<std::shared_ptr<PreparedBlock>> steps;  // step t's block, in its own scope
+    std::vector<int64_t> start, order, active;          // each sequence's first row; sequences longest first; k_t
+  };
   struct Step {
     const Operator* op;
     KernelFn fn = nullptr;
@@ -53,6 +62,7 @@ class PreparedBlock {
     KernelContext ctx;
     std::vector<int> acquire, release;  // indices into slots_: temporaries first written / last used here
     std::shared_ptr<PreparedBlock> sub;  // a control-flow op's sub-block, prepared on first use
+    std::shared_ptr<Loop> loop;          // recurrent / recurrent_grad
   };
   struct Temp {
     Value* value;
@@ -114,6 +124,12 @@ class Executor {
   /// non-empty. Fluid's rule; the outputs keep their previous values when it does not run.
   void run_control(PreparedBlock& p, PreparedBlock::Step& s, int index);
 
+  /// `recurrent` runs its step block once per time step, each step in its own child scope of the block's
+  /// temporaries (kept, with the block prepared in it, from run to run, and listed in the op's step_scopes);
+  /// `recurrent_grad` runs its grad block in a child of each of those scopes, last step first.
+  void run_recurrent(PreparedBlock& p, PreparedBlock::Step& s);
+  void run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step& s);
+
   /// Runs `block` of `program` once (a startup program, say): no feeds or fetches.
   void run(const Program& program, Scope& scope, int block = 0);
   /// Runs `program` with feeds and fetches; the preparation is cached per program object and its size.
@@ -128,7 +144,12 @@ class Executor {
 
   /// Creates the block's variables (persistable ones in `scope`, the rest in a child scope) and resolves
   /// every op's slots and kernel.
-  void bind(PreparedBlock& p, Scope& scope);
+  /// With `proto` (the same block, prepared in another scope), its kernels and decoded attributes are reused.
+  void bind(PreparedBlock& p, Scope& scope, const PreparedBlock* proto = nullptr);
+  /// The block of `proto` prepared in `scope`, reusing proto's kernels and attributes (a step scope's block).
+  std::shared_ptr<PreparedBlock> prepare_like(const PreparedBlock& proto, Scope& scope);
+  /// Runs the steps (ops) of a bound block; with recycling, `fetched` survive and `batch` sizes first runs.
+  void run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch);
 
   Place place_;
   std::unique_ptr<DeviceContext> dev_;
