@@ -272,19 +272,22 @@ inline void add_elements(const KernelContext& c, Tensor& dst, const Tensor& src,
 
 }  // namespace detail
 
+OAR_FUNC std::shared_ptr<PreparedBlock::Loop> Executor::make_loop(const KernelContext& c) const {
+  using R = ops::Recurrent;
+  if (!place_.is_cpu()) [[unlikely]]
+    c.check(false, "runs on the CPU only for now (the step rows are gathered on the host), not on {}", place_.str());
+  const Operator& op = c.op();
+  auto L = std::make_shared<PreparedBlock::Loop>();
+  L->block = op.sub_block();
+  L->step_inputs = op.attr(R::step_inputs), L->step_outputs = op.attr(R::step_outputs);
+  L->ex_states = op.attr(R::ex_states), L->states = op.attr(R::states), L->boot_states = op.attr(R::boot_states);
+  return L;
+}
+
 OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) {
   using R = ops::Recurrent;
   const KernelContext& c = s.ctx;
-  const Operator& op = *s.op;
-  if (!place_.is_cpu()) [[unlikely]]
-    c.check(false, "runs on the CPU only for now (the step rows are gathered on the host), not on {}", place_.str());
-  if (!s.loop) {
-    s.loop = std::make_shared<PreparedBlock::Loop>();
-    auto& L = *s.loop;
-    L.block = op.sub_block();
-    L.step_inputs = op.attr(R::step_inputs), L.step_outputs = op.attr(R::step_outputs);
-    L.ex_states = op.attr(R::ex_states), L.states = op.attr(R::states), L.boot_states = op.attr(R::boot_states);
-  }
+  if (!s.loop) s.loop = make_loop(c);
   PreparedBlock::Loop& L = *s.loop;
   const LoDTensor& x0 = c.in(R::inputs, 0);
   detail::recurrent_layout(c, x0, L.start, L.order, L.active);
@@ -364,14 +367,9 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
   using G = ops::RecurrentGrad;
   const KernelContext& c = s.ctx;
   const Operator& op = *s.op;
-  if (!place_.is_cpu()) [[unlikely]]
-    c.check(false, "runs on the CPU only for now (the step rows are gathered on the host), not on {}", place_.str());
   if (!s.loop) {
-    s.loop = std::make_shared<PreparedBlock::Loop>();
+    s.loop = make_loop(c);
     auto& L = *s.loop;
-    L.block = op.sub_block();
-    L.step_inputs = op.attr(G::step_inputs), L.step_outputs = op.attr(G::step_outputs);
-    L.ex_states = op.attr(G::ex_states), L.states = op.attr(G::states), L.boot_states = op.attr(G::boot_states);
     L.output_seeds = op.attr(G::output_seeds), L.state_seeds = op.attr(G::state_seeds);
     // From here on the names are those of gradients in the grad block.
     for (auto& n : L.step_inputs) n = grad_var_name(n);

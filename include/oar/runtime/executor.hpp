@@ -129,6 +129,8 @@ class Executor {
   /// `recurrent_grad` runs its grad block in a child of each of those scopes, last step first.
   void run_recurrent(PreparedBlock& p, PreparedBlock::Step& s);
   void run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step& s);
+  /// What both read from their op on the first run (recurrent_grad shares recurrent's attributes).
+  std::shared_ptr<PreparedBlock::Loop> make_loop(const KernelContext& c) const;
 
   /// Runs `block` of `program` once (a startup program, say): no feeds or fetches.
   void run(const Program& program, Scope& scope, int block = 0);
