@@ -17,3 +17,4 @@
 #include "oar/layers/sequence_shape-inl.hpp"
 #include "oar/layers/recurrent-inl.hpp"
 #include "oar/layers/recurrent_group-inl.hpp"
+#include "oar/layers/static_rnn-inl.hpp"

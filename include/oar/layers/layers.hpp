@@ -10,4 +10,5 @@
 #include "oar/layers/recurrent_group.hpp"
 #include "oar/layers/sequence.hpp"
 #include "oar/layers/sequence_shape.hpp"
+#include "oar/layers/static_rnn.hpp"
 #include "oar/layers/tensor.hpp"

@@ -9,11 +9,7 @@
 
 namespace oar {
 
-namespace detail {
-
-/// The names the ops of `b` and of the blocks nested in it read from outside `b` (parameters, outer
-/// activations), in first-use order.
-inline std::vector<std::string> outer_reads(const Program& p, const Block& b) {
+OAR_FUNC std::vector<std::string> detail::outer_reads(const Program& p, const Block& b) {
   std::vector<std::string> out;
   auto inside = [&](const Block* blk, const std::string& n) {
     for (; blk; blk = blk->parent()) {
@@ -33,8 +29,6 @@ inline std::vector<std::string> outer_reads(const Program& p, const Block& b) {
   }
   return out;
 }
-
-}  // namespace detail
 
 OAR_FUNC std::vector<Var> detail::record_step_inputs(const std::shared_ptr<GroupState>& g, std::source_location loc) {
   std::vector<Var> xs;
