@@ -141,6 +141,31 @@ struct Sequences {
   }
 };
 
+/// The character language model of the char_lm group, as both sides train it: embedding [vocab, embed] -> LSTM
+/// (embed -> hidden, no peepholes, an input and a recurrent bias) -> linear to vocab, softmax cross-entropy on
+/// the next character, mean over the batch's characters; Adam (lr, betas 0.9 / 0.999, eps 1e-8) on
+/// lr / 2 (1 + cos(pi step / steps)), gradients clipped to a global norm of `clip`. Each step's batch is the
+/// `batch` chunks of `chunk` characters starting at the next `batch` entries of `starts` (inputs
+/// train[s .. s + chunk), labels one character later), each from a zero state.
+struct CharLm {
+  std::vector<int64_t> train, valid;  ///< character ids
+  int64_t vocab = 0, embed = 0, hidden = 0, chunk = 0, batch = 0, steps = 0;
+  double lr = 0, clip = 0;
+  std::vector<int64_t> starts;  ///< steps x batch
+  /// oar's initial parameters in LibTorch's layouts (gates i, f, g, o), so that both start from the same point:
+  /// emb [vocab, embed], w_ih [4 hidden, embed], w_hh [4 hidden, hidden], b_ih, b_hh [4 hidden], w_out [vocab, hidden], b_out [vocab].
+  std::vector<float> emb, w_ih, w_hh, b_ih, b_hh, w_out, b_out;
+  /// Validation chunks: every `chunk` characters of `valid` (the last one shorter), scored in batches of this many.
+  int64_t valid_batch = 128;
+};
+
+/// What one side's training of a CharLm gives.
+struct CharLmResult {
+  double valid_bpc = 0;         ///< mean cross-entropy over every validation character, in bits
+  double train_cpu_s = 0;       ///< process CPU seconds of the `steps` training steps (batches built included)
+  std::vector<double> losses;   ///< each step's training loss (nats per character)
+};
+
 // ---- LibTorch (torch_peer.cpp; stubs when LibTorch was not found)
 namespace torch_peer {
 bool available();
@@ -158,6 +183,9 @@ std::unique_ptr<Runner> conv_layer(const ConvLayer& l, bool backward, bool mkldn
 /// time-major [T, batch, input] tensor when all lengths are equal, else padded to the longest and run through
 /// pack_padded_sequence (enforce_sorted = false).
 std::unique_ptr<Runner> lstm(const Sequences& d, int threads);
+/// Trains `m` with torch::nn::Embedding, torch::nn::LSTM and torch::nn::Linear at 1 thread (time-major
+/// [chunk, batch] inputs: every chunk of a batch has the same length) and scores the validation text.
+CharLmResult char_lm(const CharLm& m);
 }  // namespace torch_peer
 
 // ---- xtensor (xtensor_peer.cpp; stubs when xtensor was not found)

@@ -13,7 +13,9 @@
 #include <oar/ops/slice.hpp>
 #include <oar/ops/transpose.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "common.hpp"
+#include "fortunes.hpp"
 #include "kernels/cpu/gemm.hpp"
 
 namespace bench {
@@ -571,6 +574,155 @@ void bench_lstm() {
   }
 }
 
+// ---------------------------------------------------------------- char_lm
+
+/// oar's side of char_lm: examples/char_lm.cpp's model with named parameters (so that LibTorch can start
+/// from the same values), trained by Optimizer::step on `m`'s batches in order, then scored by an Evaluator.
+struct OarCharLm {
+  const CharLm& m;
+  oar::Tape tape;
+  oar::Var ids, next, nats, cost;
+  std::unique_ptr<oar::Model> model, scorer;
+
+  explicit OarCharLm(const CharLm& lm) : m(lm) {
+    ids = oar::data("ids", oar::i64, {-1, 1}).lod_level(1);
+    next = oar::data("next", oar::i64, {-1, 1});
+    auto emb = oar::embedding(ids, {m.vocab, m.embed}).param("emb_w");
+    auto x = oar::fc(emb, 4 * m.hidden).param("proj_w").bias("proj_b");
+    auto h = oar::dynamic_lstm(x, 4 * m.hidden).use_peepholes(false).param("lstm_w").bias("lstm_b");
+    nats = oar::softmax_with_cross_entropy(oar::fc(h, m.vocab).param("out_w").bias("out_b"), next);
+    cost = oar::mean(nats);
+    model = std::make_unique<oar::Model>(tape.program(cost));
+    scorer = std::make_unique<oar::Model>(tape.program(nats));
+  }
+
+  /// Chunks of up to m.chunk characters at `starts` (cut at the end of `text`) as LoD sequences, and their next characters.
+  oar::FeedMap batch(const std::vector<int64_t>& text, const int64_t* starts, size_t count) const {
+    std::vector<int64_t> x, y;
+    oar::Lengths lengths(1);
+    for (size_t i = 0; i < count; ++i) {
+      const auto s = size_t(starts[i]);
+      const size_t n = std::min(size_t(m.chunk), text.size() - 1 - s);
+      x.insert(x.end(), text.begin() + long(s), text.begin() + long(s + n));
+      y.insert(y.end(), text.begin() + long(s + 1), text.begin() + long(s + 1 + n));
+      lengths[0].push_back(n);
+    }
+    const auto rows = int64_t(x.size());
+    return {{model->name_of(ids), oar::LoDTensor::from_lengths(oar::Tensor::from<int64_t>(x, {rows, 1}), lengths)},
+            {model->name_of(next), oar::LoDTensor(oar::Tensor::from<int64_t>(y, {rows, 1}))}};
+  }
+
+  /// The initial parameters in LibTorch's layouts. oar's gate columns are [c~ | i | f | o] of x W (W: [in, 4H]);
+  /// LibTorch's rows are [i | f | g | o] of W x (W: [4H, in]).
+  void export_initial(CharLm& out) const {
+    const int64_t H = m.hidden, V = m.vocab;
+    auto values = [&](const char* name) {
+      auto s = model->parameter(name).span<float>();
+      return std::vector<float>(s.begin(), s.end());
+    };
+    const int64_t oar_gate[4] = {1, 2, 0, 3};  // LibTorch's gate k is oar's gate oar_gate[k]
+    auto gates = [&](const std::vector<float>& w, int64_t in, std::vector<float>& rows, std::vector<float>& bias, const std::vector<float>& b) {
+      rows.assign(size_t(4 * H * in), 0.f);
+      bias.assign(size_t(4 * H), 0.f);
+      for (int64_t k = 0; k < 4; ++k)
+        for (int64_t j = 0; j < H; ++j) {
+          const int64_t col = oar_gate[k] * H + j;
+          for (int64_t i = 0; i < in; ++i) rows[size_t((k * H + j) * in + i)] = w[size_t(i * 4 * H + col)];
+          bias[size_t(k * H + j)] = b[size_t(col)];
+        }
+    };
+    out.emb = values("emb_w");
+    gates(values("proj_w"), m.embed, out.w_ih, out.b_ih, values("proj_b"));
+    gates(values("lstm_w"), H, out.w_hh, out.b_hh, values("lstm_b"));
+    const std::vector<float> w = values("out_w");  // [H, V]
+    out.w_out.assign(size_t(V * H), 0.f);
+    for (int64_t v = 0; v < V; ++v)
+      for (int64_t k = 0; k < H; ++k) out.w_out[size_t(v * H + k)] = w[size_t(k * V + v)];
+    out.b_out = values("out_b");
+  }
+
+  CharLmResult train() {
+    oar::set_num_threads(1);
+    auto rule = oar::optim::adam(m.lr).with_schedule(oar::optim::cosine_decay(double(m.steps))).with_clip(oar::ClipByGlobalNorm(float(m.clip)));
+    oar::Optimizer opt(*model, cost, rule);
+    std::vector<oar::LoDTensor> out;
+    CharLmResult r;
+    const double t0 = cpu_s();
+    for (int64_t step = 0; step < m.steps; ++step) {
+      opt.step(batch(m.train, m.starts.data() + step * m.batch, size_t(m.batch)), out);
+      r.losses.push_back(double(out[0].get(0)));
+    }
+    r.train_cpu_s = cpu_s() - t0;
+
+    oar::Evaluator ev(*scorer);
+    std::vector<int64_t> starts;
+    for (int64_t s = 0; s + 1 < int64_t(m.valid.size()); s += m.chunk) starts.push_back(s);
+    double total = 0;
+    int64_t count = 0;
+    for (size_t b = 0; b < starts.size(); b += size_t(m.valid_batch)) {
+      auto res = ev.forward(batch(m.valid, starts.data() + b, std::min(size_t(m.valid_batch), starts.size() - b)));
+      for (float v : res[0].span<float>()) total += v;
+      count += res[0].dim(0);
+    }
+    r.valid_bpc = total / double(count) / std::log(2.0);
+    return r;
+  }
+};
+
+/// examples/char_lm.cpp's model, settings and data for kCharLmSteps steps, in oar and in LibTorch from the same
+/// initial parameters on the same batches: validation bits per character (both sides score every validation
+/// character the same way) and training steps per CPU second at 1 thread.
+void bench_char_lm() {
+  constexpr int64_t kCharLmSteps = 500;
+  fortunes::Corpus text;
+  try {
+    text = fortunes::load();
+  } catch (const std::exception& e) {
+    info(std::string("char_lm skipped: ") + e.what());
+    return;
+  }
+  CharLm m;
+  m.train = std::move(text.train);
+  m.valid = std::move(text.valid);
+  m.vocab = fortunes::kVocab;
+  m.embed = 64;
+  m.hidden = 256;
+  m.chunk = 100;
+  m.batch = 32;
+  m.steps = kCharLmSteps;
+  m.lr = 1e-2;
+  m.clip = 5;
+  std::mt19937_64 rng(11);  // examples/char_lm.cpp's first batches
+  std::uniform_int_distribution<size_t> pick(0, m.train.size() - size_t(m.chunk) - 2);
+  for (int64_t i = 0; i < m.steps * m.batch; ++i) m.starts.push_back(int64_t(pick(rng)));
+
+  OarCharLm net(m);
+  net.export_initial(m);
+  const CharLmResult o = net.train();
+  const CharLmResult p = use_torch() ? torch_peer::char_lm(m) : CharLmResult{};
+  const bool peer = use_torch();
+  auto tail_mean = [](const std::vector<double>& l) {
+    double s = 0;
+    const size_t n = std::min<size_t>(50, l.size());
+    for (size_t i = l.size() - n; i < l.size(); ++i) s += l[i];
+    return n ? s / double(n) / std::log(2.0) : 0.0;
+  };
+  double early = 0;  // the two runs agree until rounding differences, amplified by training, part them
+  for (size_t i = 0; peer && i < 20; ++i) early = std::max(early, std::abs(o.losses[i] - p.losses[i]) / std::log(2.0));
+  char losses[320];
+  std::snprintf(losses, sizeof losses,
+                "training loss (bits/char) at step 1: oar %.5f, libtorch %.5f; largest difference over steps 1-20: %.2g; mean of the last 50 steps: oar %.4f, libtorch %.4f",
+                o.losses.front() / std::log(2.0), peer ? p.losses.front() / std::log(2.0) : 0.0, early, tail_mean(o.losses), peer ? tail_mean(p.losses) : 0.0);
+  const std::string setting = "embedding 64 -> LSTM 256 (no peepholes) -> linear 98, softmax cross-entropy on the next character; " +
+                              std::to_string(m.steps) + " steps of 32 chunks x 100 characters from the same random starts, Adam 1e-2 on a cosine to 0, " +
+                              "global-norm clip 5, the same initial parameters; oar: fc + dynamic_lstm over LoD sequences, Optimizer::step; " +
+                              "libtorch: torch::nn::Embedding + LSTM + Linear, time-major, 1 thread";
+  emit({"char_lm_valid_bpc", "bits/char", o.valid_bpc, peer ? "libtorch" : "", p.valid_bpc, 1,
+        setting + "; validation: science, wisdom, sports, food (" + std::to_string(m.valid.size()) + " characters) in chunks of 100 from a zero state; " + losses, false});
+  emit({"char_lm_train", "steps/s", double(m.steps) / o.train_cpu_s, peer ? "libtorch" : "", peer ? double(m.steps) / p.train_cpu_s : 0, 1,
+        setting + " (batches built included); time: process CPU time of the whole run, one run each", true});
+}
+
 // ---------------------------------------------------------------- conv layers alone
 
 /// A random f32 tensor (uniform [0, 1)).
@@ -728,7 +880,7 @@ int main(int argc, char** argv) try {
                   "  --openblas-core NAME: set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) for every framework\n"
                   "  --no-peers: measure oar alone (for profiling it)\n"
                   "  --profile: print oar's time per op type (oar::Profiler) for each net, 1 thread\n"
-                  "benchmarks: sgemm op_overhead nd mlp_forward conv_forward conv_layer mlp_train conv_train lstm (filter: substring);\n"
+                  "benchmarks: sgemm op_overhead nd mlp_forward conv_forward conv_layer mlp_train conv_train lstm char_lm (filter: substring);\n"
                   "  mlp_forward and mlp_train also print gemm_bound: their large products alone on OpenBLAS, a rate no framework can pass\n");
       return 0;
     } else g_opt.filter = a;
@@ -758,6 +910,7 @@ int main(int argc, char** argv) try {
     bench_memory(true);
   }
   if (selected("lstm")) bench_lstm();
+  if (selected("char_lm")) bench_char_lm();
   info("load at the end " + loadavg());
   return 0;
 } catch (const std::exception& e) {

@@ -2,6 +2,8 @@
 // to compile). Built with OAR_BENCH_TORCH when find_package(Torch) succeeds; otherwise only stubs.
 #include "common.hpp"
 
+#include <cmath>
+
 #if defined(OAR_BENCH_TORCH)
 #include <torch/torch.h>
 #endif
@@ -21,6 +23,7 @@ std::unique_ptr<Runner> mlp(const Synthetic&, int64_t, int, bool) { return nullp
 std::unique_ptr<Runner> conv(const Synthetic&, int64_t, int, bool, bool) { return nullptr; }
 std::unique_ptr<Runner> conv_layer(const ConvLayer&, bool, bool) { return nullptr; }
 std::unique_ptr<Runner> lstm(const Sequences&, int) { return nullptr; }
+CharLmResult char_lm(const CharLm&) { return {}; }
 
 #else
 
@@ -199,8 +202,6 @@ std::unique_ptr<Runner> conv_layer(const ConvLayer& l, bool backward, bool mkldn
   return r;
 }
 
-#endif
-
 namespace {
 
 struct LstmRunner : TorchRunner {
@@ -241,5 +242,87 @@ struct LstmRunner : TorchRunner {
 }  // namespace
 
 std::unique_ptr<Runner> lstm(const Sequences& d, int threads) { return std::make_unique<LstmRunner>(d, threads); }
+
+namespace {
+
+/// A tensor holding a copy of `v`, shaped `shape`.
+torch::Tensor tensor_of(const std::vector<float>& v, std::vector<int64_t> shape) {
+  return torch::from_blob(const_cast<float*>(v.data()), shape, torch::kFloat32).clone();
+}
+
+struct CharLmNetImpl : torch::nn::Module {
+  torch::nn::Embedding emb{nullptr};
+  torch::nn::LSTM lstm{nullptr};
+  torch::nn::Linear out{nullptr};
+  explicit CharLmNetImpl(const CharLm& m) {
+    emb = register_module("emb", torch::nn::Embedding(m.vocab, m.embed));
+    lstm = register_module("lstm", torch::nn::LSTM(torch::nn::LSTMOptions(m.embed, m.hidden)));
+    out = register_module("out", torch::nn::Linear(m.hidden, m.vocab));
+    torch::NoGradGuard no_grad;
+    emb->weight.copy_(tensor_of(m.emb, {m.vocab, m.embed}));
+    lstm->named_parameters()["weight_ih_l0"].copy_(tensor_of(m.w_ih, {4 * m.hidden, m.embed}));
+    lstm->named_parameters()["weight_hh_l0"].copy_(tensor_of(m.w_hh, {4 * m.hidden, m.hidden}));
+    lstm->named_parameters()["bias_ih_l0"].copy_(tensor_of(m.b_ih, {4 * m.hidden}));
+    lstm->named_parameters()["bias_hh_l0"].copy_(tensor_of(m.b_hh, {4 * m.hidden}));
+    out->weight.copy_(tensor_of(m.w_out, {m.vocab, m.hidden}));
+    out->bias.copy_(tensor_of(m.b_out, {m.vocab}));
+  }
+  /// x: [T, B] ids -> logits [T, B, vocab].
+  torch::Tensor logits(const torch::Tensor& x) { return out(std::get<0>(lstm->forward(emb(x)))); }
+};
+TORCH_MODULE(CharLmNet);
+
+/// The `count` chunks of `n` characters starting at `starts[0 .. count)`, time-major: inputs and next characters [n, count].
+std::pair<torch::Tensor, torch::Tensor> char_batch(const std::vector<int64_t>& text, const int64_t* starts, int64_t count, int64_t n) {
+  std::vector<int64_t> x(size_t(n * count)), y(size_t(n * count));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t b = 0; b < count; ++b) {
+      x[size_t(t * count + b)] = text[size_t(starts[b] + t)];
+      y[size_t(t * count + b)] = text[size_t(starts[b] + t + 1)];
+    }
+  return {torch::from_blob(x.data(), {n, count}, torch::kInt64).clone(), torch::from_blob(y.data(), {n, count}, torch::kInt64).clone()};
+}
+
+}  // namespace
+
+CharLmResult char_lm(const CharLm& m) {
+  torch::set_num_threads(1);
+  set_blas_threads(1);
+  CharLmNet net(m);
+  torch::optim::Adam opt(net->parameters(), torch::optim::AdamOptions(m.lr));
+  namespace F = torch::nn::functional;
+  CharLmResult r;
+  const double t0 = cpu_s();
+  for (int64_t step = 0; step < m.steps; ++step) {
+    auto [x, y] = char_batch(m.train, m.starts.data() + step * m.batch, m.batch, m.chunk);
+    for (auto& g : opt.param_groups())  // oar's cosine_decay: step k uses lr / 2 (1 + cos(pi k / steps))
+      static_cast<torch::optim::AdamOptions&>(g.options()).lr(m.lr * 0.5 * (1 + std::cos(M_PI * double(step) / double(m.steps))));
+    opt.zero_grad();
+    auto loss = F::cross_entropy(net->logits(x).view({-1, m.vocab}), y.view({-1}));
+    loss.backward();
+    torch::nn::utils::clip_grad_norm_(net->parameters(), m.clip);
+    opt.step();
+    r.losses.push_back(loss.item<double>());
+  }
+  r.train_cpu_s = cpu_s() - t0;
+
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> starts;
+  for (int64_t s = 0; s + 1 < int64_t(m.valid.size()); s += m.chunk) starts.push_back(s);
+  const int64_t full = int64_t(m.valid.size() - 1) / m.chunk;  // chunks of full length; a shorter one may follow
+  double nats = 0;
+  int64_t count = 0;
+  auto score = [&](int64_t first, int64_t n, int64_t len) {
+    auto [x, y] = char_batch(m.valid, starts.data() + first, n, len);
+    nats += F::cross_entropy(net->logits(x).view({-1, m.vocab}), y.view({-1}), F::CrossEntropyFuncOptions().reduction(torch::kSum)).item<double>();
+    count += n * len;
+  };
+  for (int64_t b = 0; b < full; b += m.valid_batch) score(b, std::min(m.valid_batch, full - b), m.chunk);
+  if (int64_t(starts.size()) > full) score(full, 1, int64_t(m.valid.size()) - 1 - starts.back());
+  r.valid_bpc = nats / double(count) / std::log(2.0);
+  return r;
+}
+
+#endif
 
 }  // namespace bench::torch_peer
