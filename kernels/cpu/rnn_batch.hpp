@@ -140,9 +140,13 @@ inline int64_t row_grain(int64_t width) { return std::max<int64_t>(1, 16384 / st
 
 /// exp(x) for floats: Cephes' expf (degree-6 polynomial on [-ln2/2, ln2/2] times 2^n), branch-free so that
 /// loops over it vectorize; relative error ~1e-7, inputs clamped to [-87, 88].
+/// NOTE: n is rounded by adding 1.5 * 2^23 (the sum's low mantissa bits then hold n), not with std::floor:
+/// GCC does not vectorize floor under the default -ftrapping-math, which left these loops scalar.
 inline float exp_approx(float x) {
   x = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float shifted = x * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
+  const int32_t ni = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(12582912.0f);
   const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -151,7 +155,7 @@ inline float exp_approx(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<float>((int32_t(n) + 127) << 23);
+  return p * std::bit_cast<float>((ni + 127) << 23);
 }
 inline double exp_approx(double x) { return std::exp(x); }
 
