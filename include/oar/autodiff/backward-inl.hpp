@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "oar/ops/control_flow.hpp"
 #include "oar/ops/fill_constant.hpp"
 #include "oar/ops/fill_zeros_like.hpp"
 #include "oar/ops/recurrent.hpp"
@@ -70,6 +71,100 @@ inline std::vector<Operator> add_up_repeated_grads(std::vector<Operator> ops) {
   return out;
 }
 
+/// A sub-block's grad block, as append_backward builds the global block's: the grad makers of the ops on the
+/// path from `seeds` (variables of `sb` whose gradients come from outside it) in reverse, repeated gradients
+/// summed, missing ones zero. Its parent is `sb`, so the grad ops read the forward's variables by scope lookup.
+/// `seed_names[k]` is where the gradient of `seeds[k]` is to be written: `seeds[k]@GRAD`, or a renamed part
+/// when the block's own grad ops also write that gradient. With `declare_seeds` false the seeds are not
+/// declared in the grad block, so that its ops read them from an outer scope. `owner` names the op for errors.
+struct SubGradBlock {
+  int block = -1;
+  std::vector<std::string> seed_names;
+};
+inline SubGradBlock build_sub_grad_block(Program& program, const Block& sb, const std::vector<std::string>& seeds, const std::set<std::string>& ng,
+                                         std::string_view owner, bool declare_seeds) {
+  std::set<std::string> needed(seeds.begin(), seeds.end());
+  std::vector<size_t> path;
+  for (size_t i = sb.num_ops(); i-- > 0;) {
+    const Operator& f = sb.op(i);
+    bool on = false;
+    for (auto& n : f.output_names()) on = on || needed.count(n);
+    if (!on) continue;
+    path.push_back(i);
+    for (auto& n : f.input_names())
+      if (!ng.count(n)) needed.insert(n);
+  }
+
+  // One stand-in writer per seed comes first, so that a seed the block's own grad ops also write is summed with
+  // them like any repeated gradient; the stand-ins are dropped, and their (possibly renamed) outputs are where
+  // the op writes the outside gradients.
+  std::vector<Operator> grads;
+  for (auto& n : seeds) {
+    Operator stand_in{"@SEED@"};
+    stand_in.set_output("Out", {grad_var_name(n)});
+    grads.push_back(std::move(stand_in));
+  }
+  for (size_t i : path) {
+    const Operator& f = sb.op(i);
+    bool wants_any = false;
+    for (auto& n : f.input_names()) wants_any = wants_any || (needed.count(n) && !ng.count(n));
+    if (!wants_any) continue;
+    if (f.sub_block() >= 0)
+      throw Error(fmt::format("append_backward: op '{}' inside {} has no gradient yet (nested sub-blocks)", f.type(), owner), f.origin());
+    const OpDef& d = op_def(f.type());
+    if (!d.grad)
+      throw Error(fmt::format("append_backward: op '{}' has no gradient, but the outputs of {} depend on its inputs {}", f.type(), owner,
+                              fmt::join(f.input_names(), ", ")),
+                  f.origin());
+    std::set<std::string> ngi = ng;
+    for (auto& n : f.input_names())
+      if (!needed.count(n)) ngi.insert(n);
+    GradContext gc(f, sb, ngi);
+    for (auto& g : d.grad(gc)) {
+      if (g.origin().line == 0) g.set_origin(f.origin());
+      grads.push_back(std::move(g));
+    }
+  }
+  grads = add_up_repeated_grads(std::move(grads));
+  SubGradBlock out;
+  for (size_t k = 0; k < seeds.size(); ++k) out.seed_names.push_back(grads[k].output("Out").at(0));
+  grads.erase(grads.begin(), grads.begin() + ptrdiff_t(seeds.size()));
+
+  const int current = program.current_block().idx();
+  Block& gb = program.create_block(sb.idx());  // its parent is the forward block: the grad ops read its variables
+  gb.set_forward_block_idx(sb.idx());
+  program.set_current_block(current);
+  out.block = gb.idx();
+  auto declare = [&](const std::string& n) {
+    if (n == kEmptyVarName || gb.has_var(n)) return;
+    const Variable* fw = sb.find_var(forward_name(n));
+    VarSpec spec;
+    if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level()};
+    gb.create_var(n, spec);
+  };
+  std::set<std::string> produced(out.seed_names.begin(), out.seed_names.end());
+  if (declare_seeds)
+    for (auto& n : out.seed_names) declare(n);
+  std::vector<Operator> final_ops;
+  for (auto& g : grads) {
+    for (auto& n : g.input_names())
+      if (is_grad_name(n) && !produced.count(n)) {
+        using Z = ops::FillZerosLike;
+        Operator z{std::string(Z::type)};
+        z.set_input(Z::x, {forward_name(n)}).set_output(Z::out, {n});
+        final_ops.push_back(std::move(z));
+        produced.insert(n);
+      }
+    for (auto& n : g.output_names()) produced.insert(n);
+    final_ops.push_back(std::move(g));
+  }
+  for (auto& g : final_ops) {
+    for (auto& n : g.output_names()) declare(n);
+    add_op(gb, std::move(g));
+  }
+  return out;
+}
+
 /// The grad maker of `recurrent`: builds the grad block of its step block (the step's grad ops, as
 /// append_backward makes them for a block, seeded by the gradients of the step outputs and of the states the
 /// memories follow) and returns the recurrent_grad op that runs it over the saved step scopes. `no_grad` names
@@ -92,83 +187,9 @@ inline Operator recurrent_grad(Program& program, const Operator& op, const std::
   // A step input whose outer variable wants no gradient needs none inside the step either.
   for (size_t i = 0; i < op.input(R::inputs).size(); ++i)
     if (no_grad.count(op.input(R::inputs)[i])) ng.insert(op.attr(R::step_inputs).at(i));
-  std::set<std::string> needed(seeds.begin(), seeds.end());
-  std::vector<size_t> path;
-  for (size_t i = sb.num_ops(); i-- > 0;) {
-    const Operator& f = sb.op(i);
-    bool on = false;
-    for (auto& n : f.output_names()) on = on || needed.count(n);
-    if (!on) continue;
-    path.push_back(i);
-    for (auto& n : f.input_names())
-      if (!ng.count(n)) needed.insert(n);
-  }
-
-  // One stand-in writer per seed comes first, so that a seed the step's own grad ops also write is summed with
-  // them like any repeated gradient; the stand-ins are dropped, and their (possibly renamed) outputs are where
-  // recurrent_grad writes the outside gradients.
-  std::vector<Operator> grads;
-  for (auto& n : seeds) {
-    Operator stand_in{"@SEED@"};
-    stand_in.set_output("Out", {grad_var_name(n)});
-    grads.push_back(std::move(stand_in));
-  }
-  for (size_t i : path) {
-    const Operator& f = sb.op(i);
-    bool wants_any = false;
-    for (auto& n : f.input_names()) wants_any = wants_any || (needed.count(n) && !ng.count(n));
-    if (!wants_any) continue;
-    if (f.sub_block() >= 0)
-      throw Error(fmt::format("append_backward: op '{}' inside a recurrent group's step has no gradient yet (nested sub-blocks)", f.type()), f.origin());
-    const OpDef& d = op_def(f.type());
-    if (!d.grad)
-      throw Error(fmt::format("append_backward: op '{}' has no gradient, but the recurrent group's outputs depend on its inputs {}", f.type(),
-                              fmt::join(f.input_names(), ", ")),
-                  f.origin());
-    std::set<std::string> ngi = ng;
-    for (auto& n : f.input_names())
-      if (!needed.count(n)) ngi.insert(n);
-    GradContext gc(f, sb, ngi);
-    for (auto& g : d.grad(gc)) {
-      if (g.origin().line == 0) g.set_origin(f.origin());
-      grads.push_back(std::move(g));
-    }
-  }
-  grads = add_up_repeated_grads(std::move(grads));
-  std::vector<std::string> seed_names;
-  for (size_t k = 0; k < seeds.size(); ++k) seed_names.push_back(grads[k].output("Out").at(0));
-  grads.erase(grads.begin(), grads.begin() + ptrdiff_t(seeds.size()));
-
-  const int current = program.current_block().idx();
-  Block& gb = program.create_block(sb.idx());  // its parent is the step block: the grad ops read the step's variables
-  gb.set_forward_block_idx(sb.idx());
-  program.set_current_block(current);
-  auto declare = [&](const std::string& n) {
-    if (n == kEmptyVarName || gb.has_var(n)) return;
-    const Variable* fw = sb.find_var(forward_name(n));
-    VarSpec spec;
-    if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level()};
-    gb.create_var(n, spec);
-  };
-  std::set<std::string> produced(seed_names.begin(), seed_names.end());
-  for (auto& n : seed_names) declare(n);
-  std::vector<Operator> final_ops;
-  for (auto& g : grads) {
-    for (auto& n : g.input_names())
-      if (is_grad_name(n) && !produced.count(n)) {
-        using Z = ops::FillZerosLike;
-        Operator z{std::string(Z::type)};
-        z.set_input(Z::x, {forward_name(n)}).set_output(Z::out, {n});
-        final_ops.push_back(std::move(z));
-        produced.insert(n);
-      }
-    for (auto& n : g.output_names()) produced.insert(n);
-    final_ops.push_back(std::move(g));
-  }
-  for (auto& g : final_ops) {
-    for (auto& n : g.output_names()) declare(n);
-    add_op(gb, std::move(g));
-  }
+  const SubGradBlock built = build_sub_grad_block(program, sb, seeds, ng, "a recurrent group's step", true);
+  const std::vector<std::string>& seed_names = built.seed_names;
+  const Block& gb = program.block(built.block);
 
   Operator g{std::string(G::type)};
   auto grads_of = [&](const std::vector<std::string>& names) {
@@ -192,6 +213,46 @@ inline Operator recurrent_grad(Program& program, const Operator& op, const std::
   for (auto& n : step_outputs) output_seeds.push_back(seed_of(n));
   for (auto& n : states) state_seeds.push_back(seed_of(n));
   g.set_attr(G::output_seeds, output_seeds).set_attr(G::state_seeds, state_seeds);
+  g.set_origin(op.origin());
+  return g;
+}
+
+/// The grad maker of `conditional_block` (Fluid's ConditionalBlockGradMaker): builds the grad block of its
+/// sub-block, seeded by the gradients of its outputs (outer variables the sub-block writes: `Out@GRAD`, left
+/// undeclared in the grad block so that its ops read the outer one), and returns the conditional_block_grad
+/// op that runs it in the forward's scope. `no_grad` names the outer variables whose gradients are not wanted.
+inline Operator conditional_block_grad(Program& program, const Operator& op, const std::set<std::string>& no_grad) {
+  using C = ops::ConditionalBlock;
+  using G = ops::ConditionalBlockGrad;
+  const Block& sb = program.block(op.sub_block());
+  const std::vector<std::string>& outs = op.output(C::out);
+  std::set<std::string> ng = no_grad;
+  for (auto* v : sb.vars())
+    if (v->stop_gradient() || !is_float(v->dtype())) ng.insert(v->name());
+  for (auto& n : op.input(C::input))
+    if (const Variable* v = sb.find_var(n); v && (v->stop_gradient() || !is_float(v->dtype()) || (v->is_parameter() && !v->param()->trainable))) ng.insert(n);
+  // The seeds live in the block that holds the cond (where the grad ops after it write them); they are declared
+  // there now so that the grad block's ops, which read them by lookup, validate.
+  Block& outer = program.block(sb.parent_idx());
+  for (auto& n : outs)
+    if (const std::string gn = grad_var_name(n); !outer.find_var(gn)) {
+      const Variable& fw = outer.var_recursive(n);
+      outer.create_var(gn, {.dtype = fw.dtype(), .shape = fw.shape(), .lod_level = fw.lod_level()});
+    }
+  const SubGradBlock built = build_sub_grad_block(program, sb, outs, ng, "a cond's body", false);
+  for (size_t k = 0; k < outs.size(); ++k)
+    // Nothing inside reads an output of the block (it is only written there), so no grad op renames its seed.
+    if (built.seed_names[k] != grad_var_name(outs[k]))
+      throw Error(fmt::format("append_backward: the body of a cond reads its own output '{}', which has no gradient yet", outs[k]), op.origin());
+
+  Operator g{std::string(G::type)};
+  std::vector<std::string> out_grads, in_grads;
+  for (auto& n : outs) out_grads.push_back(grad_var_name(n));
+  for (auto& n : op.input(C::input)) in_grads.push_back(ng.count(n) ? std::string(kEmptyVarName) : grad_var_name(n));
+  g.set_input(G::cond, op.input(C::cond)).set_input(G::input, op.input(C::input)).set_input(G::out, outs).set_input(G::out_grad, out_grads);
+  g.set_input(G::scope, op.output(C::scope));
+  g.set_output(G::input_grad, in_grads);
+  g.set_attr(G::sub_block, BlockRef{built.block}).set_attr(G::is_scalar_condition, op.attr(C::is_scalar_condition));
   g.set_origin(op.origin());
   return g;
 }
@@ -255,8 +316,8 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
     for (auto& n : op.input_names()) wants_any = wants_any || (needed.count(n) && !no_grad.count(n)) || stopped.count(n);
     if (!wants_any) continue;
     const OpDef& d = op_def(op.type());
-    const bool recurrent = op.type() == ops::Recurrent::type;
-    if (!d.grad && !recurrent)
+    const bool recurrent = op.type() == ops::Recurrent::type, conditional = op.type() == ops::ConditionalBlock::type;
+    if (!d.grad && !recurrent && !conditional)
       throw Error(fmt::format("append_backward: op '{}' has no gradient, but the loss depends on its inputs {}", op.type(), fmt::join(op.input_names(), ", ")),
                   op.origin());
     // Inputs not on a differentiable path get no gradient either.
@@ -265,7 +326,10 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
     for (auto& n : op.input_names())
       if (!needed.count(n) && !stopped.count(n)) ng.insert(n);
     GradContext gc(op, b, ng);
-    for (auto& g : recurrent ? std::vector<Operator>{detail::recurrent_grad(program, op, ng)} : d.grad(gc)) {
+    std::vector<Operator> made = recurrent     ? std::vector<Operator>{detail::recurrent_grad(program, op, ng)}
+                                 : conditional ? std::vector<Operator>{detail::conditional_block_grad(program, op, ng)}
+                                               : d.grad(gc);
+    for (auto& g : made) {
       if (g.origin().line == 0) g.set_origin(op.origin());
       // The op writes a wanted variable that stops gradients (and is on the path through another output):
       // its grad op reads a zero gradient of it, as without `wanted`, not the X@GRAD computed for the caller.

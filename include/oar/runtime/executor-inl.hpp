@@ -205,7 +205,9 @@ OAR_FUNC void Executor::run_control(PreparedBlock& p, PreparedBlock::Step& s, in
     return;
   }
   using Op = ops::ConditionalBlock;
+  using G = ops::ConditionalBlockGrad;
   const KernelContext& c = s.ctx;
+  const bool grad = s.op->type() == G::type;
   bool go = true;
   if (s.op->attr(Op::is_scalar_condition)) {
     const LoDTensor& cond = c.in(Op::cond);
@@ -214,9 +216,16 @@ OAR_FUNC void Executor::run_control(PreparedBlock& p, PreparedBlock::Step& s, in
   } else {
     for (size_t k = 0; k < c.num_in(Op::cond); ++k) go = go && c.in(Op::cond, k).numel() > 0;
   }
-  if (!go) return;
   try {
+    if (grad) return run_conditional_grad(p, s, go);
+    if (!go) return;
     if (!s.sub) s.sub = prepare(p.program_, *p.local_, s.op->sub_block(), p.options_);
+    // The scope the sub-block ran in, for conditional_block_grad (one pointer: no allocation after the first run).
+    if (c.has_out(Op::scope)) {
+      Value::ScopeList& scopes = c.out_value(Op::scope)->scopes();
+      scopes.resize(1);
+      scopes[0] = s.sub->local_;
+    }
     run(*s.sub, *p.local_);
   } catch (Error& e) {
     e.add_context(fmt::format("while running op #{} '{}' of block {}", index, s.op->type(), p.block_), s.op->origin());
@@ -361,6 +370,39 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
       detail::resize_rows(out, sh, v.dtype(), x0.dim(0));
       out.set_lod(x0.lod());
     }
+}
+
+OAR_FUNC void Executor::run_conditional_grad(PreparedBlock& p, PreparedBlock::Step& s, bool ran) {
+  using G = ops::ConditionalBlockGrad;
+  const KernelContext& c = s.ctx;
+  const Operator& op = *s.op;
+  if (ran) {
+    Value::ScopeList& scopes = c.in_value(G::scope)->scopes();
+    c.check(scopes.size() == 1, "the forward conditional_block has not run: run the forward pass first");
+    // The grad block lives in a child of the forward's scope, where its ops find the forward's activations;
+    // prepared once, again only if the forward's scope changed.
+    if (!s.sub || s.sub->scope_ != scopes[0]) s.sub = prepare(p.program_, *scopes[0], op.sub_block(), p.options_);
+    run_steps(*s.sub, {}, 1);
+  }
+  const std::vector<std::string>& inputs = op.input(G::input);
+  for (size_t i = 0; i < c.num_out(G::input_grad); ++i) {
+    if (!c.has_out(G::input_grad, i)) continue;
+    const LoDTensor& x = c.in(G::input, i);
+    LoDTensor& gx = c.out(G::input_grad, i);
+    const Value* v = ran ? s.sub->local_->find_local(grad_var_name(inputs[i])) : nullptr;
+    if (v && v->tensor_if() && v->tensor_if()->initialized()) {
+      const LoDTensor& src = *v->tensor_if();
+      c.check(src.numel() == x.numel(), "the gradient of '{}' is {} inside the block, but '{}' is {}", inputs[i], src.shape(), inputs[i], x.shape());
+      gx.copy_from(src);
+    } else {
+      c.check(!v || !v->is_selected_rows(), "the gradient of '{}' inside the block is sparse (selected rows), which conditional_block_grad does not pass on yet",
+              inputs[i]);
+      // Not run, or not reached inside the block: a zero gradient (see ops::ConditionalBlockGrad).
+      gx.resize(x.shape(), x.dtype());
+      detail::zero(gx);
+    }
+    gx.set_lod(x.lod());
+  }
 }
 
 OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step& s) {
@@ -592,7 +634,7 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
       fn = k.on(place_);
       attrs = k.attrs(*op, d.is_grad ? OpRegistry::instance().find(op->type().substr(0, op->type().size() - 5)) : &d);
     } else if (op->type() != ops::Feed::type && op->type() != ops::Fetch::type && op->type() != ops::ConditionalBlock::type &&
-               op->type() != ops::Recurrent::type && op->type() != ops::RecurrentGrad::type) {
+               op->type() != ops::ConditionalBlockGrad::type && op->type() != ops::Recurrent::type && op->type() != ops::RecurrentGrad::type) {
       throw Error(fmt::format("op '{}' is not supported by this executor yet", op->type()), op->origin());
     }
     p.steps_.push_back({op, fn, attrs, KernelContext(*op, *p.local_, *dev_, attrs.get()), {}, {}});

@@ -123,6 +123,10 @@ class Executor {
   /// when its condition holds: a scalar bool that is true (is_scalar_condition), or else every Cond tensor
   /// non-empty. Fluid's rule; the outputs keep their previous values when it does not run.
   void run_control(PreparedBlock& p, PreparedBlock::Step& s, int index);
+  /// conditional_block_grad: when the forward ran (`ran`, its condition), its grad block in a child of the
+  /// forward's scope, then the inputs' gradients out of it; zeros for those it does not reach, and for all of
+  /// them when the forward did not run.
+  void run_conditional_grad(PreparedBlock& p, PreparedBlock::Step& s, bool ran);
 
   /// `recurrent` runs its step block once per time step, each step in its own child scope of the block's
   /// temporaries (kept, with the block prepared in it, from run to run, and listed in the op's step_scopes);
