@@ -272,6 +272,34 @@ TEST_CASE("api: gradients() hands out an is_sparse embedding's gradient as rows 
   for (int64_t i = 0; i < 18; ++i) CHECK(t1.data<float>()[i] == doctest::Approx(t0.data<float>()[i] - 0.5f * d.data<float>()[i]));
 }
 
+TEST_CASE("api: an is_sparse embedding over LoD ids gives the dense gradient's rows through a sequence model") {
+  // ids of 3 sequences (lengths 3, 0, 2) -> embedding -> sequence_pool (sum) -> fc: the sparse gradient's
+  // rows are the looked-up ids in order, and scattered they equal the dense table's gradient.
+  const LoD lod{{0, 3, 3, 5}};
+  FeedMap feeds{{"ids", LoDTensor(Tensor::from<int64_t>({2, 5, 2, 0, 5}, {5, 1}), lod)}};
+  std::map<bool, Tensor> table_grad;
+  for (bool sparse : {false, true}) {
+    Tape tape;
+    auto ids = data("ids", i64, {-1, 1}).lod_level(1);
+    Var emb = embedding(ids, {6, 3}).sparse(sparse).param("table");
+    Var loss = mean(fc(sequence_pool(emb, SequencePoolType::sum), 1).param("w").bias(false));
+    Model model(tape.program(loss));
+    model.parameter("table").copy_from(test::random_tensor<float>({6, 3}, -1, 1, 31));
+    model.parameter("w").copy_from(test::random_tensor<float>({3, 1}, -1, 1, 32));
+    GradientMachine gm(model, loss);
+    gm.forward_backward(feeds);
+    const Gradient g = gm.gradients().at("table");
+    CHECK(g.sparse == sparse);
+    if (sparse) CHECK(g.rows == std::vector<int64_t>{2, 5, 2, 0, 5});
+    table_grad[sparse] = g.to_dense();
+  }
+  REQUIRE(table_grad[true].shape() == Shape{6, 3});
+  test::check_close(table_grad[true], table_grad[false], 1e-6, 1e-6, "sparse vs dense table gradient");
+  // Rows 2 and 5 are looked up twice, row 0 once; the others never.
+  for (int64_t r : {0, 2, 5}) CHECK(table_grad[true].get(r * 3) != 0.0);
+  for (int64_t r : {1, 3, 4}) CHECK(table_grad[true].get(r * 3) == 0.0);
+}
+
 TEST_CASE("api: the concurrent optimizer sums sparse embedding gradients of its machines") {
   Tape tape;
   auto ids = data("ids", i64, {-1, 1});
