@@ -2,6 +2,7 @@
 // one that does not against finite differences (f64), with parameters inside and outside the body, the program
 // append_backward builds, and a training step that allocates nothing once its shapes repeat.
 #include "pch.hpp"
+#include "support/param_grad_check.hpp"
 #include "support/heap.hpp"
 #include "support/op_check.hpp"
 
@@ -29,27 +30,6 @@ struct Net {
 
 FeedMap feeds_with(bool flag) { return {{"x", LoDTensor(test::random_tensor<double>({5, 3}, -1, 1, 17))}, {"flag", flag_of(flag)}}; }
 
-/// Every parameter's gradient from `gm` against central differences of the loss that `ev` computes with `feeds`.
-void check_against_finite_differences(Model& model, const std::map<std::string, Gradient>& grads, Evaluator& ev, const FeedMap& feeds) {
-  const double delta = 1e-6;
-  for (auto* p : {"w_in", "w_body", "b_body", "w_out"}) {
-    CAPTURE(p);
-    REQUIRE(grads.count(p));
-    LoDTensor& w = model.scope().tensor(p);
-    auto analytic = grads.at(p).dense.to_vector<double>();
-    REQUIRE(int64_t(analytic.size()) == w.numel());
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      const double v = w.data<double>()[i];
-      w.data<double>()[i] = v + delta;
-      const double up = ev.forward(feeds)[0].get(0);
-      w.data<double>()[i] = v - delta;
-      const double down = ev.forward(feeds)[0].get(0);
-      w.data<double>()[i] = v;
-      CHECK(analytic[size_t(i)] == doctest::Approx((up - down) / (2 * delta)).epsilon(1e-6));
-    }
-  }
-}
-
 }  // namespace
 
 TEST_CASE("cond: gradients through a cond that runs match finite differences (f64), parameters inside and outside the body") {
@@ -67,7 +47,7 @@ TEST_CASE("cond: gradients through a cond that runs match finite differences (f6
     CHECK_MESSAGE(any, p);
   }
   Evaluator ev(model);
-  check_against_finite_differences(model, grads, ev, feeds);
+  test::check_parameter_gradients(model, grads, ev, feeds, {"w_in", "w_body", "b_body", "w_out"});
 }
 
 TEST_CASE("cond: a cond that does not run gives its inputs zero gradients; the rest match finite differences (f64)") {
@@ -87,7 +67,7 @@ TEST_CASE("cond: a cond that does not run gives its inputs zero gradients; the r
   }
   Evaluator ev(model);
   ev.forward(feeds_with(true));  // the evaluator's y, as the machine's
-  check_against_finite_differences(model, grads, ev, feeds);
+  test::check_parameter_gradients(model, grads, ev, feeds, {"w_in", "w_body", "b_body", "w_out"});
 }
 
 TEST_CASE("cond: append_backward appends conditional_block_grad, whose grad block's parent is the body") {

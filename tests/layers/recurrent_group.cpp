@@ -2,6 +2,7 @@
 // per-sequence loop, against an unrolled network with the same parameters (outputs and gradients), parameter
 // gradients against finite differences, and the tape's rules (memories, whole groups, errors at the user's line).
 #include "pch.hpp"
+#include "support/param_grad_check.hpp"
 #include "support/heap.hpp"
 #include "support/op_check.hpp"
 
@@ -194,23 +195,7 @@ TEST_CASE("recurrent_group: parameter gradients through the group match finite d
   gm.forward_backward(feeds);
   auto grads = gm.gradients();
   Evaluator ev(model);
-  const double delta = 1e-6;
-  for (auto* p : {"wp", "wb", "wx", "wh", "b", "wy", "by", "wo"}) {
-    CAPTURE(p);
-    REQUIRE(grads.count(p));
-    LoDTensor& w = model.scope().tensor(p);
-    auto analytic = grads.at(p).dense.to_vector<double>();
-    REQUIRE(int64_t(analytic.size()) == w.numel());
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      const double v = w.data<double>()[i];
-      w.data<double>()[i] = v + delta;
-      const double up = ev.forward(feeds)[0].get(0);
-      w.data<double>()[i] = v - delta;
-      const double down = ev.forward(feeds)[0].get(0);
-      w.data<double>()[i] = v;
-      CHECK(analytic[size_t(i)] == doctest::Approx((up - down) / (2 * delta)).epsilon(1e-6));
-    }
-  }
+  test::check_parameter_gradients(model, grads, ev, feeds, {"wp", "wb", "wx", "wh", "b", "wy", "by", "wo"});
 }
 
 TEST_CASE("recurrent_group: a memory nothing reads is in the program, and the group replays whole") {

@@ -2,6 +2,7 @@
 // an unrolled network with the same parameters (outputs and gradients), gradients against finite differences,
 // the program it records and errors at the user's line.
 #include "pch.hpp"
+#include "support/param_grad_check.hpp"
 #include "support/op_check.hpp"
 
 #include "oar/ops/recurrent.hpp"
@@ -171,23 +172,7 @@ TEST_CASE("static_rnn: parameter gradients match finite differences (f64), throu
   gm.forward_backward(feeds);
   auto grads = gm.gradients();
   Evaluator ev(model);
-  const double delta = 1e-6;
-  for (auto* p : {"wp", "wb", "wx", "wh", "wc", "b", "wcc", "wy", "by", "wo"}) {
-    CAPTURE(p);
-    REQUIRE(grads.count(p));
-    LoDTensor& w = model.scope().tensor(p);
-    auto analytic = grads.at(p).dense.to_vector<double>();
-    REQUIRE(int64_t(analytic.size()) == w.numel());
-    for (int64_t i = 0; i < w.numel(); ++i) {
-      const double v = w.data<double>()[i];
-      w.data<double>()[i] = v + delta;
-      const double up = ev.forward(feeds)[0].get(0);
-      w.data<double>()[i] = v - delta;
-      const double down = ev.forward(feeds)[0].get(0);
-      w.data<double>()[i] = v;
-      CHECK(analytic[size_t(i)] == doctest::Approx((up - down) / (2 * delta)).epsilon(1e-6));
-    }
-  }
+  test::check_parameter_gradients(model, grads, ev, feeds, {"wp", "wb", "wx", "wh", "wc", "b", "wcc", "wy", "by", "wo"});
 }
 
 TEST_CASE("static_rnn: the program is one recurrent op between the time-major conversions") {
