@@ -74,15 +74,16 @@ inline std::vector<Operator> add_up_repeated_grads(std::vector<Operator> ops) {
 /// A sub-block's grad block, as append_backward builds the global block's: the grad makers of the ops on the
 /// path from `seeds` (variables of `sb` whose gradients come from outside it) in reverse, repeated gradients
 /// summed, missing ones zero. Its parent is `sb`, so the grad ops read the forward's variables by scope lookup.
-/// `seed_names[k]` is where the gradient of `seeds[k]` is to be written: `seeds[k]@GRAD`, or a renamed part
-/// when the block's own grad ops also write that gradient. With `declare_seeds` false the seeds are not
-/// declared in the grad block, so that its ops read them from an outer scope. `owner` names the op for errors.
+/// `seed_names[k]` is where the gradient of `seeds[k]` is to be written (declared in the grad block; the op that
+/// runs it writes the outside gradient there): `seeds[k]@GRAD`, or a renamed part when the block's own grad ops
+/// also write that gradient. `owner` names the op for errors.
 struct SubGradBlock {
   int block = -1;
   std::vector<std::string> seed_names;
 };
+std::vector<Operator> grad_ops_of(Program& program, const Operator& op, const Block& b, const std::set<std::string>& ng);
 inline SubGradBlock build_sub_grad_block(Program& program, const Block& sb, const std::vector<std::string>& seeds, const std::set<std::string>& ng,
-                                         std::string_view owner, bool declare_seeds) {
+                                         std::string_view owner) {
   std::set<std::string> needed(seeds.begin(), seeds.end());
   std::vector<size_t> path;
   for (size_t i = sb.num_ops(); i-- > 0;) {
@@ -109,18 +110,15 @@ inline SubGradBlock build_sub_grad_block(Program& program, const Block& sb, cons
     bool wants_any = false;
     for (auto& n : f.input_names()) wants_any = wants_any || (needed.count(n) && !ng.count(n));
     if (!wants_any) continue;
-    if (f.sub_block() >= 0)
-      throw Error(fmt::format("append_backward: op '{}' inside {} has no gradient yet (nested sub-blocks)", f.type(), owner), f.origin());
     const OpDef& d = op_def(f.type());
-    if (!d.grad)
+    if (!d.grad && f.sub_block() < 0)
       throw Error(fmt::format("append_backward: op '{}' has no gradient, but the outputs of {} depend on its inputs {}", f.type(), owner,
                               fmt::join(f.input_names(), ", ")),
                   f.origin());
     std::set<std::string> ngi = ng;
     for (auto& n : f.input_names())
       if (!needed.count(n)) ngi.insert(n);
-    GradContext gc(f, sb, ngi);
-    for (auto& g : d.grad(gc)) {
+    for (auto& g : grad_ops_of(program, f, sb, ngi)) {
       if (g.origin().line == 0) g.set_origin(f.origin());
       grads.push_back(std::move(g));
     }
@@ -139,12 +137,11 @@ inline SubGradBlock build_sub_grad_block(Program& program, const Block& sb, cons
     if (n == kEmptyVarName || gb.has_var(n)) return;
     const Variable* fw = sb.find_var(forward_name(n));
     VarSpec spec;
-    if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level()};
+    if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level(), .kind = fw->kind()};
     gb.create_var(n, spec);
   };
   std::set<std::string> produced(out.seed_names.begin(), out.seed_names.end());
-  if (declare_seeds)
-    for (auto& n : out.seed_names) declare(n);
+  for (auto& n : out.seed_names) declare(n);
   std::vector<Operator> final_ops;
   for (auto& g : grads) {
     for (auto& n : g.input_names())
@@ -187,7 +184,7 @@ inline Operator recurrent_grad(Program& program, const Operator& op, const std::
   // A step input whose outer variable wants no gradient needs none inside the step either.
   for (size_t i = 0; i < op.input(R::inputs).size(); ++i)
     if (no_grad.count(op.input(R::inputs)[i])) ng.insert(op.attr(R::step_inputs).at(i));
-  const SubGradBlock built = build_sub_grad_block(program, sb, seeds, ng, "a recurrent group's step", true);
+  const SubGradBlock built = build_sub_grad_block(program, sb, seeds, ng, "a recurrent group's step");
   const std::vector<std::string>& seed_names = built.seed_names;
   const Block& gb = program.block(built.block);
 
@@ -218,9 +215,9 @@ inline Operator recurrent_grad(Program& program, const Operator& op, const std::
 }
 
 /// The grad maker of `conditional_block` (Fluid's ConditionalBlockGradMaker): builds the grad block of its
-/// sub-block, seeded by the gradients of its outputs (outer variables the sub-block writes: `Out@GRAD`, left
-/// undeclared in the grad block so that its ops read the outer one), and returns the conditional_block_grad
-/// op that runs it in the forward's scope. `no_grad` names the outer variables whose gradients are not wanted.
+/// sub-block, seeded by the gradients of its outputs (outer variables the sub-block writes; the executor puts
+/// `Out@GRAD` into the grad block's `Out@GRAD` before running it), and returns the conditional_block_grad op
+/// that runs it in the forward's scope. `no_grad` names the outer variables whose gradients are not wanted.
 inline Operator conditional_block_grad(Program& program, const Operator& op, const std::set<std::string>& no_grad) {
   using C = ops::ConditionalBlock;
   using G = ops::ConditionalBlockGrad;
@@ -231,15 +228,7 @@ inline Operator conditional_block_grad(Program& program, const Operator& op, con
     if (v->stop_gradient() || !is_float(v->dtype())) ng.insert(v->name());
   for (auto& n : op.input(C::input))
     if (const Variable* v = sb.find_var(n); v && (v->stop_gradient() || !is_float(v->dtype()) || (v->is_parameter() && !v->param()->trainable))) ng.insert(n);
-  // The seeds live in the block that holds the cond (where the grad ops after it write them); they are declared
-  // there now so that the grad block's ops, which read them by lookup, validate.
-  Block& outer = program.block(sb.parent_idx());
-  for (auto& n : outs)
-    if (const std::string gn = grad_var_name(n); !outer.find_var(gn)) {
-      const Variable& fw = outer.var_recursive(n);
-      outer.create_var(gn, {.dtype = fw.dtype(), .shape = fw.shape(), .lod_level = fw.lod_level()});
-    }
-  const SubGradBlock built = build_sub_grad_block(program, sb, outs, ng, "a cond's body", false);
+  const SubGradBlock built = build_sub_grad_block(program, sb, outs, ng, "a cond's body");
   for (size_t k = 0; k < outs.size(); ++k)
     // Nothing inside reads an output of the block (it is only written there), so no grad op renames its seed.
     if (built.seed_names[k] != grad_var_name(outs[k]))
@@ -255,6 +244,83 @@ inline Operator conditional_block_grad(Program& program, const Operator& op, con
   g.set_attr(G::sub_block, BlockRef{built.block}).set_attr(G::is_scalar_condition, op.attr(C::is_scalar_condition));
   g.set_origin(op.origin());
   return g;
+}
+
+/// The grad maker of `while`: builds the grad block of its body, seeded by the gradients of the loop variables'
+/// next values (`states`, floating point only) and of the outer variables the body writes in place (Out), and
+/// returns the while_grad op that runs it over the saved step scopes. `no_grad` names the outer variables whose
+/// gradients are not wanted.
+inline Operator while_grad(Program& program, const Operator& op, const std::set<std::string>& no_grad) {
+  using W = ops::While;
+  using G = ops::WhileGrad;
+  const Block& sb = program.block(op.sub_block());
+  const auto states = op.attr(W::states), ex_states = op.attr(W::ex_states);
+  const std::vector<std::string>& outs = op.output(W::out);
+  std::set<std::string> ng = no_grad;
+  for (auto* v : sb.vars())
+    if (v->stop_gradient() || !is_float(v->dtype())) ng.insert(v->name());
+  for (auto& n : op.input(W::x))
+    if (const Variable* v = sb.find_var(n); v && (v->stop_gradient() || !is_float(v->dtype()) || (v->is_parameter() && !v->param()->trainable))) ng.insert(n);
+  std::vector<std::string> seeds;
+  std::vector<int> seed_of_state(states.size(), -1);
+  for (size_t m = 0; m < states.size(); ++m) {
+    const Variable* v = sb.find_var(states[m]);
+    if (!v || !is_float(v->dtype()) || ng.count(states[m])) continue;
+    auto it = std::find(seeds.begin(), seeds.end(), states[m]);
+    if (it != seeds.end())
+      throw Error(fmt::format("append_backward: a while loop's body hands on '{}' as two loop variables; give each its own value", states[m]), op.origin());
+    seed_of_state[m] = int(seeds.size());
+    seeds.push_back(states[m]);
+  }
+  for (auto& n : outs) {
+    const Variable* v = sb.find_var(n);
+    if (v && v->kind() != VarKind::lod_tensor_array && !is_float(v->dtype())) continue;
+    if (std::find(op.input(W::x).begin(), op.input(W::x).end(), n) != op.input(W::x).end())
+      throw Error(fmt::format("append_backward: a while loop's body both reads and writes the outer variable '{}', which has no gradient; carry it as a loop "
+                              "variable instead",
+                              n),
+                  op.origin());
+    seeds.push_back(n);
+  }
+  const SubGradBlock built = build_sub_grad_block(program, sb, seeds, ng, "a while loop's body");
+  for (size_t k = 0; k < seeds.size(); ++k)
+    if (std::find(outs.begin(), outs.end(), seeds[k]) != outs.end() && built.seed_names[k] != grad_var_name(seeds[k]))
+      throw Error(fmt::format("append_backward: the body of a while loop reads '{}', which it also writes, and that has no gradient yet", seeds[k]), op.origin());
+
+  Operator g{std::string(G::type)};
+  auto grads_of = [&](const std::vector<std::string>& names) {
+    std::vector<std::string> out;
+    for (auto& n : names) out.push_back(no_grad.count(n) || ng.count(n) ? std::string(kEmptyVarName) : grad_var_name(n));
+    return out;
+  };
+  std::vector<std::string> final_grads, state_seeds;
+  for (size_t m = 0; m < states.size(); ++m) {
+    final_grads.push_back(seed_of_state[m] < 0 ? std::string(kEmptyVarName) : grad_var_name(op.output(W::final_states)[m]));
+    state_seeds.push_back(seed_of_state[m] < 0 ? std::string(kEmptyVarName) : built.seed_names[size_t(seed_of_state[m])]);
+  }
+  g.set_input(G::x, op.input(W::x)).set_input(G::init_states, op.input(W::init_states)).set_input(G::out, outs);
+  g.set_input(G::final_states, op.output(W::final_states)).set_input(G::final_states_grad, final_grads).set_input(G::step_scopes, op.output(W::step_scopes));
+  g.set_output(G::x_grad, grads_of(op.input(W::x)));
+  std::vector<std::string> init_grads;
+  for (size_t m = 0; m < states.size(); ++m)
+    init_grads.push_back(seed_of_state[m] < 0 || no_grad.count(op.input(W::init_states)[m]) ? std::string(kEmptyVarName) : grad_var_name(op.input(W::init_states)[m]));
+  g.set_output(G::init_states_grad, init_grads);
+  g.set_attr(G::sub_block, BlockRef{built.block});
+  g.set_attr(G::ex_states, ex_states).set_attr(G::states, states).set_attr(G::state_seeds, state_seeds);
+  g.set_origin(op.origin());
+  return g;
+}
+
+/// The grad ops of `op` (in block `b`): the control-flow ops' makers build grad blocks; the others use their
+/// schema's maker.
+inline std::vector<Operator> grad_ops_of(Program& program, const Operator& op, const Block& b, const std::set<std::string>& ng) {
+  if (op.type() == ops::Recurrent::type) return {recurrent_grad(program, op, ng)};
+  if (op.type() == ops::ConditionalBlock::type) return {conditional_block_grad(program, op, ng)};
+  if (op.type() == ops::While::type) return {while_grad(program, op, ng)};
+  const OpDef& d = op_def(op.type());
+  if (!d.grad) throw Error(fmt::format("append_backward: op '{}' has no gradient", op.type()), op.origin());
+  GradContext gc(op, b, ng);
+  return d.grad(gc);
 }
 
 }  // namespace detail
@@ -316,8 +382,7 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
     for (auto& n : op.input_names()) wants_any = wants_any || (needed.count(n) && !no_grad.count(n)) || stopped.count(n);
     if (!wants_any) continue;
     const OpDef& d = op_def(op.type());
-    const bool recurrent = op.type() == ops::Recurrent::type, conditional = op.type() == ops::ConditionalBlock::type;
-    if (!d.grad && !recurrent && !conditional)
+    if (!d.grad && op.sub_block() < 0)
       throw Error(fmt::format("append_backward: op '{}' has no gradient, but the loss depends on its inputs {}", op.type(), fmt::join(op.input_names(), ", ")),
                   op.origin());
     // Inputs not on a differentiable path get no gradient either.
@@ -325,11 +390,7 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
     for (auto& s : stopped) ng.erase(s);
     for (auto& n : op.input_names())
       if (!needed.count(n) && !stopped.count(n)) ng.insert(n);
-    GradContext gc(op, b, ng);
-    std::vector<Operator> made = recurrent     ? std::vector<Operator>{detail::recurrent_grad(program, op, ng)}
-                                 : conditional ? std::vector<Operator>{detail::conditional_block_grad(program, op, ng)}
-                                               : d.grad(gc);
-    for (auto& g : made) {
+    for (auto& g : detail::grad_ops_of(program, op, b, ng)) {
       if (g.origin().line == 0) g.set_origin(op.origin());
       // The op writes a wanted variable that stops gradients (and is on the path through another output):
       // its grad op reads a zero gradient of it, as without `wanted`, not the X@GRAD computed for the caller.
@@ -360,7 +421,7 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
       if (n != kEmptyVarName && !b.find_var(n)) {
         const Variable* fw = b.find_var(detail::forward_name(n));
         VarSpec spec;
-        if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level()};
+        if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level(), .kind = fw->kind()};
         b.create_var(n, spec);
       }
     add_op(b, std::move(g));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "oar/layers/recurrent_group.hpp"
 #include "oar/ops/assign.hpp"
 #include "oar/ops/control_flow.hpp"
 #include "oar/tape/replay.hpp"
@@ -36,6 +37,102 @@ OAR_FUNC Var detail::record_cond(const Var& pred, std::shared_ptr<Var> result, s
     return std::vector<std::string>{out.name()};
   };
   return record_layer("cond", {pred}, std::move(replay), loc)[0];
+}
+
+OAR_FUNC std::vector<Var> detail::record_loop_vars(const std::shared_ptr<WhileState>& w, std::source_location loc) {
+  std::vector<Var> ex;
+  for (const Var& x : w->init) {
+    auto replay = [](LayerHelper& h) {
+      const Variable& x = h.input_var(0);
+      Variable& v = h.block().create_var(h.name(), {.dtype = x.dtype(), .shape = x.shape(), .lod_level = x.lod_level(), .kind = x.kind()});
+      return std::vector<std::string>{v.name()};
+    };
+    ex.push_back(record_layer("loop_var", {x}, std::move(replay), loc)[0]);
+  }
+  w->ex = ex;
+  return ex;
+}
+
+namespace detail {
+/// The outer variables the ops of `b` (and of the blocks nested in it) write: a while op's Out.
+inline std::vector<std::string> outer_writes(const Program& p, const Block& b) {
+  std::vector<std::string> out;
+  auto inside = [&](const Block* blk, const std::string& n) {
+    for (; blk; blk = blk->parent()) {
+      if (blk->has_var(n)) return true;
+      if (blk == &b) return false;
+    }
+    return false;
+  };
+  for (size_t k = 0; k < p.num_blocks(); ++k) {
+    const Block& blk = p.block(int(k));
+    const Block* a = &blk;
+    while (a && a != &b) a = a->parent();
+    if (!a) continue;
+    for (auto* op : blk.ops())
+      for (auto& n : op->output_names())
+        if (n != kEmptyVarName && !inside(&blk, n) && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  }
+  return out;
+}
+}  // namespace detail
+
+OAR_FUNC std::vector<Var> detail::record_while(std::shared_ptr<WhileState> w, const Var& first_cond, std::source_location loc) {
+  if (w->init.empty()) throw Error("while_loop: needs at least one loop variable", Origin(loc, "while_loop"));
+  if (w->max_iterations <= 0)
+    throw Error(fmt::format("while_loop: max_iterations must be positive, got {}", w->max_iterations), Origin(loc, "while_loop"));
+  const size_t n = w->init.size();
+  auto replay = [w, n](LayerHelper& h) -> std::vector<std::string> {
+    const Variable& c0 = h.input_var(0);
+    if (c0.dtype() != DType::boolean || (c0.shape().known() && c0.shape().numel() != 1))
+      throw Error(fmt::format("while_loop: cond must return one bool, but on the initial values it gave {} {}", oar::name(c0.dtype()), c0.shape().str()),
+                  h.origin());
+    int sub = h.replay_body();
+    if (!w->closed) return {};
+    Block& sb = h.main().block(sub);
+    if (w->next.size() != n)
+      throw Error(fmt::format("while_loop: the body returned {} loop variable(s) for {}; it must return one per loop variable", w->next.size(), n), h.origin());
+    using W = ops::While;
+    std::vector<std::string> ex, next, init, finals;
+    for (size_t m = 0; m < n; ++m) {
+      const std::string& e = h.name_of(w->ex[m]);
+      const std::string& x = h.name_of(w->next[m]);
+      const Variable& ev = sb.var(e);
+      const Variable* xv = sb.find_var(x);
+      if (!xv) throw Error(fmt::format("while_loop: loop variable {} returned by the body ('{}') is not visible in the loop", m, x), h.origin());
+      if (xv->dtype() != ev.dtype() || xv->kind() != ev.kind() || (xv->shape().rank() != ev.shape().rank()))
+        throw Error(fmt::format("while_loop: loop variable {} starts as {} {} but the body returns {} {} ('{}', recorded at {})", m, oar::name(ev.dtype()),
+                                ev.shape().str(), oar::name(xv->dtype()), xv->shape().str(), x, w->next[m].origin().str()),
+                    h.origin());
+      ex.push_back(e);
+      next.push_back(x);
+      init.push_back(h.input(m + 1));
+      Variable& f = h.create_tmp(ev.dtype());
+      Shape fs = xv->shape();
+      for (int64_t d = 0; d < fs.rank(); ++d)
+        if (fs[d] != ev.shape()[d]) fs[d] = -1;  // changes from step to step
+      f.set_shape(fs).set_lod_level(xv->lod_level());
+      finals.push_back(f.name());
+    }
+    const std::string& nc = h.name_of(w->next_cond);
+    const Variable& ncv = sb.var_recursive(nc);
+    if (ncv.dtype() != DType::boolean)
+      throw Error(fmt::format("while_loop: cond must return one bool, but on the body's results it gave {} {}", oar::name(ncv.dtype()), ncv.shape().str()),
+                  h.origin());
+    std::vector<std::string> reads = detail::outer_reads(h.main(), sb);
+    std::vector<std::string> writes = detail::outer_writes(h.main(), sb);
+    Variable& scopes = h.block().create_var(h.name() + ".step_scopes", {.kind = VarKind::step_scopes});
+    Operator op{std::string(W::type)};
+    op.set_input(W::x, reads).set_input(W::condition, {h.input(0)}).set_input(W::init_states, init);
+    op.set_output(W::out, writes).set_output(W::final_states, finals).set_output(W::step_scopes, {scopes.name()});
+    op.set_attr(W::sub_block, BlockRef{sub}).set_attr(W::ex_states, ex).set_attr(W::states, next).set_attr(W::next_condition, nc);
+    op.set_attr(W::max_iterations, w->max_iterations);
+    h.append_op(std::move(op));
+    return finals;
+  };
+  std::vector<Var> ins{first_cond};
+  ins.insert(ins.end(), w->init.begin(), w->init.end());
+  return record_layer("while_loop", std::move(ins), std::move(replay), loc, int(n));
 }
 
 }  // namespace oar

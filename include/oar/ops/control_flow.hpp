@@ -1,6 +1,6 @@
 // oar/ops/control_flow.hpp: control-flow ops that run a sub-block: conditional_block (run the sub-block when
-// Cond holds) and conditional_block_grad (run its grad block in the scope the forward ran in). The executor runs
-// them itself (no kernel).
+// Cond holds), while (run it as long as a condition the body computes holds) and their gradients, which run
+// the grad blocks in the scopes the forward ran in. The executor runs them itself (no kernel).
 #pragma once
 #include "oar/ops/op.hpp"
 
@@ -50,6 +50,75 @@ struct ConditionalBlockGrad {
         .no_kernel();
   }
   static void infer_shape(InferShapeContext&) {}
+};
+
+/// Fluid's While loop, with loop variables: while the condition holds, the sub-block runs once more in a new step
+/// scope (all kept, in StepScopes, for while_grad). At the start of step t the sub-block's variable
+/// `ex_states[m]` holds loop variable m: `InitStates[m]` at t = 0, else `states[m]` of step t-1 (shared, not
+/// copied: the body only reads it). The first condition is `Condition` (bool, one element), the next one the
+/// sub-block's `next_condition` after each step. When the loop ends, `FinalStates[m]` is a copy of the last
+/// `states[m]` (of `InitStates[m]` when no step ran). X lists the outer variables the body reads and Out the
+/// outer ones it writes in place (tensor arrays written at the step's index), so that dependency analysis and
+/// autodiff see them. More than `max_iterations` steps is an oar::Error (a condition that never turns false).
+struct While {
+  static constexpr std::string_view type = "while";
+  static constexpr Slot x{"X"}, condition{"Condition"}, init_states{"InitStates"};
+  static constexpr Slot out{"Out"}, final_states{"FinalStates"}, step_scopes{"StepScopes"};
+  static constexpr Attr<BlockRef> sub_block = common::sub_block;
+  static constexpr Attr<std::vector<std::string>> ex_states{"ex_states"}, states{"states"};
+  static constexpr Attr<std::string> next_condition{"next_condition"};
+  static constexpr Attr<int64_t> max_iterations{"max_iterations"};
+
+  static OpDef def() {
+    return OpDef(type, "run sub_block while the condition holds, carrying loop variables from step to step")
+        .in(x, duplicable | dispensable).in(condition).in(init_states, duplicable | dispensable)
+        .out(out, duplicable | dispensable).out(final_states, duplicable | dispensable).out(step_scopes)
+        .required_attr(sub_block)
+        .attr(ex_states, {}).attr(states, {})
+        .required_attr(next_condition)
+        .attr(max_iterations, int64_t(1) << 20)
+        .no_kernel();
+  }
+  static void infer_shape(InferShapeContext& c) {
+    const auto& op = c.op();
+    const size_t m = op.attr(ex_states).size();
+    c.check(op.attr(states).size() == m && c.num_inputs(init_states) == m && c.num_outputs(final_states) == m,
+            "ex_states, states, InitStates and FinalStates must have one entry per loop variable, got {}, {}, {}, {}", m, op.attr(states).size(),
+            c.num_inputs(init_states), c.num_outputs(final_states));
+    c.check(c.dtype(condition) == DType::boolean && (c.shape(condition).numel() == 1 || !c.shape(condition).known()),
+            "Condition must be one bool, got {} {}", name(c.dtype(condition)), c.shape(condition).str());
+    c.check(op.attr(max_iterations) > 0, "max_iterations must be positive, got {}", op.attr(max_iterations));
+  }
+};
+
+/// The gradient of while: `sub_block` is the grad block of the body (autodiff builds it). It runs in a child of
+/// each saved step scope, last step first. Before step t, `state_seeds[m]` there holds the gradient of
+/// `states[m]`: `FinalStates@GRAD[m]` for the last step, else `ex_states[m]@GRAD` of step t+1. After it, the
+/// grad block's `X[i]@GRAD` is summed over the steps into `X@GRAD[i]` (per entry for tensor arrays); the
+/// gradient of Out (arrays the body writes) is read inside the grad block from the outer scope. After step 0,
+/// `ex_states[m]@GRAD` is `InitStates@GRAD[m]`. A gradient never reached is zeros.
+struct WhileGrad {
+  static constexpr std::string_view type = "while_grad";
+  static constexpr Slot x = While::x, init_states = While::init_states, out = While::out, final_states = While::final_states;
+  static constexpr Slot step_scopes = While::step_scopes;
+  static constexpr Slot final_states_grad{"FinalStates@GRAD"}, x_grad{"X@GRAD"}, init_states_grad{"InitStates@GRAD"};
+  static constexpr Attr<BlockRef> sub_block = common::sub_block;
+  static constexpr auto ex_states = While::ex_states, states = While::states;
+  static constexpr Attr<std::vector<std::string>> state_seeds{"state_seeds"};
+
+  static OpDef def() {
+    return OpDef(type, "gradient of while: its grad block over the saved step scopes, last step first")
+        .in(x, duplicable | dispensable).in(init_states, duplicable | dispensable)
+        .in(out, duplicable | dispensable).in(final_states, duplicable | dispensable).in(final_states_grad, duplicable | dispensable).in(step_scopes)
+        .out(x_grad, duplicable | dispensable).out(init_states_grad, duplicable | dispensable)
+        .required_attr(sub_block)
+        .attr(ex_states, {}).attr(states, {}).attr(state_seeds, {})
+        .no_kernel();
+  }
+  static void infer_shape(InferShapeContext& c) {
+    const auto& op = c.op();
+    c.check(op.attr(state_seeds).size() == op.attr(states).size(), "{} state_seeds for {} states", op.attr(state_seeds).size(), op.attr(states).size());
+  }
 };
 
 }  // namespace oar::ops

@@ -194,10 +194,13 @@ OAR_FUNC void Executor::run_steps(PreparedBlock& p, const std::vector<const Valu
 }
 
 OAR_FUNC void Executor::run_control(PreparedBlock& p, PreparedBlock::Step& s, int index) {
-  if (s.op->type() == ops::Recurrent::type || s.op->type() == ops::RecurrentGrad::type) {
+  const std::string& type = s.op->type();
+  if (type == ops::Recurrent::type || type == ops::RecurrentGrad::type || type == ops::While::type || type == ops::WhileGrad::type) {
     try {
-      if (s.op->type() == ops::Recurrent::type) run_recurrent(p, s);
-      else run_recurrent_grad(p, s);
+      if (type == ops::Recurrent::type) run_recurrent(p, s);
+      else if (type == ops::RecurrentGrad::type) run_recurrent_grad(p, s);
+      else if (type == ops::While::type) run_while(p, s);
+      else run_while_grad(p, s);
     } catch (Error& e) {
       e.add_context(fmt::format("while running op #{} '{}' of block {}", index, s.op->type(), p.block_), s.op->origin());
       throw;
@@ -372,6 +375,77 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
     }
 }
 
+namespace detail {
+
+/// dst = dst + src for a gradient the steps of a loop sum (tensors of f32 / f64; tensor arrays entry by entry,
+/// where an empty entry is zero); a dst that holds nothing yet takes a copy.
+inline void accumulate(const KernelContext& c, Value& dst, const Value& src, const std::string& name) {
+  if (const LoDTensor* st = src.tensor_if()) {
+    if (!st->initialized()) return;
+    LoDTensor* dt = dst.tensor_if();
+    if (!dt || !dt->initialized() || dt->numel() == 0) {
+      dst.tensor().copy_from(*st);
+      dst.tensor().set_lod(st->lod());
+      return;
+    }
+    if (st->numel() == 0) return;
+    c.check(dt->numel() == st->numel(), "the gradient of '{}' is {} at one step and {} at another", name, st->shape(), dt->shape());
+    add_elements(c, *dt, *st, st->numel());
+    return;
+  }
+  if (src.is_list()) {
+    const auto& sl = const_cast<Value&>(src).list();
+    auto& dl = dst.list();
+    if (dl.size() < sl.size()) dl.resize(sl.size());
+    for (size_t k = 0; k < sl.size(); ++k) {
+      if (!sl[k].initialized() || sl[k].numel() == 0) continue;
+      if (!dl[k].initialized() || dl[k].numel() == 0) {
+        dl[k].copy_from(sl[k]);
+        dl[k].set_lod(sl[k].lod());
+        continue;
+      }
+      c.check(dl[k].numel() == sl[k].numel(), "the gradient of '{}' entry {} is {} at one step and {} at another", name, k, sl[k].shape(), dl[k].shape());
+      add_elements(c, dl[k], sl[k], sl[k].numel());
+    }
+    return;
+  }
+  c.check(!src.is_selected_rows(), "the gradient of '{}' inside the loop is sparse (selected rows), which a loop does not sum yet", name);
+}
+
+/// A zero gradient for `x`: zeros of its shape (a tensor), or as many empty entries (a tensor array).
+inline void zero_like(Value& g, const Value& x) {
+  if (const LoDTensor* xt = x.tensor_if()) {
+    LoDTensor& gt = g.tensor();
+    gt.resize(xt->shape(), xt->dtype());
+    zero(gt);
+    gt.set_lod(xt->lod());
+  } else if (x.is_list()) {
+    auto& gl = g.list();
+    gl.assign(const_cast<Value&>(x).list().size(), LoDTensor());
+  }
+}
+
+/// A copy of a loop variable's value that no later step writes into: tensors deep, arrays entry by entry.
+inline void copy_value(Value& dst, const Value& src) {
+  if (const LoDTensor* st = src.tensor_if()) {
+    LoDTensor& dt = dst.tensor();
+    if (st->initialized()) dt.copy_from(*st);
+    dt.set_lod(st->lod());
+  } else if (src.is_list()) {
+    const auto& sl = const_cast<Value&>(src).list();
+    auto& dl = dst.list();
+    dl.resize(sl.size());
+    for (size_t k = 0; k < sl.size(); ++k) {
+      if (sl[k].initialized()) dl[k].copy_from(sl[k]);
+      dl[k].set_lod(sl[k].lod());
+    }
+  } else {
+    dst = src;
+  }
+}
+
+}  // namespace detail
+
 OAR_FUNC void Executor::run_conditional_grad(PreparedBlock& p, PreparedBlock::Step& s, bool ran) {
   using G = ops::ConditionalBlockGrad;
   const KernelContext& c = s.ctx;
@@ -382,7 +456,21 @@ OAR_FUNC void Executor::run_conditional_grad(PreparedBlock& p, PreparedBlock::St
     // The grad block lives in a child of the forward's scope, where its ops find the forward's activations;
     // prepared once, again only if the forward's scope changed.
     if (!s.sub || s.sub->scope_ != scopes[0]) s.sub = prepare(p.program_, *scopes[0], op.sub_block(), p.options_);
+    if (!s.loop) {  // the seeds' names, once
+      s.loop = std::make_shared<PreparedBlock::Loop>();
+      for (auto& n : op.input(G::out)) s.loop->output_seeds.push_back(grad_var_name(n));
+    }
+    const std::vector<std::string>& seeds = s.loop->output_seeds;
+    for (size_t k = 0; k < seeds.size(); ++k) {  // the seeds: the outputs' gradients, shared
+      Value* seed = s.sub->local_->find_local(seeds[k]);
+      const Value* g = k < c.num_in(G::out_grad) ? c.in_value(G::out_grad, k) : nullptr;
+      if (!seed) continue;
+      if (g && !g->empty()) *seed = *g;
+      else detail::zero_like(*seed, *c.in_value(G::out, k));
+    }
     run_steps(*s.sub, {}, 1);
+    for (auto& n : seeds)  // let go of the shared storage, which the writer of Out@GRAD reuses next run
+      if (Value* seed = s.sub->local_->find_local(n); seed && seed->tensor_if()) seed->tensor_if()->release_storage();
   }
   const std::vector<std::string>& inputs = op.input(G::input);
   for (size_t i = 0; i < c.num_out(G::input_grad); ++i) {
@@ -522,6 +610,133 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
           }
         });
       }
+  }
+}
+
+
+OAR_FUNC void Executor::run_while(PreparedBlock& p, PreparedBlock::Step& s) {
+  using W = ops::While;
+  const KernelContext& c = s.ctx;
+  const Operator& op = *s.op;
+  if (!place_.is_cpu()) [[unlikely]]
+    c.check(false, "runs on the CPU only for now (the condition is read on the host), not on {}", place_.str());
+  if (!s.loop) {
+    s.loop = std::make_shared<PreparedBlock::Loop>();
+    s.loop->block = op.sub_block();
+    s.loop->ex_states = op.attr(W::ex_states), s.loop->states = op.attr(W::states), s.loop->condition = op.attr(W::next_condition);
+  }
+  PreparedBlock::Loop& L = *s.loop;
+  const int64_t max_it = op.attr(W::max_iterations);
+  auto truth = [&](const Value* v, const std::string& what) {
+    c.check(v && v->tensor_if() && v->tensor_if()->initialized(), "the condition '{}' has no value", what);
+    const LoDTensor& t = *v->tensor_if();
+    c.check(t.dtype() == DType::boolean && t.numel() == 1, "the condition '{}' must be one bool, got {} {}", what, oar::name(t.dtype()), t.shape());
+    return t.data<bool>()[0];
+  };
+  bool go = truth(c.in_value(W::condition), c.in_name(W::condition));
+  Value::ScopeList& scopes = c.out_value(W::step_scopes)->scopes();
+  scopes.clear();
+  const size_t m_count = L.ex_states.size();
+  std::vector<const Value*> cur(m_count);
+  for (size_t m = 0; m < m_count; ++m) {
+    cur[m] = c.in_value(W::init_states, m);
+    c.check(cur[m] && !cur[m]->empty(), "loop variable '{}' has no initial value", c.in_name(W::init_states, m));
+  }
+  int64_t t = 0;
+  for (; go; ++t) {
+    c.check(t < max_it, "the loop ran {} steps and its condition still holds (max_iterations; the body must make '{}' false)", t, L.condition);
+    if (int64_t(L.steps.size()) <= t)
+      L.steps.push_back(L.steps.empty() ? prepare(p.program_, *p.local_, L.block, p.options_) : prepare_like(*L.steps[0], *p.local_));
+    PreparedBlock& step = *L.steps[size_t(t)];
+    Scope& sc = *step.local_;
+    scopes.push_back(&sc);
+    for (size_t m = 0; m < m_count; ++m) {
+      Value* ex = sc.find_local(L.ex_states[m]);
+      c.check(ex != nullptr, "the body has no variable '{}'", L.ex_states[m]);
+      if (ex != cur[m]) *ex = *cur[m];  // shares the storage: the body only reads it
+      // The next step's view of this step's state, from the last run, lets go of it, so that this step
+      // writes its state into the same storage again.
+      if (size_t(t) + 1 < L.steps.size())
+        if (Value* nx = L.steps[size_t(t) + 1]->local_->find_local(L.ex_states[m]); nx && nx->tensor_if()) nx->tensor_if()->release_storage();
+    }
+    run_steps(step, {}, 1);
+    for (size_t m = 0; m < m_count; ++m) {
+      cur[m] = sc.find(L.states[m]);
+      c.check(cur[m] && !cur[m]->empty(), "loop variable '{}' has no value after step {}", L.states[m], t);
+    }
+    go = truth(sc.find(L.condition), L.condition);
+  }
+  for (size_t m = 0; m < m_count; ++m)
+    if (c.has_out(W::final_states, m)) detail::copy_value(*c.out_value(W::final_states, m), *cur[m]);
+}
+
+OAR_FUNC void Executor::run_while_grad(PreparedBlock& p, PreparedBlock::Step& s) {
+  using G = ops::WhileGrad;
+  const KernelContext& c = s.ctx;
+  const Operator& op = *s.op;
+  if (!s.loop) {
+    s.loop = std::make_shared<PreparedBlock::Loop>();
+    auto& L = *s.loop;
+    L.block = op.sub_block();
+    L.states = op.attr(G::states), L.state_seeds = op.attr(G::state_seeds);
+    for (auto& n : op.attr(G::ex_states)) L.ex_states.push_back(grad_var_name(n));
+    for (auto& n : op.input(G::x)) L.parameter_grads.push_back(grad_var_name(n));
+  }
+  PreparedBlock::Loop& L = *s.loop;
+  Value::ScopeList& scopes = c.in_value(G::step_scopes)->scopes();
+  const int64_t steps = int64_t(scopes.size());
+  for (int64_t t = 0; t < steps; ++t) {
+    if (int64_t(L.steps.size()) <= t) L.steps.push_back(nullptr);
+    auto& g = L.steps[size_t(t)];
+    if (!g || g->scope_ != scopes[size_t(t)]) g = L.steps[0] && t > 0 ? prepare_like(*L.steps[0], *scopes[size_t(t)]) : prepare(p.program_, *scopes[size_t(t)], L.block, p.options_);
+  }
+  const std::vector<std::string>& xs = op.input(G::x);
+  for (size_t i = 0; i < c.num_out(G::x_grad); ++i) {
+    if (!c.has_out(G::x_grad, i)) continue;
+    Value* gx = c.out_value(G::x_grad, i);
+    if (gx->tensor_if()) gx->tensor_if()->resize(Shape{0}, gx->tensor_if()->dtype());
+    else if (gx->is_list()) gx->list().clear();
+  }
+  const size_t m_count = L.states.size();
+  for (int64_t t = steps - 1; t >= 0; --t) {
+    PreparedBlock& gp = *L.steps[size_t(t)];
+    Scope& gs = *gp.local_;
+    for (size_t m = 0; m < m_count; ++m) {  // the gradient of the state this step hands on
+      if (L.state_seeds[m] == kEmptyVarName) continue;
+      Value* seed = gs.find_local(L.state_seeds[m]);
+      c.check(seed != nullptr, "the grad block has no variable '{}'", L.state_seeds[m]);
+      const Value* from = nullptr;
+      if (t == steps - 1) from = c.in_value(G::final_states_grad, m);
+      else from = L.steps[size_t(t + 1)]->local_->find_local(L.ex_states[m]);
+      if (from && !from->empty() && (!from->tensor_if() || from->tensor_if()->initialized())) {
+        detail::copy_value(*seed, *from);
+      } else {
+        const Value* st = scopes[size_t(t)]->find(L.states[m]);
+        c.check(st != nullptr, "no value of '{}' at step {}", L.states[m], t);
+        detail::zero_like(*seed, *st);
+      }
+    }
+    run_steps(gp, {}, 1);
+    for (size_t i = 0; i < xs.size(); ++i) {  // an outer input's gradient is the sum over the steps
+      if (!c.has_out(G::x_grad, i)) continue;
+      const Value* v = gs.find_local(L.parameter_grads[i]);
+      if (!v || v->empty()) continue;
+      detail::accumulate(c, *c.out_value(G::x_grad, i), *v, xs[i]);
+    }
+  }
+  for (size_t i = 0; i < xs.size(); ++i) {  // not reached at any step: zeros
+    if (!c.has_out(G::x_grad, i)) continue;
+    Value* gx = c.out_value(G::x_grad, i);
+    const bool none = gx->tensor_if() ? !gx->tensor_if()->initialized() || (gx->tensor_if()->numel() == 0 && c.in(G::x, i).numel() != 0) : gx->empty();
+    if (none) detail::zero_like(*gx, *c.in_value(G::x, i));
+    else if (gx->is_list() && c.in_value(G::x, i)->is_list()) gx->list().resize(std::max(gx->list().size(), c.in_value(G::x, i)->list().size()));
+  }
+  for (size_t m = 0; m < m_count; ++m) {  // the initial values' gradients: the loop variables' at step 0
+    if (!c.has_out(G::init_states_grad, m)) continue;
+    Value* gi = c.out_value(G::init_states_grad, m);
+    const Value* from = steps > 0 ? L.steps[0]->local_->find_local(L.ex_states[m]) : c.in_value(G::final_states_grad, m);
+    if (from && !from->empty() && (!from->tensor_if() || from->tensor_if()->initialized())) detail::copy_value(*gi, *from);
+    else detail::zero_like(*gi, *c.in_value(G::init_states, m));
   }
 }
 

@@ -46,11 +46,12 @@ class PreparedBlock {
 
  private:
   friend class Executor;
-  /// What a recurrent or recurrent_grad op keeps between runs (prepared on its first run): the step block (or
-  /// its grad block) prepared in each step's scope, the names it moves rows through, and the batch layout.
+  /// What a recurrent, while or grad op of them keeps between runs (prepared on its first run): the step block
+  /// (or its grad block) prepared in each step's scope, the names it moves values through, and the batch layout.
   struct Loop {
     int block = -1;
     std::vector<std::string> step_inputs, step_outputs, ex_states, states, output_seeds, state_seeds, parameter_grads;
+    std::string condition;  // while: the body's next condition
     std::vector<int32_t> boot_states;
     std::vector<std::shared_ptr<PreparedBlock>> steps;  // step t's block, in its own scope
     std::vector<int64_t> start, order, active;          // each sequence's first row; sequences longest first; k_t
@@ -133,6 +134,11 @@ class Executor {
   /// `recurrent_grad` runs its grad block in a child of each of those scopes, last step first.
   void run_recurrent(PreparedBlock& p, PreparedBlock::Step& s);
   void run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step& s);
+  /// `while` runs its body, each step in its own kept child scope (as recurrent's), while the condition holds,
+  /// passing the loop variables from step to step; `while_grad` runs the body's grad block in a child of each of
+  /// those scopes, last step first, passing the loop variables' gradients back.
+  void run_while(PreparedBlock& p, PreparedBlock::Step& s);
+  void run_while_grad(PreparedBlock& p, PreparedBlock::Step& s);
   /// What both read from their op on the first run (recurrent_grad shares recurrent's attributes).
   std::shared_ptr<PreparedBlock::Loop> make_loop(const KernelContext& c) const;
 
