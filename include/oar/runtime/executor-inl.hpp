@@ -637,7 +637,8 @@ OAR_FUNC void Executor::run_while(PreparedBlock& p, PreparedBlock::Step& s) {
   Value::ScopeList& scopes = c.out_value(W::step_scopes)->scopes();
   scopes.clear();
   const size_t m_count = L.ex_states.size();
-  std::vector<const Value*> cur(m_count);
+  std::vector<const Value*>& cur = L.current;
+  cur.resize(m_count);
   for (size_t m = 0; m < m_count; ++m) {
     cur[m] = c.in_value(W::init_states, m);
     c.check(cur[m] && !cur[m]->empty(), "loop variable '{}' has no initial value", c.in_name(W::init_states, m));
@@ -653,7 +654,10 @@ OAR_FUNC void Executor::run_while(PreparedBlock& p, PreparedBlock::Step& s) {
     for (size_t m = 0; m < m_count; ++m) {
       Value* ex = sc.find_local(L.ex_states[m]);
       c.check(ex != nullptr, "the body has no variable '{}'", L.ex_states[m]);
-      if (ex != cur[m]) *ex = *cur[m];  // shares the storage: the body only reads it
+      // A previous step's state is shared (the body only reads it); the initial value is copied, so that its
+      // writer outside the loop keeps its storage to itself.
+      if (t == 0) detail::copy_value(*ex, *cur[m]);
+      else if (ex != cur[m]) *ex = *cur[m];
       // The next step's view of this step's state, from the last run, lets go of it, so that this step
       // writes its state into the same storage again.
       if (size_t(t) + 1 < L.steps.size())
@@ -849,7 +853,8 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
       fn = k.on(place_);
       attrs = k.attrs(*op, d.is_grad ? OpRegistry::instance().find(op->type().substr(0, op->type().size() - 5)) : &d);
     } else if (op->type() != ops::Feed::type && op->type() != ops::Fetch::type && op->type() != ops::ConditionalBlock::type &&
-               op->type() != ops::ConditionalBlockGrad::type && op->type() != ops::Recurrent::type && op->type() != ops::RecurrentGrad::type) {
+               op->type() != ops::ConditionalBlockGrad::type && op->type() != ops::Recurrent::type && op->type() != ops::RecurrentGrad::type &&
+               op->type() != ops::While::type && op->type() != ops::WhileGrad::type) {
       throw Error(fmt::format("op '{}' is not supported by this executor yet", op->type()), op->origin());
     }
     p.steps_.push_back({op, fn, attrs, KernelContext(*op, *p.local_, *dev_, attrs.get()), {}, {}});

@@ -51,7 +51,8 @@ class PreparedBlock {
   struct Loop {
     int block = -1;
     std::vector<std::string> step_inputs, step_outputs, ex_states, states, output_seeds, state_seeds, parameter_grads;
-    std::string condition;  // while: the body's next condition
+    std::string condition;              // while: the body's next condition
+    std::vector<const Value*> current;  // while: the loop variables' values (kept to allocate nothing per run)
     std::vector<int32_t> boot_states;
     std::vector<std::shared_ptr<PreparedBlock>> steps;  // step t's block, in its own scope
     std::vector<int64_t> start, order, active;          // each sequence's first row; sequences longest first; k_t

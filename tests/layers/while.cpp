@@ -1,0 +1,192 @@
+// tests/layers/while.cpp: oar::while_loop (ops while / while_grad): a counted loop against a plain per-step
+// reference, with the step count changing between runs of one prepared program; gradients of parameters inside
+// and outside the body against finite differences (f64), for several step counts and for none; a cond nested in
+// the body (its grad block nested in the loop's); the loop's errors; and a training step that allocates nothing
+// once its shapes repeat.
+#include "pch.hpp"
+#include "support/heap.hpp"
+#include "support/op_check.hpp"
+#include "support/param_grad_check.hpp"
+
+using namespace oar;
+
+namespace {
+
+LoDTensor scalar(double v) {
+  Tensor t(Shape{1}, f64);
+  t.data<double>()[0] = v;
+  return LoDTensor(t);
+}
+
+LoDTensor flag_of(bool v) {
+  Tensor t(Shape{1}, boolean);
+  t.data<bool>()[0] = v;
+  return LoDTensor(t);
+}
+
+/// The loop's condition without compare ops: n - i != 0, for a float counter i that counts up to n.
+Var not_done(const Var& n, const Var& i) { return cast(elementwise_sub(n, i), boolean); }
+
+/// h = tanh(x w_in); `steps` times h = tanh(h w_step + b_step) (a while loop counting i up to the fed n); with
+/// `nested`, each step is instead h = cond(flag, tanh(h w_step + b_step)) + h; loss = mean(h w_out).
+struct Net {
+  bool nested;
+  Var x = data("x", f64, {-1, 3});
+  Var n = data("n", f64, {1});
+  Var flag = data("flag", boolean, {1});
+  Var h0 = fc(x, 4).act(oar::tanh).param("w_in").bias(false);
+  Var i0 = fill_constant(Shape{1}, f64, 0);
+  std::vector<Var> out;
+  Var loss;
+  explicit Net(bool nest = false) : nested(nest) {
+    out = while_loop(
+        {i0, h0}, [&](std::vector<Var> v) { return not_done(n, v[0]); },
+        [&](std::vector<Var> v) {
+          auto step = [&] { return fc(v[1], 4).act(oar::tanh).param("w_step").bias(ParamAttr("b_step")); };
+          Var h = nested ? elementwise_add(cond(flag, step), v[1]) : step();
+          return std::vector<Var>{scale(v[0], 1, 1), h};
+        });
+    loss = mean(fc(out[1], 1).param("w_out").bias(false));
+  }
+};
+
+FeedMap feeds_for(int steps, bool flag = true) {
+  return {{"x", LoDTensor(test::random_tensor<double>({5, 3}, -1, 1, 17))}, {"n", scalar(steps)}, {"flag", flag_of(flag)}};
+}
+
+/// The reference: the same computation in plain loops, from the model's parameters.
+std::vector<double> reference_h(Model& model, const FeedMap& feeds, int steps, bool nested) {
+  auto w_in = model.scope().tensor("w_in").to_vector<double>(), w_step = model.scope().tensor("w_step").to_vector<double>();
+  auto b_step = model.scope().tensor("b_step").to_vector<double>();
+  auto x = feeds.at("x").to_vector<double>();
+  std::vector<double> h(5 * 4);
+  for (int r = 0; r < 5; ++r)
+    for (int j = 0; j < 4; ++j) {
+      double s = 0;
+      for (int k = 0; k < 3; ++k) s += x[size_t(r * 3 + k)] * w_in[size_t(k * 4 + j)];
+      h[size_t(r * 4 + j)] = std::tanh(s);
+    }
+  for (int t = 0; t < steps; ++t) {
+    std::vector<double> g(h.size());
+    for (int r = 0; r < 5; ++r)
+      for (int j = 0; j < 4; ++j) {
+        double s = b_step[size_t(j)];
+        for (int k = 0; k < 4; ++k) s += h[size_t(r * 4 + k)] * w_step[size_t(k * 4 + j)];
+        g[size_t(r * 4 + j)] = std::tanh(s) + (nested ? h[size_t(r * 4 + j)] : 0);
+      }
+    h = g;
+  }
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("while_loop: runs its body as long as the condition holds; the step count may change from run to run") {
+  Tape tape;
+  Net n;
+  Model model(tape.program(n.loss));
+  Evaluator ev(model, {n.out[0], n.out[1]});
+  for (int steps : {3, 1, 5, 0, 2}) {
+    CAPTURE(steps);
+    const FeedMap feeds = feeds_for(steps);
+    auto got = ev.forward(feeds);
+    CHECK(got[0].get(0) == steps);  // the counter's final value
+    auto want = reference_h(model, feeds, steps, false);
+    auto h = got[1].to_vector<double>();
+    REQUIRE(h.size() == want.size());
+    for (size_t k = 0; k < h.size(); ++k) CHECK(h[k] == doctest::Approx(want[k]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("while_loop: gradients of parameters inside and outside the body match finite differences (f64)") {
+  for (int steps : {3, 1, 0}) {
+    CAPTURE(steps);
+    Tape tape;
+    Net n;
+    Model model(tape.program(n.loss));
+    GradientMachine gm(model, n.loss);
+    const FeedMap feeds = feeds_for(steps);
+    gm.forward_backward(feeds);
+    auto grads = gm.gradients();
+    bool any = false;
+    for (double g : grads.at("w_step").dense.to_vector<double>()) any = any || g != 0;
+    CHECK(any == (steps > 0));  // the body's parameters get a gradient exactly when the body ran
+    Evaluator ev(model, {n.loss});
+    test::check_parameter_gradients(model, grads, ev, feeds, {"w_in", "w_step", "b_step", "w_out"});
+  }
+}
+
+TEST_CASE("while_loop: a cond nested in the body: forward and gradients (its grad block runs inside the loop's)") {
+  Tape tape;
+  Net n(true);
+  Model model(tape.program(n.loss));
+  GradientMachine gm(model, n.loss);
+  const FeedMap feeds = feeds_for(3);
+  gm.forward_backward(feeds);
+  Evaluator hv(model, {n.out[1]});
+  auto h = hv.forward(feeds)[0].to_vector<double>();
+  auto want = reference_h(model, feeds, 3, true);
+  for (size_t k = 0; k < h.size(); ++k) CHECK(h[k] == doctest::Approx(want[k]).epsilon(1e-12));
+  Evaluator ev(model, {n.loss});
+  test::check_parameter_gradients(model, gm.gradients(), ev, feeds, {"w_in", "w_step", "b_step", "w_out"});
+}
+
+TEST_CASE("while_loop: a condition that never turns false is an oar::Error after max_iterations") {
+  Tape tape;
+  Var x = data("x", f64, {-1, 2});
+  Var one = fill_constant(Shape{1}, f64, 1);
+  auto out = while_loop(
+      {one, x}, [&](std::vector<Var> v) { return cast(v[0], boolean); }, [&](std::vector<Var> v) { return std::vector<Var>{v[0], scale(v[1], 2)}; },
+      LoopOptions{.max_iterations = 7});
+  Model model(tape.program(out[1]));
+  Evaluator ev(model, {out[1]});
+  FeedMap feeds{{"x", LoDTensor(test::random_tensor<double>({2, 2}))}};
+  CHECK_THROWS_WITH_AS(ev.forward(feeds), doctest::Contains("the loop ran 7 steps and its condition still holds"), Error);
+}
+
+TEST_CASE("while_loop: a body that returns the wrong loop variables, and a cond that is not one bool, are errors at the loop's line") {
+  {
+    Tape tape;
+    Var x = data("x", f64, {-1, 2});
+    Var i = fill_constant(Shape{1}, f64, 0);
+    const int line = __LINE__ + 1;
+    auto out = while_loop({i, x}, [&](std::vector<Var> v) { return cast(v[0], boolean); }, [&](std::vector<Var> v) { return std::vector<Var>{v[0]}; });
+    try {
+      tape.program(out[1]);
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("the body returned 1 loop variable(s) for 2") != std::string::npos);
+      CHECK(e.origin().line == line);
+    }
+  }
+  {
+    Tape tape;
+    Var x = data("x", f64, {-1, 2});
+    auto out = while_loop({x}, [&](std::vector<Var> v) { return v[0]; }, [&](std::vector<Var> v) { return v; });
+    CHECK_THROWS_WITH_AS(tape.program(out[0]), doctest::Contains("cond must return one bool"), Error);
+  }
+  {
+    Tape tape;
+    Var x = data("x", f64, {-1, 2});
+    Var i = fill_constant(Shape{1}, f64, 0);
+    auto out = while_loop({i, x}, [&](std::vector<Var> v) { return cast(v[0], boolean); },
+                          [&](std::vector<Var> v) { return std::vector<Var>{v[0], cast(v[1], f32)}; });
+    CHECK_THROWS_WITH_AS(tape.program(out[1]), doctest::Contains("loop variable 1 starts as f64"), Error);
+  }
+}
+
+TEST_CASE("while_loop: a training step through a loop allocates nothing on the heap once its shapes repeat") {
+  Tape tape;
+  Net n;
+  Model model(tape.program(n.loss));
+  GradientMachine gm(model, n.loss);
+  const FeedMap feeds = feeds_for(4);
+  std::vector<LoDTensor> out;
+  for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out);
+  const int64_t before = oar_test::heap_allocations.load();
+  const char* trap = std::getenv("OAR_TEST_HEAP_TRAP");
+  oar_test::heap_trap = trap && *trap == '1';
+  for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out);
+  oar_test::heap_trap = false;
+  CHECK(oar_test::heap_allocations.load() - before == 0);
+}
