@@ -294,3 +294,43 @@ TEST_CASE("recurrent_group: a training step allocates nothing on the heap once i
   oar_test::heap_trap = false;
   CHECK(oar_test::heap_allocations.load() - before == 0);
 }
+
+TEST_CASE("recurrent_group: an is_sparse embedding inside the step sums its rows over the steps; scattered they equal the dense gradient") {
+  // ids of 3 sequences (lengths 3, 1, 2) -> per step: embedding -> fc with the memory -> h; loss = mean(h w).
+  const LoD lod{{0, 3, 4, 6}};
+  FeedMap feeds{{"ids", LoDTensor(Tensor::from<int64_t>({2, 5, 2, 0, 5, 5}, {6, 1}), lod)}};
+  std::map<bool, Gradient> table_grad;
+  std::map<bool, Gradient> w_grad;
+  for (bool sparse : {false, true}) {
+    Tape tape;
+    auto ids = data("ids", i64, {-1, 1}).lod_level(1);
+    Var out = recurrent_group({ids}, [&](std::vector<Var> in) {
+      Var e = embedding(in[0], {6, D}).dtype(f64).sparse(sparse).param("table");
+      return fc({e, memory("h", H, f64)}, H).act(oar::tanh).params({ParamAttr("wx"), ParamAttr("wh")}).bias(ParamAttr("b")).name("h");
+    });
+    Var loss = mean(fc(out, 1).param("wo").bias(false));
+    Model model(tape.program(loss));
+    // The same initial parameters for both models.
+    for (auto* p : {"table", "wx", "wh", "b", "wo"}) {
+      auto& t = model.scope().tensor(p);
+      t.copy_from(test::random_tensor<double>(t.shape(), -0.5, 0.5, 11));
+    }
+    GradientMachine gm(model, loss);
+    gm.forward_backward(feeds);
+    auto grads = gm.gradients();
+    table_grad[sparse] = grads.at("table");
+    w_grad[sparse] = grads.at("wx");
+  }
+  REQUIRE(table_grad[true].sparse);
+  CHECK(!table_grad[false].sparse);
+  auto rows = table_grad[true].rows;
+  std::sort(rows.begin(), rows.end());
+  CHECK(rows == std::vector<int64_t>{0, 2, 2, 5, 5, 5});  // one row per looked-up id, from all the steps
+  auto same = [](const Tensor& a, const Tensor& b) {
+    REQUIRE(a.shape() == b.shape());
+    auto x = a.to_vector<double>(), y = b.to_vector<double>();
+    for (size_t k = 0; k < x.size(); ++k) CHECK(x[k] == doctest::Approx(y[k]).epsilon(1e-12));
+  };
+  same(table_grad[true].to_dense(), table_grad[false].dense);
+  same(w_grad[true].dense, w_grad[false].dense);
+}

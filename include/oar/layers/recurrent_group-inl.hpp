@@ -121,21 +121,31 @@ OAR_FUNC Var detail::record_recurrent_group(std::shared_ptr<GroupState> g, std::
   return record_layer("recurrent_group", g->inputs, std::move(replay), loc)[0];
 }
 
-OAR_FUNC Var memory(const std::string& layer, int64_t size, Var boot, std::source_location loc) {
+namespace detail {
+Var record_memory(const std::string& layer, int64_t size, Var boot, std::optional<DType> dtype, std::source_location loc);
+}
+
+OAR_FUNC Var memory(const std::string& layer, int64_t size, Var boot, std::source_location loc) { return detail::record_memory(layer, size, boot, {}, loc); }
+OAR_FUNC Var memory(const std::string& layer, int64_t size, DType dtype, std::source_location loc) { return detail::record_memory(layer, size, {}, dtype, loc); }
+
+OAR_FUNC Var detail::record_memory(const std::string& layer, int64_t size, Var boot, std::optional<DType> dtype, std::source_location loc) {
   if (detail::group_stack.empty())
     throw Error(fmt::format("memory('{}'): a memory belongs to a recurrent group: call it inside recurrent_group's step function", layer), Origin(loc, "memory"));
   if (size <= 0) throw Error(fmt::format("memory('{}'): size must be positive, got {}", layer, size), Origin(loc, "memory"));
   detail::GroupState* g = detail::group_stack.back();
   const bool has_boot = boot.valid();
-  auto replay = [size, has_boot, first = g->inputs.at(0)](LayerHelper& h) {
+  auto replay = [size, has_boot, dtype, first = g->inputs.at(0)](LayerHelper& h) {
     DType t;
     if (has_boot) {
       const Variable& b = h.input_var(0);
       if (b.shape().rank() != 2 || (b.shape()[1] >= 0 && b.shape()[1] != size))
         throw Error(fmt::format("memory: the boot '{}' must be [sequences, {}], got {}", b.name(), size, b.shape().str()), h.origin());
       t = b.dtype();
+    } else if (dtype) {
+      t = *dtype;
     } else {
       t = h.block().var_recursive(h.name_of(first)).dtype();
+      if (!is_float(t)) t = f32;
     }
     Variable& v = h.block().create_var(h.name(), {.dtype = t, .shape = Shape{-1, size}});
     return std::vector<std::string>{v.name()};

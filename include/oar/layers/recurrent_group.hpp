@@ -79,8 +79,11 @@ Var recurrent_group(const Var& input, F&& step, std::source_location loc = std::
 /// Inside a recurrent group's step: the output of the step's layer named `layer` (`.name(layer)`, created
 /// anywhere in the step, before or after this call) at the previous time step, [k_t, size]. At step 0 it is
 /// `boot` (one row per sequence, in LoD order: [S, size]) or zeros. A memory belongs to the group even when
-/// nothing reads it; naming a layer the step never creates is an oar::Error at this line.
+/// nothing reads it; naming a layer the step never creates is an oar::Error at this line. Without a boot its
+/// dtype is the first input's when that is floating point (else f32); the second form names it (a group over
+/// integer ids feeding an f64 net).
 Var memory(const std::string& layer, int64_t size, Var boot = {}, std::source_location loc = std::source_location::current());
+Var memory(const std::string& layer, int64_t size, DType dtype, std::source_location loc = std::source_location::current());
 
 }  // namespace oar
 

@@ -377,11 +377,31 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
 
 namespace detail {
 
-/// dst = dst + src for a gradient the steps of a loop sum (tensors of f32 / f64; tensor arrays entry by entry,
-/// where an empty entry is zero); a dst that holds nothing yet takes a copy.
+/// Before a loop's steps add into a gradient: it holds nothing (its storage and capacity are kept).
+inline void reset_sum(Value& v) {
+  if (LoDTensor* t = v.tensor_if()) t->resize(Shape{0}, t->dtype());
+  else if (v.is_list()) v.list().clear();
+  else if (v.is_selected_rows()) {
+    SelectedRows& r = v.selected_rows();
+    r.rows.clear();
+    r.value = Tensor();
+  }
+}
+
+/// Whether reset_sum's "nothing" is still there.
+inline bool holds_nothing(const Value& v) {
+  if (const LoDTensor* t = v.tensor_if()) return !t->initialized() || t->numel() == 0;
+  return v.empty();
+}
+
+/// dst = dst + src for a gradient the steps of a loop sum: tensors of f32 / f64; tensor arrays entry by entry
+/// (an empty entry is zero); sparse rows (SelectedRows, an embedding's gradient) by appending rows, as Fluid's
+/// sum does. A dst that holds nothing yet takes a copy.
 inline void accumulate(const KernelContext& c, Value& dst, const Value& src, const std::string& name) {
   if (const LoDTensor* st = src.tensor_if()) {
     if (!st->initialized()) return;
+    c.check(!dst.is_selected_rows() || dst.selected_rows().rows.empty(), "the gradient of '{}' is sparse at one step and dense at another", name);
+    if (dst.is_selected_rows()) dst.reset();
     LoDTensor* dt = dst.tensor_if();
     if (!dt || !dt->initialized() || dt->numel() == 0) {
       dst.tensor().copy_from(*st);
@@ -409,7 +429,26 @@ inline void accumulate(const KernelContext& c, Value& dst, const Value& src, con
     }
     return;
   }
-  c.check(!src.is_selected_rows(), "the gradient of '{}' inside the loop is sparse (selected rows), which a loop does not sum yet", name);
+  if (src.is_selected_rows()) {
+    const SelectedRows& sr = const_cast<Value&>(src).selected_rows();
+    if (sr.rows.empty()) return;
+    c.check(holds_nothing(dst) || dst.is_selected_rows(), "the gradient of '{}' is dense at one step and sparse at another", name);
+    if (!dst.is_selected_rows()) dst.reset();
+    SelectedRows& dr = dst.selected_rows();
+    if (dr.rows.empty()) {
+      dr.rows = sr.rows, dr.height = sr.height, dr.value = sr.value.clone();
+      return;
+    }
+    c.check(dr.height == sr.height && dr.value.dtype() == sr.value.dtype() && dr.value.numel() / int64_t(dr.rows.size()) == sr.value.numel() / int64_t(sr.rows.size()),
+            "the sparse gradient of '{}' changes its shape between steps", name);
+    Shape shape = dr.value.shape();
+    shape[0] = int64_t(dr.rows.size() + sr.rows.size());
+    Tensor joined(shape, dr.value.dtype());
+    std::memcpy(joined.raw(), dr.value.raw(), dr.value.bytes());
+    std::memcpy(static_cast<char*>(joined.raw()) + dr.value.bytes(), sr.value.raw(), sr.value.bytes());
+    dr.rows.insert(dr.rows.end(), sr.rows.begin(), sr.rows.end());
+    dr.value = std::move(joined);
+  }
 }
 
 /// A zero gradient for `x`: zeros of its shape (a tensor), or as many empty entries (a tensor array).
@@ -475,16 +514,20 @@ OAR_FUNC void Executor::run_conditional_grad(PreparedBlock& p, PreparedBlock::St
   const std::vector<std::string>& inputs = op.input(G::input);
   for (size_t i = 0; i < c.num_out(G::input_grad); ++i) {
     if (!c.has_out(G::input_grad, i)) continue;
+    const Value* v = ran ? s.sub->local_->find_local(grad_var_name(inputs[i])) : nullptr;
+    Value* gv = c.out_value(G::input_grad, i);
+    if (v && v->is_selected_rows()) {  // sparse rows (an embedding's): passed on as they are
+      *gv = *v;
+      continue;
+    }
+    if (gv->is_selected_rows()) gv->reset();
     const LoDTensor& x = c.in(G::input, i);
     LoDTensor& gx = c.out(G::input_grad, i);
-    const Value* v = ran ? s.sub->local_->find_local(grad_var_name(inputs[i])) : nullptr;
     if (v && v->tensor_if() && v->tensor_if()->initialized()) {
       const LoDTensor& src = *v->tensor_if();
       c.check(src.numel() == x.numel(), "the gradient of '{}' is {} inside the block, but '{}' is {}", inputs[i], src.shape(), inputs[i], x.shape());
       gx.copy_from(src);
     } else {
-      c.check(!v || !v->is_selected_rows(), "the gradient of '{}' inside the block is sparse (selected rows), which conditional_block_grad does not pass on yet",
-              inputs[i]);
       // Not run, or not reached inside the block: a zero gradient (see ops::ConditionalBlockGrad).
       gx.resize(x.shape(), x.dtype());
       detail::zero(gx);
@@ -526,16 +569,15 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
       gx.set_lod(x.lod());
       detail::zero(gx);
     }
-  for (const Slot slot : {G::initial_states_grad, G::parameters_grad}) {
-    const Slot fwd = slot == G::parameters_grad ? G::parameters : G::initial_states;
-    for (size_t i = 0; i < c.num_out(slot); ++i)
-      if (c.has_out(slot, i)) {
-        const LoDTensor& v = c.in(fwd, i);
-        LoDTensor& gv = c.out(slot, i);
-        gv.resize(v.shape(), v.dtype());
-        detail::zero(gv);
-      }
-  }
+  for (size_t i = 0; i < c.num_out(G::initial_states_grad); ++i)
+    if (c.has_out(G::initial_states_grad, i)) {
+      const LoDTensor& v = c.in(G::initial_states, i);
+      LoDTensor& gv = c.out(G::initial_states_grad, i);
+      gv.resize(v.shape(), v.dtype());
+      detail::zero(gv);
+    }
+  for (size_t i = 0; i < c.num_out(G::parameters_grad); ++i)  // the steps add into them (dense or sparse rows)
+    if (c.has_out(G::parameters_grad, i)) detail::reset_sum(*c.out_value(G::parameters_grad, i));
   const std::vector<std::string>& params = op.input(G::parameters);
   for (int64_t t = steps - 1; t >= 0; --t) {
     PreparedBlock& gp = *L.steps[size_t(t)];
@@ -583,12 +625,10 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
     for (size_t i = 0; i < params.size(); ++i) {  // a parameter's gradient is the sum over the steps
       if (!c.has_out(G::parameters_grad, i)) continue;
       const Value* v = gs.find_local(L.parameter_grads[i]);
-      if (!v) continue;
-      c.check(!v->is_selected_rows(), "the gradient of '{}' inside the step is sparse (selected rows), which a recurrent op does not sum yet", params[i]);
-      if (!v->tensor_if() || !v->tensor_if()->initialized()) continue;
-      LoDTensor& gp_out = c.out(G::parameters_grad, i);
-      c.check(v->tensor_if()->numel() == gp_out.numel(), "the gradient of '{}' is {} inside the step", params[i], v->tensor_if()->shape());
-      detail::add_elements(c, gp_out, *v->tensor_if(), gp_out.numel());
+      if (!v || v->empty()) continue;
+      c.check(!v->tensor_if() || !v->tensor_if()->initialized() || v->tensor_if()->numel() == c.in(G::parameters, i).numel(),
+              "the gradient of '{}' is {} inside the step", params[i], v->tensor_if() ? v->tensor_if()->shape() : Shape{});
+      detail::accumulate(c, *c.out_value(G::parameters_grad, i), *v, params[i]);
     }
     if (t == 0)
       for (size_t m = 0; m < L.ex_states.size(); ++m) {  // the boot's gradient: the memories' at step 0
@@ -611,8 +651,10 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
         });
       }
   }
+  for (size_t i = 0; i < params.size(); ++i)  // not reached at any step: zeros
+    if (c.has_out(G::parameters_grad, i) && detail::holds_nothing(*c.out_value(G::parameters_grad, i)))
+      detail::zero_like(*c.out_value(G::parameters_grad, i), *c.in_value(G::parameters, i));
 }
-
 
 OAR_FUNC void Executor::run_while(PreparedBlock& p, PreparedBlock::Step& s) {
   using W = ops::While;
@@ -697,9 +739,7 @@ OAR_FUNC void Executor::run_while_grad(PreparedBlock& p, PreparedBlock::Step& s)
   const std::vector<std::string>& xs = op.input(G::x);
   for (size_t i = 0; i < c.num_out(G::x_grad); ++i) {
     if (!c.has_out(G::x_grad, i)) continue;
-    Value* gx = c.out_value(G::x_grad, i);
-    if (gx->tensor_if()) gx->tensor_if()->resize(Shape{0}, gx->tensor_if()->dtype());
-    else if (gx->is_list()) gx->list().clear();
+    detail::reset_sum(*c.out_value(G::x_grad, i));
   }
   const size_t m_count = L.states.size();
   for (int64_t t = steps - 1; t >= 0; --t) {
@@ -731,7 +771,7 @@ OAR_FUNC void Executor::run_while_grad(PreparedBlock& p, PreparedBlock::Step& s)
   for (size_t i = 0; i < xs.size(); ++i) {  // not reached at any step: zeros
     if (!c.has_out(G::x_grad, i)) continue;
     Value* gx = c.out_value(G::x_grad, i);
-    const bool none = gx->tensor_if() ? !gx->tensor_if()->initialized() || (gx->tensor_if()->numel() == 0 && c.in(G::x, i).numel() != 0) : gx->empty();
+    const bool none = gx->is_list() ? false : detail::holds_nothing(*gx) && !(gx->tensor_if() && c.in_value(G::x, i)->tensor_if() && c.in(G::x, i).numel() == 0);
     if (none) detail::zero_like(*gx, *c.in_value(G::x, i));
     else if (gx->is_list() && c.in_value(G::x, i)->is_list()) gx->list().resize(std::max(gx->list().size(), c.in_value(G::x, i)->list().size()));
   }
