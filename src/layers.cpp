@@ -18,3 +18,4 @@
 #include "oar/layers/recurrent-inl.hpp"
 #include "oar/layers/recurrent_group-inl.hpp"
 #include "oar/layers/static_rnn-inl.hpp"
+#include "oar/layers/compare-inl.hpp"

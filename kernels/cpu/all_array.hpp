@@ -1,0 +1,3 @@
+// kernels/cpu/all_array.hpp: the CPU kernel headers of ops/list_array.hpp.
+#pragma once
+#include "kernels/cpu/compare.hpp"
