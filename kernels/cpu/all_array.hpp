@@ -1,3 +1,4 @@
 // kernels/cpu/all_array.hpp: the CPU kernel headers of ops/list_array.hpp.
 #pragma once
 #include "kernels/cpu/compare.hpp"
+#include "kernels/cpu/tensor_array.hpp"

@@ -3,11 +3,13 @@
 #pragma once
 #include "oar/ops/compare.hpp"
 #include "oar/ops/op.hpp"
+#include "oar/ops/tensor_array.hpp"
 
 namespace oar {
 
 #define OAR_ARRAY_OP_TYPE(type, Op, Functor) ops::Op,
-using ArrayOps = op_list<OAR_COMPARE_OPS(OAR_ARRAY_OP_TYPE) OAR_LOGICAL_BINARY_OPS(OAR_ARRAY_OP_TYPE) ops::LogicalNot>;
+using ArrayOps = op_list<OAR_COMPARE_OPS(OAR_ARRAY_OP_TYPE) OAR_LOGICAL_BINARY_OPS(OAR_ARRAY_OP_TYPE) ops::LogicalNot, ops::WriteToArray, ops::ReadFromArray,
+                         ops::LoDArrayLength>;
 #undef OAR_ARRAY_OP_TYPE
 
 }  // namespace oar
