@@ -18,3 +18,5 @@
 #include "oar/layers/recurrent-inl.hpp"
 #include "oar/layers/recurrent_group-inl.hpp"
 #include "oar/layers/static_rnn-inl.hpp"
+#include "oar/layers/compare-inl.hpp"
+#include "oar/layers/array-inl.hpp"

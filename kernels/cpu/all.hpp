@@ -1,6 +1,7 @@
 // kernels/cpu/all.hpp: every CPU kernel header; the kernel registry includes this one file. Each family
 // keeps its includes in kernels/cpu/all_<family>.hpp.
 #pragma once
+#include "kernels/cpu/all_array.hpp"
 #include "kernels/cpu/all_control.hpp"
 #include "kernels/cpu/all_math.hpp"
 #include "kernels/cpu/all_nn.hpp"

@@ -1,14 +1,58 @@
 // kernels/cpu/sum.hpp: sum and sum_grad on the CPU.
 #pragma once
+#include "kernels/cpu/tensor_array.hpp"
 #include "oar/ops/sum.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
+
+namespace oar::cpu_kernels::array {
+
+/// Out[j] = the sum of the non-empty entries j of the arrays X (empty when all are); Out is as long as the
+/// longest X. Out may be one of the X: the sum is built aside and moved in.
+inline void sum(KernelContext& c) {
+  using S = ops::Sum;
+  const size_t k = c.num_in(S::x);
+  std::vector<const TensorList*> xs(k);
+  size_t len = 0;
+  for (size_t i = 0; i < k; ++i) {
+    xs[i] = &in(c, S::x, i);
+    len = std::max(len, xs[i]->size());
+  }
+  TensorList res(len);
+  for (size_t j = 0; j < len; ++j) {
+    LoDTensor& o = res[j];
+    size_t first = k;
+    for (size_t i = 0; i < k; ++i) {
+      if (j >= xs[i]->size() || is_empty((*xs[i])[j])) continue;
+      const LoDTensor& e = (*xs[i])[j];
+      if (first == k) {
+        first = i;
+        o.set_place(c.place());
+        copy(o, e);
+        continue;
+      }
+      c.check(e.shape() == o.shape() && e.dtype() == o.dtype(), "entry {} of X[{}] ('{}') is {} {}, but that of X[{}] ('{}') is {} {}", j, i, c.in_name(S::x, i),
+              name(e.dtype()), e.shape(), first, c.in_name(S::x, first), name(o.dtype()), o.shape());
+      c.dispatch(type_list<float, double, int32_t, int64_t>{}, e.dtype(), [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        T* po = o.data<T>();
+        const T* pe = e.data<T>();
+        for (int64_t n = 0; n < e.numel(); ++n) po[n] += pe[n];
+      });
+    }
+  }
+  out(c, S::out) = std::move(res);
+}
+
+}  // namespace oar::cpu_kernels::array
 
 namespace oar::ops {
 
 /// requires: every X[i] has X[0]'s shape and dtype. Out may be one of the X (in place): that input is the start
 /// and the others are added to it. Inputs are looked up by index, so a run allocates nothing.
 inline void Sum::eval_cpu(KernelContext& c, const NoAttrs&) {
+  if (const Value* v = c.in_value(Sum::x, 0); v && v->is_list()) [[unlikely]]
+    return cpu_kernels::array::sum(c);
   const size_t k = c.num_in(Sum::x);
   const LoDTensor& x0 = c.in(Sum::x, 0);
   LoDTensor& o = c.out(Sum::out);

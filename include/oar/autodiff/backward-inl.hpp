@@ -19,6 +19,9 @@ namespace detail {
 inline bool is_grad_name(const std::string& n) { return n.find("@GRAD") != std::string::npos; }
 /// "x@GRAD@RENAME@1" -> "x"
 inline std::string forward_name(const std::string& g) { return g.substr(0, g.find("@GRAD")); }
+/// The kind of the gradient of `fw` as autodiff declares it: an array for a tensor array (read_from_array_grad
+/// and sum write arrays there), a tensor otherwise (a sparse gradient is its grad op's to make).
+inline VarKind grad_kind(const Variable& fw) { return fw.kind() == VarKind::lod_tensor_array ? VarKind::lod_tensor_array : VarKind::lod_tensor; }
 
 /// Fluid's _addup_repetitive_outputs_: a gradient written by several grad ops is renamed per writer
 /// (`@RENAME@k`) and summed right before its first reader (or at the end).
@@ -137,7 +140,7 @@ inline SubGradBlock build_sub_grad_block(Program& program, const Block& sb, cons
     if (n == kEmptyVarName || gb.has_var(n)) return;
     const Variable* fw = sb.find_var(forward_name(n));
     VarSpec spec;
-    if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level(), .kind = fw->kind()};
+    if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level(), .kind = grad_kind(*fw)};
     gb.create_var(n, spec);
   };
   std::set<std::string> produced(out.seed_names.begin(), out.seed_names.end());
@@ -421,7 +424,7 @@ OAR_FUNC std::vector<ParamGrad> append_backward(Program& program, const std::str
       if (n != kEmptyVarName && !b.find_var(n)) {
         const Variable* fw = b.find_var(detail::forward_name(n));
         VarSpec spec;
-        if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level(), .kind = fw->kind()};
+        if (fw) spec = {.dtype = fw->dtype(), .shape = fw->shape(), .lod_level = fw->lod_level(), .kind = detail::grad_kind(*fw)};
         b.create_var(n, spec);
       }
     add_op(b, std::move(g));

@@ -10,6 +10,7 @@ OAR_FUNC void Value::init(VarKind k) {
     case VarKind::selected_rows: v_ = SelectedRows(); break;
     case VarKind::feed_minibatch: case VarKind::fetch_list: case VarKind::lod_tensor_array: v_ = TensorList(); break;
     case VarKind::step_scopes: v_ = ScopeList(); break;
+    case VarKind::lod_rank_table: v_ = LoDTensor(); break;  // rows (sequence index, length): an i64 tensor [S, 2]
     default: v_ = LoDTensor(); break;
   }
 }

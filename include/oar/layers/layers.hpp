@@ -1,6 +1,8 @@
 // oar/layers/layers.hpp: every layer function (the user-facing builders).
 #pragma once
 #include "oar/layers/activations.hpp"
+#include "oar/layers/array.hpp"
+#include "oar/layers/compare.hpp"
 #include "oar/layers/control_flow.hpp"
 #include "oar/layers/expr.hpp"
 #include "oar/layers/loss.hpp"

@@ -26,6 +26,8 @@ OAR_FUNC void infer_grad_shape(InferShapeContext& c) {
       }
       Variable* out = c.block().find_var(g);
       if (fwd && out) out->set_shape(fwd->shape()).set_dtype(fwd->dtype()).set_lod_level(fwd->lod_level());
+      // The gradient of a tensor array is an array (other kinds, a sparse gradient say, are the grad op's to set).
+      if (fwd && out && fwd->kind() == VarKind::lod_tensor_array) out->set_kind(VarKind::lod_tensor_array);
     }
   }
 }

@@ -152,6 +152,9 @@ OAR_FUNC void Executor::run(PreparedBlock& p, Scope& scope, const FeedMap& feeds
     }
   for (auto& name : fetch)
     if (!b.find_var(name) && !p.local_->find(name)) throw Error(fmt::format("cannot fetch '{}': no such variable in the program", name));
+  // The block's own tensor arrays start each run empty, as in the fresh local scope of a Fluid run: writes
+  // append and grow them, so last run's entries would otherwise stay behind.
+  for (Value* a : p.arrays_) a->list().clear();
   std::vector<const Value*>& fetched = p.fetched_;  // with recycling: what must survive the run
   fetched.clear();
   int64_t batch = 1;  // with recycling: the first-run size guess for unknown dims
@@ -837,6 +840,7 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
   p.required_feeds_.clear();
   p.scope_ = &scope;
   p.local_ = &scope.new_scope();
+  p.arrays_.clear();
   const Block& b = p.program_->block(p.block_);
   for (const Block* blk = &b; blk; blk = blk->parent()) {
     // A sub-block's own variables always live in its scope: a recurrent step's in its step scope, whatever the
@@ -848,7 +852,9 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
       } else if (!p.local_->find_local(v->name()) && (own || !scope.find(v->name()))) {
         // A non-persistable variable the caller's scope already holds (a gradient computed by an earlier
         // program run in that scope, say) is used from there; the rest are temporaries of this run.
-        p.local_->var(v->name()).init(v->kind());
+        Value& val = p.local_->var(v->name());
+        val.init(v->kind());
+        if (v->kind() == VarKind::lod_tensor_array) p.arrays_.push_back(&val);
       }
     }
   }

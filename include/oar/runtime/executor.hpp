@@ -101,6 +101,7 @@ class PreparedBlock {
   std::vector<Temp> slots_;
   std::vector<std::shared_ptr<Storage>> free_;
   std::vector<const Value*> fetched_;
+  std::vector<Value*> arrays_;  // the temporaries that are tensor arrays: emptied at the start of every run
 };
 
 class Executor {
