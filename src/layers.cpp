@@ -20,3 +20,4 @@
 #include "oar/layers/static_rnn-inl.hpp"
 #include "oar/layers/compare-inl.hpp"
 #include "oar/layers/array-inl.hpp"
+#include "oar/layers/dynamic_rnn-inl.hpp"

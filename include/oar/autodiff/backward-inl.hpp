@@ -301,7 +301,13 @@ inline Operator while_grad(Program& program, const Operator& op, const std::set<
     final_grads.push_back(seed_of_state[m] < 0 ? std::string(kEmptyVarName) : grad_var_name(op.output(W::final_states)[m]));
     state_seeds.push_back(seed_of_state[m] < 0 ? std::string(kEmptyVarName) : built.seed_names[size_t(seed_of_state[m])]);
   }
-  g.set_input(G::x, op.input(W::x)).set_input(G::init_states, op.input(W::init_states)).set_input(G::out, outs);
+  std::vector<std::string> out_grads, out_seeds;
+  for (size_t k = 0; k < seeds.size(); ++k)
+    if (std::find(outs.begin(), outs.end(), seeds[k]) != outs.end()) {
+      out_grads.push_back(grad_var_name(seeds[k]));
+      out_seeds.push_back(built.seed_names[k]);
+    }
+  g.set_input(G::x, op.input(W::x)).set_input(G::init_states, op.input(W::init_states)).set_input(G::out, outs).set_input(G::out_grad, out_grads);
   g.set_input(G::final_states, op.output(W::final_states)).set_input(G::final_states_grad, final_grads).set_input(G::step_scopes, op.output(W::step_scopes));
   g.set_output(G::x_grad, grads_of(op.input(W::x)));
   std::vector<std::string> init_grads;
@@ -309,7 +315,7 @@ inline Operator while_grad(Program& program, const Operator& op, const std::set<
     init_grads.push_back(seed_of_state[m] < 0 || no_grad.count(op.input(W::init_states)[m]) ? std::string(kEmptyVarName) : grad_var_name(op.input(W::init_states)[m]));
   g.set_output(G::init_states_grad, init_grads);
   g.set_attr(G::sub_block, BlockRef{built.block});
-  g.set_attr(G::ex_states, ex_states).set_attr(G::states, states).set_attr(G::state_seeds, state_seeds);
+  g.set_attr(G::ex_states, ex_states).set_attr(G::states, states).set_attr(G::state_seeds, state_seeds).set_attr(G::out_seeds, out_seeds);
   g.set_origin(op.origin());
   return g;
 }

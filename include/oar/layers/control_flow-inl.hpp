@@ -53,9 +53,7 @@ OAR_FUNC std::vector<Var> detail::record_loop_vars(const std::shared_ptr<WhileSt
   return ex;
 }
 
-namespace detail {
-/// The outer variables the ops of `b` (and of the blocks nested in it) write: a while op's Out.
-inline std::vector<std::string> outer_writes(const Program& p, const Block& b) {
+OAR_FUNC std::vector<std::string> detail::outer_writes(const Program& p, const Block& b) {
   std::vector<std::string> out;
   auto inside = [&](const Block* blk, const std::string& n) {
     for (; blk; blk = blk->parent()) {
@@ -75,7 +73,6 @@ inline std::vector<std::string> outer_writes(const Program& p, const Block& b) {
   }
   return out;
 }
-}  // namespace detail
 
 OAR_FUNC std::vector<Var> detail::record_while(std::shared_ptr<WhileState> w, const Var& first_cond, std::source_location loc) {
   if (w->init.empty()) throw Error("while_loop: needs at least one loop variable", Origin(loc, "while_loop"));

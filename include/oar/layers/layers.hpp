@@ -13,4 +13,5 @@
 #include "oar/layers/sequence.hpp"
 #include "oar/layers/sequence_shape.hpp"
 #include "oar/layers/static_rnn.hpp"
+#include "oar/layers/dynamic_rnn.hpp"
 #include "oar/layers/tensor.hpp"

@@ -93,31 +93,34 @@ struct While {
 
 /// The gradient of while: `sub_block` is the grad block of the body (autodiff builds it). It runs in a child of
 /// each saved step scope, last step first. Before step t, `state_seeds[m]` there holds the gradient of
-/// `states[m]`: `FinalStates@GRAD[m]` for the last step, else `ex_states[m]@GRAD` of step t+1. After it, the
-/// grad block's `X[i]@GRAD` is summed over the steps into `X@GRAD[i]` (per entry for tensor arrays); the
-/// gradient of Out (arrays the body writes) is read inside the grad block from the outer scope. After step 0,
+/// `states[m]`: `FinalStates@GRAD[m]` for the last step, else `ex_states[m]@GRAD` of step t+1; and
+/// `out_seeds[j]` holds `Out@GRAD[j]` (the gradient of an array the body writes, whole: each step's grad ops read
+/// their own entry). After it, the grad block's `X[i]@GRAD` is summed over the steps into `X@GRAD[i]` (per entry
+/// for tensor arrays, rows appended when sparse). After step 0,
 /// `ex_states[m]@GRAD` is `InitStates@GRAD[m]`. A gradient never reached is zeros.
 struct WhileGrad {
   static constexpr std::string_view type = "while_grad";
   static constexpr Slot x = While::x, init_states = While::init_states, out = While::out, final_states = While::final_states;
   static constexpr Slot step_scopes = While::step_scopes;
-  static constexpr Slot final_states_grad{"FinalStates@GRAD"}, x_grad{"X@GRAD"}, init_states_grad{"InitStates@GRAD"};
+  static constexpr Slot final_states_grad{"FinalStates@GRAD"}, out_grad{"Out@GRAD"}, x_grad{"X@GRAD"}, init_states_grad{"InitStates@GRAD"};
   static constexpr Attr<BlockRef> sub_block = common::sub_block;
   static constexpr auto ex_states = While::ex_states, states = While::states;
-  static constexpr Attr<std::vector<std::string>> state_seeds{"state_seeds"};
+  static constexpr Attr<std::vector<std::string>> state_seeds{"state_seeds"}, out_seeds{"out_seeds"};
 
   static OpDef def() {
     return OpDef(type, "gradient of while: its grad block over the saved step scopes, last step first")
         .in(x, duplicable | dispensable).in(init_states, duplicable | dispensable)
-        .in(out, duplicable | dispensable).in(final_states, duplicable | dispensable).in(final_states_grad, duplicable | dispensable).in(step_scopes)
+        .in(out, duplicable | dispensable).in(out_grad, duplicable | dispensable).in(final_states, duplicable | dispensable)
+        .in(final_states_grad, duplicable | dispensable).in(step_scopes)
         .out(x_grad, duplicable | dispensable).out(init_states_grad, duplicable | dispensable)
         .required_attr(sub_block)
-        .attr(ex_states, {}).attr(states, {}).attr(state_seeds, {})
+        .attr(ex_states, {}).attr(states, {}).attr(state_seeds, {}).attr(out_seeds, {})
         .no_kernel();
   }
   static void infer_shape(InferShapeContext& c) {
     const auto& op = c.op();
     c.check(op.attr(state_seeds).size() == op.attr(states).size(), "{} state_seeds for {} states", op.attr(state_seeds).size(), op.attr(states).size());
+    c.check(op.attr(out_seeds).size() == c.num_inputs(out_grad), "{} out_seeds for {} Out@GRAD", op.attr(out_seeds).size(), c.num_inputs(out_grad));
   }
 };
 

@@ -727,7 +727,7 @@ OAR_FUNC void Executor::run_while_grad(PreparedBlock& p, PreparedBlock::Step& s)
     s.loop = std::make_shared<PreparedBlock::Loop>();
     auto& L = *s.loop;
     L.block = op.sub_block();
-    L.states = op.attr(G::states), L.state_seeds = op.attr(G::state_seeds);
+    L.states = op.attr(G::states), L.state_seeds = op.attr(G::state_seeds), L.output_seeds = op.attr(G::out_seeds);
     for (auto& n : op.attr(G::ex_states)) L.ex_states.push_back(grad_var_name(n));
     for (auto& n : op.input(G::x)) L.parameter_grads.push_back(grad_var_name(n));
   }
@@ -762,6 +762,13 @@ OAR_FUNC void Executor::run_while_grad(PreparedBlock& p, PreparedBlock::Step& s)
         c.check(st != nullptr, "no value of '{}' at step {}", L.states[m], t);
         detail::zero_like(*seed, *st);
       }
+    }
+    for (size_t j = 0; j < L.output_seeds.size(); ++j) {  // the gradients of the arrays the body writes, shared
+      Value* seed = gs.find_local(L.output_seeds[j]);
+      const Value* g = c.in_value(G::out_grad, j);
+      c.check(seed != nullptr, "the grad block has no variable '{}'", L.output_seeds[j]);
+      if (g && !g->empty()) *seed = *g;
+      else seed->reset();
     }
     run_steps(gp, {}, 1);
     for (size_t i = 0; i < xs.size(); ++i) {  // an outer input's gradient is the sum over the steps
