@@ -334,3 +334,28 @@ TEST_CASE("recurrent_group: an is_sparse embedding inside the step sums its rows
   same(table_grad[true].to_dense(), table_grad[false].dense);
   same(w_grad[true].dense, w_grad[false].dense);
 }
+
+TEST_CASE("recurrent_group: a cond and a while loop nested in the step: parameter gradients match finite differences (f64)") {
+  // step: u = cond(flag, tanh(fc(x_t, h_prev))); then two more tanh(fc(u)) by a while loop counting to 2.
+  Tape tape;
+  auto x = data("x", f64, {-1, D}).lod_level(1);
+  auto flag = data("flag", boolean, {1});
+  auto out = recurrent_group({x}, [&](std::vector<Var> in) {
+    Var h_prev = memory("h", H);
+    Var u = cond(flag, [&] { return fc({in[0], h_prev}, H).act(oar::tanh).params({ParamAttr("wx"), ParamAttr("wh")}).bias(ParamAttr("b")); });
+    Var two = fill_constant(Shape{1}, i64, 2);
+    auto loop = while_loop(
+        {fill_constant(Shape{1}, i64, 0), u}, [&](std::vector<Var> v) { return less_than(v[0], two); },
+        [&](std::vector<Var> v) { return std::vector<Var>{increment(v[0]), fc(v[1], H).act(oar::tanh).param("wl").bias(false)}; });
+    return scale(loop[1], 1.0).name("h");
+  });
+  auto loss = mean(fc(out, 1).param("wo").bias(false));
+  Model model(tape.program(loss));
+  GradientMachine gm(model, loss);
+  Tensor f(Shape{1}, boolean);
+  f.data<bool>()[0] = true;
+  FeedMap feeds{{"x", sequences({3, 1, 0, 2}, 51)}, {"flag", LoDTensor(f)}};
+  gm.forward_backward(feeds);
+  Evaluator ev(model, {loss});
+  test::check_parameter_gradients(model, gm.gradients(), ev, feeds, {"wx", "wh", "b", "wl", "wo"});
+}

@@ -80,6 +80,9 @@ OAR_FUNC Var detail::record_recurrent_group(std::shared_ptr<GroupState> g, std::
         throw Error(fmt::format("memory: '{}' names no layer of the recurrent group's step (name the layer the memory follows with .name(\"{}\"))",
                                 m.target, m.target),
                     m.var.origin());
+      if (!sb.has_var(pre))
+        throw Error(fmt::format("memory('{}'): call memory() in the step function itself, not in a cond or loop body nested in it", m.target),
+                    m.var.origin());
       const Variable& st = sb.var(m.target);
       const Variable& pv = sb.var(pre);
       if (st.shape().rank() != 2 || (st.shape()[1] >= 0 && st.shape()[1] != m.size) || st.dtype() != pv.dtype())
