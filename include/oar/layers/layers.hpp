@@ -3,6 +3,7 @@
 #include "oar/layers/activations.hpp"
 #include "oar/layers/control_flow.hpp"
 #include "oar/layers/expr.hpp"
+#include "oar/layers/if_else.hpp"
 #include "oar/layers/loss.hpp"
 #include "oar/layers/metrics.hpp"
 #include "oar/layers/nn.hpp"
