@@ -4,6 +4,7 @@
 // and outputs; gradients of the inputs and of both branches' parameters against finite differences (f64); a small
 // classifier trained through it; and the errors for branches that do not agree.
 #include "pch.hpp"
+#include "support/heap.hpp"
 #include "support/param_grad_check.hpp"
 #include "support/op_check.hpp"
 
@@ -144,6 +145,25 @@ TEST_CASE("if_else: gradients of both branches' parameters and of the input matc
       const double down = ev.forward(f)[0].get(0);
       CHECK(gx.get(i) == doctest::Approx((up - down) / (2 * delta)).epsilon(1e-6));
     }
+  }
+}
+
+TEST_CASE("if_else: a training step allocates nothing on the heap once its shapes repeat, with the mask mixed, all true or all false") {
+  Tape tape;
+  Net n;
+  Model model(tape.program(n.loss));
+  GradientMachine gm(model, n.loss);
+  for (const std::vector<int>& mask : {kMixed, std::vector<int>{1, 1, 1, 1, 1, 1, 1}, std::vector<int>{0, 0, 0, 0, 0, 0, 0}}) {
+    CAPTURE(std::count(mask.begin(), mask.end(), 1));
+    const FeedMap feeds = feeds_of(mask);
+    std::vector<LoDTensor> out;
+    for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out);  // the first runs prepare the blocks and size every buffer
+    const int64_t before = oar_test::heap_allocations.load();
+    const char* trap = std::getenv("OAR_TEST_HEAP_TRAP");
+    oar_test::heap_trap = trap && *trap == '1';
+    for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out);
+    oar_test::heap_trap = false;
+    CHECK(oar_test::heap_allocations.load() - before == 0);
   }
 }
 

@@ -385,11 +385,18 @@ OAR_FUNC void Executor::run_conditional_grad(PreparedBlock& p, PreparedBlock::St
     run_steps(*s.sub, {}, 1);
   }
   const std::vector<std::string>& inputs = op.input(G::input);
+  // NOTE: the gradient's name is built in a buffer kept per thread: a name past the short-string size (an
+  // if_else branch's inputs, `if_else_split_0.tmp_0@GRAD`) would otherwise cost an allocation every step.
+  thread_local std::string grad_name;
   for (size_t i = 0; i < c.num_out(G::input_grad); ++i) {
     if (!c.has_out(G::input_grad, i)) continue;
     const LoDTensor& x = c.in(G::input, i);
     LoDTensor& gx = c.out(G::input_grad, i);
-    const Value* v = ran ? s.sub->local_->find_local(grad_var_name(inputs[i])) : nullptr;
+    const Value* v = nullptr;
+    if (ran) {
+      grad_name.assign(inputs[i]).append("@GRAD");
+      v = s.sub->local_->find_local(grad_name);
+    }
     if (v && v->tensor_if() && v->tensor_if()->initialized()) {
       const LoDTensor& src = *v->tensor_if();
       c.check(src.numel() == x.numel(), "the gradient of '{}' is {} inside the block, but '{}' is {}", inputs[i], src.shape(), inputs[i], x.shape());
