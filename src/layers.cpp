@@ -13,6 +13,7 @@
 #include "oar/layers/metrics-inl.hpp"
 #include "oar/layers/tensor-inl.hpp"
 #include "oar/layers/control_flow-inl.hpp"
+#include "oar/layers/if_else-inl.hpp"
 #include "oar/layers/sequence-inl.hpp"
 #include "oar/layers/sequence_shape-inl.hpp"
 #include "oar/layers/recurrent-inl.hpp"

@@ -6,3 +6,4 @@
 #include "kernels/cpu/sequence_mask.hpp"
 #include "kernels/cpu/sequence_pool.hpp"
 #include "kernels/cpu/sequence_softmax.hpp"
+#include "kernels/cpu/split_merge_lod_tensor.hpp"

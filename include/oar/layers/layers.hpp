@@ -5,6 +5,7 @@
 #include "oar/layers/compare.hpp"
 #include "oar/layers/control_flow.hpp"
 #include "oar/layers/expr.hpp"
+#include "oar/layers/if_else.hpp"
 #include "oar/layers/loss.hpp"
 #include "oar/layers/metrics.hpp"
 #include "oar/layers/nn.hpp"

@@ -492,16 +492,17 @@ OAR_FUNC void Executor::run_conditional_grad(PreparedBlock& p, PreparedBlock::St
   using G = ops::ConditionalBlockGrad;
   const KernelContext& c = s.ctx;
   const Operator& op = *s.op;
+  if (!s.loop) {  // the names of the seeds and of the inputs' gradients, made once (no allocation per run)
+    s.loop = std::make_shared<PreparedBlock::Loop>();
+    for (auto& n : op.input(G::out)) s.loop->output_seeds.push_back(grad_var_name(n));
+    for (auto& n : op.input(G::input)) s.loop->parameter_grads.push_back(grad_var_name(n));
+  }
   if (ran) {
     Value::ScopeList& scopes = c.in_value(G::scope)->scopes();
     c.check(scopes.size() == 1, "the forward conditional_block has not run: run the forward pass first");
     // The grad block lives in a child of the forward's scope, where its ops find the forward's activations;
     // prepared once, again only if the forward's scope changed.
     if (!s.sub || s.sub->scope_ != scopes[0]) s.sub = prepare(p.program_, *scopes[0], op.sub_block(), p.options_);
-    if (!s.loop) {  // the seeds' names, once
-      s.loop = std::make_shared<PreparedBlock::Loop>();
-      for (auto& n : op.input(G::out)) s.loop->output_seeds.push_back(grad_var_name(n));
-    }
     const std::vector<std::string>& seeds = s.loop->output_seeds;
     for (size_t k = 0; k < seeds.size(); ++k) {  // the seeds: the outputs' gradients, shared
       Value* seed = s.sub->local_->find_local(seeds[k]);
@@ -517,7 +518,7 @@ OAR_FUNC void Executor::run_conditional_grad(PreparedBlock& p, PreparedBlock::St
   const std::vector<std::string>& inputs = op.input(G::input);
   for (size_t i = 0; i < c.num_out(G::input_grad); ++i) {
     if (!c.has_out(G::input_grad, i)) continue;
-    const Value* v = ran ? s.sub->local_->find_local(grad_var_name(inputs[i])) : nullptr;
+    const Value* v = ran ? s.sub->local_->find_local(s.loop->parameter_grads[i]) : nullptr;
     Value* gv = c.out_value(G::input_grad, i);
     if (v && v->is_selected_rows()) {  // sparse rows (an embedding's): passed on as they are
       *gv = *v;
