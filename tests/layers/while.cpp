@@ -230,3 +230,28 @@ TEST_CASE("while_loop and cond: an is_sparse embedding in the body passes its ro
     for (size_t k = 0; k < a.size(); ++k) CHECK(a[k] == doctest::Approx(b[k]).epsilon(1e-12));
   }
 }
+
+TEST_CASE("while_loop: an if_else nested in the body (two conditional blocks in the loop's step): parameter gradients match finite differences (f64)") {
+  Tape tape;
+  Var x = data("x", f64, {-1, 3});
+  Var mask = data("mask", boolean, {-1, 1});
+  Var n = data("n", f64, {1});
+  Var h0 = fc(x, 4).act(oar::tanh).param("w_in").bias(false);
+  auto out = while_loop(
+      {fill_constant(Shape{1}, f64, 0), h0}, [&](std::vector<Var> v) { return not_done(n, v[0]); },
+      [&](std::vector<Var> v) {
+        Var h = if_else(
+            mask, v[1], [&](Var a) { return fc(a, 4).act(oar::tanh).param("w_true").bias(false); },
+            [&](Var a) { return fc(a, 4).act(oar::sigmoid).param("w_false").bias(ParamAttr("b_false")); });
+        return std::vector<Var>{scale(v[0], 1, 1), h};
+      });
+  Var loss = mean(fc(out[1], 1).param("w_out").bias(false));
+  Model model(tape.program(loss));
+  GradientMachine gm(model, loss);
+  Tensor m(Shape{5, 1}, boolean);
+  for (int r = 0; r < 5; ++r) m.data<bool>()[r] = r % 2 == 0;
+  FeedMap feeds{{"x", LoDTensor(test::random_tensor<double>({5, 3}, -1, 1, 23))}, {"mask", LoDTensor(m)}, {"n", scalar(3)}};
+  gm.forward_backward(feeds);
+  Evaluator ev(model, {loss});
+  test::check_parameter_gradients(model, gm.gradients(), ev, feeds, {"w_in", "w_true", "w_false", "b_false", "w_out"});
+}
