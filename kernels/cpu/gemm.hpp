@@ -29,9 +29,11 @@ inline constexpr int64_t gemm_parallel_min_work = int64_t{2} * 128 * 128 * 128;
 // How a single product is split across threads.
 enum class gemm_split { none, cols, rows, auto_ };
 
-// Whether OpenBLAS runs an AVX2-or-better kernel. NOTE: Debian's OpenBLAS 0.3.21 does not recognise
-// recent CPUs and falls back to its SSE3 "Prescott" kernels, 3-4x slower than Eigen's product compiled
-// for the machine; then oar uses Eigen. OAR_GEMM=blas or OAR_GEMM=eigen forces a path.
+// Whether OpenBLAS runs a kernel at least as wide as Eigen's product compiled here. NOTE: Debian's OpenBLAS
+// 0.3.21 does not recognise recent CPUs and falls back to its SSE3 "Prescott" kernels, 3-4x slower than
+// Eigen's product compiled for the machine; and where OPENBLAS_CORETYPE asks an AVX-512 CPU for the AVX2
+// kernels (Haswell, Zen), Eigen's AVX-512 product is faster (docs/benchmarks.md). Then oar uses Eigen.
+// OAR_GEMM=blas or OAR_GEMM=eigen forces a path.
 inline bool blas_preferred() {
 #if defined(OAR_WITH_BLAS)
   static const bool fast = [] {
@@ -39,9 +41,13 @@ inline bool blas_preferred() {
     (void)oar::num_threads();  // pool init forces OpenBLAS single-threaded
     std::string core = openblas_get_corename() ? openblas_get_corename() : "";
     for (auto& ch : core) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-    for (const char* good : {"haswell", "zen", "skylakex", "cooperlake", "sapphirerapids"})
-      if (core == good) return true;
+    for (const char* wide : {"skylakex", "cooperlake", "sapphirerapids"})
+      if (core == wide) return true;
+#if defined(EIGEN_VECTORIZE_AVX512)
     return false;
+#else
+    return core == "haswell" || core == "zen";
+#endif
   }();
   return fast;
 #else
