@@ -255,3 +255,55 @@ TEST_CASE("while_loop: an if_else nested in the body (two conditional blocks in 
   Evaluator ev(model, {loss});
   test::check_parameter_gradients(model, gm.gradients(), ev, feeds, {"w_in", "w_true", "w_false", "b_false", "w_out"});
 }
+
+TEST_CASE("while_loop: a body that writes a tensor array at its counter; the entries read after the loop; gradients match finite differences (f64)") {
+  Tape tape;
+  Var x = data("x", f64, {-1, 3});
+  Var h0 = fc(x, 4).act(oar::tanh).param("w_in").bias(false);
+  Var arr = create_array(f64);
+  Var three = fill_constant(Shape{1}, i64, 3);
+  auto out = while_loop(
+      {fill_constant(Shape{1}, i64, 0), h0}, [&](std::vector<Var> v) { return less_than(v[0], three); },
+      [&](std::vector<Var> v) {
+        Var h = fc(v[1], 4).act(oar::tanh).param("w_step").bias(false);
+        array_write(h, v[0], arr);
+        return std::vector<Var>{increment(v[0]), h};
+      });
+  Var first = array_read(arr, fill_constant(Shape{1}, i64, 0));
+  Var last = array_read(arr, fill_constant(Shape{1}, i64, 2));
+  Var loss = elementwise_add(mean(fc(first, 1).param("w_a").bias(false)), mean(fc(last, 1).param("w_b").bias(false)));
+  Model model(tape.program(loss));
+  GradientMachine gm(model, loss);
+  FeedMap feeds{{"x", LoDTensor(test::random_tensor<double>({5, 3}, -1, 1, 29))}};
+  // Forward: entry t is h after t + 1 steps, and the loop's last h is entry 2.
+  Evaluator fv(model, {first, last, out[1]});
+  auto got = fv.forward(feeds);
+  auto w_in = model.scope().tensor("w_in").to_vector<double>(), w_step = model.scope().tensor("w_step").to_vector<double>();
+  auto xs = feeds.at("x").to_vector<double>();
+  std::vector<double> h(20);
+  for (int r = 0; r < 5; ++r)
+    for (int j = 0; j < 4; ++j) {
+      double s = 0;
+      for (int k = 0; k < 3; ++k) s += xs[size_t(r * 3 + k)] * w_in[size_t(k * 4 + j)];
+      h[size_t(r * 4 + j)] = std::tanh(s);
+    }
+  for (int t = 0; t < 3; ++t) {
+    std::vector<double> g(20);
+    for (int r = 0; r < 5; ++r)
+      for (int j = 0; j < 4; ++j) {
+        double s = 0;
+        for (int k = 0; k < 4; ++k) s += h[size_t(r * 4 + k)] * w_step[size_t(k * 4 + j)];
+        g[size_t(r * 4 + j)] = std::tanh(s);
+      }
+    h = g;
+    if (t == 0)
+      for (size_t k = 0; k < 20; ++k) CHECK(got[0].to_vector<double>()[k] == doctest::Approx(h[k]).epsilon(1e-12));
+  }
+  for (size_t k = 0; k < 20; ++k) {
+    CHECK(got[1].to_vector<double>()[k] == doctest::Approx(h[k]).epsilon(1e-12));
+    CHECK(got[2].to_vector<double>()[k] == doctest::Approx(h[k]).epsilon(1e-12));
+  }
+  gm.forward_backward(feeds);
+  Evaluator ev(model, {loss});
+  test::check_parameter_gradients(model, gm.gradients(), ev, feeds, {"w_in", "w_step", "w_a", "w_b"});
+}
