@@ -105,11 +105,6 @@ TEST_CASE("cond: a training step through a cond allocates nothing on the heap on
     const FeedMap feeds = feeds_with(flag);
     std::vector<LoDTensor> out;
     for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out);  // the first runs prepare the blocks and size every buffer
-    const int64_t before = oar_test::heap_allocations.load();
-    const char* trap = std::getenv("OAR_TEST_HEAP_TRAP");
-    oar_test::heap_trap = trap && *trap == '1';
-    for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out);
-    oar_test::heap_trap = false;
-    CHECK(oar_test::heap_allocations.load() - before == 0);
+    CHECK(oar_test::allocations_during([&] { for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out); }) == 0);
   }
 }

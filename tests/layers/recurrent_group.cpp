@@ -287,12 +287,7 @@ TEST_CASE("recurrent_group: a training step allocates nothing on the heap once i
   FeedMap feeds{{"x", sequences({3, 0, 1, 5, 1, 2}, 61)}};
   std::vector<LoDTensor> out;
   for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out);  // the first runs make the step scopes and size every buffer
-  const int64_t before = oar_test::heap_allocations.load();
-  const char* trap = std::getenv("OAR_TEST_HEAP_TRAP");
-  oar_test::heap_trap = trap && *trap == '1';
-  for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out);
-  oar_test::heap_trap = false;
-  CHECK(oar_test::heap_allocations.load() - before == 0);
+  CHECK(oar_test::allocations_during([&] { for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out); }) == 0);
 }
 
 TEST_CASE("recurrent_group: an is_sparse embedding inside the step sums its rows over the steps; scattered they equal the dense gradient") {

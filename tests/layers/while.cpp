@@ -183,12 +183,7 @@ TEST_CASE("while_loop: a training step through a loop allocates nothing on the h
   const FeedMap feeds = feeds_for(4);
   std::vector<LoDTensor> out;
   for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out);
-  const int64_t before = oar_test::heap_allocations.load();
-  const char* trap = std::getenv("OAR_TEST_HEAP_TRAP");
-  oar_test::heap_trap = trap && *trap == '1';
-  for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out);
-  oar_test::heap_trap = false;
-  CHECK(oar_test::heap_allocations.load() - before == 0);
+  CHECK(oar_test::allocations_during([&] { for (int i = 0; i < 3; ++i) gm.forward_backward(feeds, out); }) == 0);
 }
 
 TEST_CASE("while_loop and cond: an is_sparse embedding in the body passes its rows out (summed over the steps); scattered they equal the dense gradient") {

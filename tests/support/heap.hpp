@@ -3,10 +3,23 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 
 namespace oar_test {
 extern std::atomic<int64_t> heap_allocations;
 /// While true, every operator new prints a short backtrace to stderr (who allocates); set by tests that
 /// count allocations when the environment has OAR_TEST_HEAP_TRAP=1.
 extern std::atomic<bool> heap_trap;
+
+/// How many times `f()` calls operator new; with OAR_TEST_HEAP_TRAP=1 in the environment each of those calls
+/// prints its backtrace.
+template <class F>
+int64_t allocations_during(F&& f) {
+  const int64_t before = heap_allocations.load();
+  const char* trap = std::getenv("OAR_TEST_HEAP_TRAP");
+  heap_trap = trap && *trap == '1';
+  f();
+  heap_trap = false;
+  return heap_allocations.load() - before;
+}
 }  // namespace oar_test

@@ -53,27 +53,6 @@ OAR_FUNC std::vector<Var> detail::record_loop_vars(const std::shared_ptr<WhileSt
   return ex;
 }
 
-OAR_FUNC std::vector<std::string> detail::outer_writes(const Program& p, const Block& b) {
-  std::vector<std::string> out;
-  auto inside = [&](const Block* blk, const std::string& n) {
-    for (; blk; blk = blk->parent()) {
-      if (blk->has_var(n)) return true;
-      if (blk == &b) return false;
-    }
-    return false;
-  };
-  for (size_t k = 0; k < p.num_blocks(); ++k) {
-    const Block& blk = p.block(int(k));
-    const Block* a = &blk;
-    while (a && a != &b) a = a->parent();
-    if (!a) continue;
-    for (auto* op : blk.ops())
-      for (auto& n : op->output_names())
-        if (n != kEmptyVarName && !inside(&blk, n) && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
-  }
-  return out;
-}
-
 OAR_FUNC std::vector<Var> detail::record_while(std::shared_ptr<WhileState> w, const Var& first_cond, std::source_location loc) {
   if (w->init.empty()) throw Error("while_loop: needs at least one loop variable", Origin(loc, "while_loop"));
   if (w->max_iterations <= 0)

@@ -24,8 +24,6 @@ struct WhileState {
   int64_t max_iterations = 0;
   bool closed = false;  ///< the body has returned (a shape query inside it sees a partial loop)
 };
-/// The outer variables the ops of `b` (and of the blocks nested in it) write: a while op's Out.
-std::vector<std::string> outer_writes(const Program& p, const Block& b);
 /// Records the loop's creation (inputs: the first condition, then the initial values); its replay emits `while`.
 std::vector<Var> record_while(std::shared_ptr<WhileState> w, const Var& first_cond, std::source_location loc);
 /// Records, inside the body, the loop variables as the body reads them.

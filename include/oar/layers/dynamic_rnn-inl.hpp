@@ -6,6 +6,7 @@
 
 #include "oar/layers/control_flow.hpp"
 #include "oar/layers/recurrent_group.hpp"
+#include "oar/layers/static_rnn.hpp"
 #include "oar/ops/control_flow.hpp"
 #include "oar/ops/fill_constant.hpp"
 #include "oar/tape/replay.hpp"
@@ -277,16 +278,7 @@ OAR_FUNC Var DynamicRNN::memory(Shape shape, double value, DType dtype, std::sou
 
 OAR_FUNC void DynamicRNN::update_memory(const Var& mem, const Var& value, std::source_location loc) {
   check_in_step("update_memory", loc);
-  const Origin at(loc, "update_memory");
-  auto it = std::find_if(s_->memories.begin(), s_->memories.end(), [&](const auto& m) { return m.var == mem; });
-  if (it == s_->memories.end())
-    throw Error(fmt::format("update_memory: the first argument ({}) is not a memory of this DynamicRNN: make it with rnn.memory(...)",
-                            mem.valid() ? fmt::format("{} recorded at {}", mem.kind(), mem.origin().str()) : std::string("an empty oar::Var")),
-                at);
-  if (it->next.valid()) throw Error(fmt::format("update_memory: this memory is already updated at {}", it->updated.str()), at);
-  if (!value.valid()) throw Error("update_memory: the new value is an empty oar::Var", at);
-  it->next = value;
-  it->updated = at;
+  detail::set_memory_update(s_->memories, mem, value, Origin(loc, "update_memory"), "DynamicRNN");
 }
 
 OAR_FUNC void DynamicRNN::output(const Var& value, std::source_location loc) {

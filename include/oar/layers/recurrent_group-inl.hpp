@@ -9,7 +9,10 @@
 
 namespace oar {
 
-OAR_FUNC std::vector<std::string> detail::outer_reads(const Program& p, const Block& b) {
+namespace detail {
+/// The names the ops of `b` and of the blocks nested in it read (or write) that no block from theirs up to `b`
+/// declares, in first-use order.
+inline std::vector<std::string> outer_names(const Program& p, const Block& b, bool written) {
   std::vector<std::string> out;
   auto inside = [&](const Block* blk, const std::string& n) {
     for (; blk; blk = blk->parent()) {
@@ -24,11 +27,15 @@ OAR_FUNC std::vector<std::string> detail::outer_reads(const Program& p, const Bl
     while (a && a != &b) a = a->parent();
     if (!a) continue;  // not b nor nested in it
     for (auto* op : blk.ops())
-      for (auto& n : op->input_names())
+      for (auto& n : written ? op->output_names() : op->input_names())
         if (n != kEmptyVarName && !inside(&blk, n) && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
   }
   return out;
 }
+}  // namespace detail
+
+OAR_FUNC std::vector<std::string> detail::outer_reads(const Program& p, const Block& b) { return outer_names(p, b, false); }
+OAR_FUNC std::vector<std::string> detail::outer_writes(const Program& p, const Block& b) { return outer_names(p, b, true); }
 
 OAR_FUNC std::vector<Var> detail::record_step_inputs(const std::shared_ptr<GroupState>& g, std::source_location loc) {
   std::vector<Var> xs;

@@ -32,6 +32,8 @@ inline thread_local std::vector<GroupState*> group_stack;
 /// The names the ops of `b` and of the blocks nested in it read from outside `b` (parameters, outer
 /// activations), in first-use order: a recurrent op's `parameters`.
 std::vector<std::string> outer_reads(const Program& p, const Block& b);
+/// The same for the names they write: a while op's Out (tensor arrays the body writes in place).
+std::vector<std::string> outer_writes(const Program& p, const Block& b);
 /// Records the group's creation, whose replay emits the recurrent op.
 Var record_recurrent_group(std::shared_ptr<GroupState> g, std::source_location loc);
 /// Records, inside the group's body, the per-step view of each input (x_t).

@@ -279,16 +279,7 @@ OAR_FUNC Var StaticRNN::memory(Shape shape, double init_value, std::source_locat
 
 OAR_FUNC void StaticRNN::update_memory(const Var& mem, const Var& value, std::source_location loc) {
   check_in_step("update_memory", loc);
-  const Origin at(loc, "update_memory");
-  auto it = std::find_if(s_->memories.begin(), s_->memories.end(), [&](const auto& m) { return m.var == mem; });
-  if (it == s_->memories.end())
-    throw Error(fmt::format("update_memory: the first argument ({}) is not a memory of this StaticRNN: make it with rnn.memory(...)",
-                            mem.valid() ? fmt::format("{} recorded at {}", mem.kind(), mem.origin().str()) : std::string("an empty oar::Var")),
-                at);
-  if (it->next.valid()) throw Error(fmt::format("update_memory: this memory is already updated at {}", it->updated.str()), at);
-  if (!value.valid()) throw Error("update_memory: the new value is an empty oar::Var", at);
-  it->next = value;
-  it->updated = at;
+  detail::set_memory_update(s_->memories, mem, value, Origin(loc, "update_memory"), "StaticRNN");
 }
 
 OAR_FUNC void StaticRNN::output(const Var& value, std::source_location loc) {

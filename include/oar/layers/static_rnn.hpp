@@ -3,6 +3,7 @@
 // the op a recurrent group records: each step input becomes N sequences of T rows on the way in and the outputs
 // become [T, N, ...] again on the way out. The replay is in static_rnn-inl.hpp.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <source_location>
 #include <type_traits>
@@ -38,6 +39,20 @@ struct StaticRnnState {
   bool in_step = false;
   bool closed = false;  ///< the step function has returned (a shape query inside it sees a partial step)
 };
+/// `update_memory(mem, value)` of a StaticRNN or DynamicRNN (`who`): the memory of `memories` that `mem` is
+/// takes `value` as its next state, once.
+template <class Memory>
+void set_memory_update(std::vector<Memory>& memories, const Var& mem, const Var& value, const Origin& at, std::string_view who) {
+  auto it = std::find_if(memories.begin(), memories.end(), [&](const auto& m) { return m.var == mem; });
+  if (it == memories.end())
+    throw Error(fmt::format("update_memory: the first argument ({}) is not a memory of this {}: make it with rnn.memory(...)",
+                            mem.valid() ? fmt::format("{} recorded at {}", mem.kind(), mem.origin().str()) : std::string("an empty oar::Var"), who),
+                at);
+  if (it->next.valid()) throw Error(fmt::format("update_memory: this memory is already updated at {}", it->updated.str()), at);
+  if (!value.valid()) throw Error("update_memory: the new value is an empty oar::Var", at);
+  it->next = value;
+  it->updated = at;
+}
 }  // namespace detail
 
 /// A recurrent network that runs a fixed number of steps T over time-major inputs (Fluid's StaticRNN): the step
