@@ -1075,8 +1075,8 @@ void bench_resnet18_convs(int reps) {
       emit({name, "ms", to * 1e3, "libtorch", std::min(t_on, t_off) * 1e3, 1, what, false});
     }
   }
-  info(fmt::format("resnet18 convolutions of one step (each shape alone x its count in the net, forward + backward, 1 thread): oar {:.0f} ms, libtorch {:.0f} ms "
-                   "(the faster oneDNN setting per shape)", sum_oar * 1e3, sum_torch * 1e3));
+  info(fmt::format("resnet18 convolutions of one step (each shape alone x its count in the net, forward + backward, 1 thread): oar {:.0f} ms{}", sum_oar * 1e3,
+                   use_torch() ? fmt::format(", libtorch {:.0f} ms (the faster oneDNN setting per shape)", sum_torch * 1e3) : std::string()));
 }
 
 /// Peak RSS of 3 training steps at 1 thread, each framework in its own process.
