@@ -61,6 +61,8 @@ struct Runner {
   virtual void enter() {}
   virtual void step() = 0;
   virtual void leave() {}
+  /// The loss of every step so far, for runners that train and keep it (null for the others).
+  virtual const std::vector<double>* losses() const { return nullptr; }
 };
 
 /// A Runner from lambdas.
@@ -71,10 +73,11 @@ struct FnRunner : Runner {
   void leave() override { if (on_leave) on_leave(); }
 };
 
-/// Seconds per step of one block (see use_cpu_clock): a warm-up step, then steps until `min_time` has passed (at least 2).
-inline double time_block(Runner& r, double min_time) {
+/// Seconds per step of one block (see use_cpu_clock): `warmup` steps, then steps until `min_time` has passed
+/// (at least `min_steps`).
+inline double time_block(Runner& r, double min_time, int warmup = 1, int min_steps = 2) {
   r.enter();
-  r.step();
+  for (int i = 0; i < warmup; ++i) r.step();
   int n = 0;
   double (*clock)() = use_cpu_clock() ? cpu_s : now_s;
   double t0 = clock(), t1;
@@ -82,7 +85,7 @@ inline double time_block(Runner& r, double min_time) {
     r.step();
     ++n;
     t1 = clock();
-  } while (t1 - t0 < min_time || n < 2);
+  } while (t1 - t0 < min_time || n < min_steps);
   r.leave();
   return (t1 - t0) / n;
 }
@@ -106,12 +109,12 @@ inline std::pair<double, double> interleave(Runner& a, Runner* b, int reps, doub
 /// Lets OpenBLAS's idle workers (they spin about 2^28 cycles after a threaded call) go to sleep.
 inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(150)); }
 
-/// Random inputs shared by every framework (same values for all): images in [0, 1), labels in [0, 10).
+/// Random inputs shared by every framework (same values for all): images in [0, 1), labels in [0, classes).
 struct Synthetic {
   std::vector<float> images;    ///< batch x pixels
   std::vector<int64_t> labels;  ///< batch
 };
-Synthetic make_synthetic(int64_t batch, int64_t pixels, uint64_t seed);
+Synthetic make_synthetic(int64_t batch, int64_t pixels, uint64_t seed, int64_t classes = 10);
 
 /// Peak memory of one training run, measured in its own process.
 struct MemResult {
@@ -121,11 +124,14 @@ struct MemResult {
   std::string note;
 };
 
-/// One conv layer of the book net: input [n, c, hw, hw], filter [m, c, k, k], stride 1, no padding.
+/// One conv layer: input [n, c, hw, hw], filter [m, c, k, k], no bias; stride and zero padding the same on
+/// both axes (the book net's layers: stride 1, no padding).
 struct ConvLayer {
   const char* name;
   int64_t n, c, hw, m, k;
   bool input_grad;  ///< whether training needs the input's gradient (not for the first layer: it is data)
+  int64_t stride = 1, pad = 0;
+  int64_t out_hw() const { return (hw + 2 * pad - k) / stride + 1; }
 };
 
 /// Sequences for the recurrent benchmarks: `lengths` sequences whose rows (`input` floats each) lie one sequence
@@ -179,6 +185,13 @@ std::unique_ptr<Runner> mlp(const Synthetic& d, int64_t batch, int threads, bool
 std::unique_ptr<Runner> conv(const Synthetic& d, int64_t batch, int threads, bool train, bool mkldnn);
 /// One conv layer alone at 1 thread: forward, or backward (filter gradient + the input's when needed).
 std::unique_ptr<Runner> conv_layer(const ConvLayer& l, bool backward, bool mkldnn);
+/// One conv layer's backward at 1 thread as autograd runs it in training: torch::conv2d's graph is built in
+/// enter() and each step computes its gradients (filter, and input when needed) from a random output gradient.
+std::unique_ptr<Runner> conv_layer_autograd(const ConvLayer& l, bool mkldnn);
+/// One training step (forward, backward, update) of ResNet-18 as torchvision lays it out, in torch::nn modules:
+/// `batch` images [3, 224, 224] of `d`, 1000 classes, cross_entropy on logits, SGD lr 0.01 momentum 0.9.
+/// `threads` as for mlp; `mkldnn`: oneDNN on/off. Its losses() holds every step's loss.
+std::unique_ptr<Runner> resnet18(const Synthetic& d, int64_t batch, int threads, bool mkldnn);
 /// One training step of torch::nn::LSTM(input, hidden) on `d` (loss: the mean of every output, SGD 0.1): a
 /// time-major [T, batch, input] tensor when all lengths are equal, else padded to the longest and run through
 /// pack_padded_sequence (enforce_sorted = false).

@@ -1,5 +1,6 @@
 // bench/main.cpp: oar_bench, oar against its peers (OpenBLAS, LibTorch, dlib) side by side in one run:
-// sgemm, per-op executor overhead, MLP and conv-net forward and training throughput, training peak memory.
+// sgemm, per-op executor overhead, MLP and conv-net forward and training throughput, training peak memory,
+// ResNet-18 training at ImageNet size (run only when named).
 // Usage: oar_bench [--json] [--reps N] [--min-time S] [filter]. See docs/benchmarks.md.
 #include <oar/oar.hpp>
 // The op structs whose constants build the op-chain and N-D programs below (oar.hpp declares layers, not ops).
@@ -20,24 +21,27 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <unistd.h>
 
 #include "common.hpp"
 #include "fortunes.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/cpu/winograd.hpp"
 
 namespace bench {
 
-Synthetic make_synthetic(int64_t batch, int64_t pixels, uint64_t seed) {
+Synthetic make_synthetic(int64_t batch, int64_t pixels, uint64_t seed, int64_t classes) {
   Synthetic s;
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(0.f, 1.f);
   s.images.resize(size_t(batch * pixels));
   for (auto& v : s.images) v = u(rng);
-  for (int64_t i = 0; i < batch; ++i) s.labels.push_back(int64_t(rng() % 10));
+  for (int64_t i = 0; i < batch; ++i) s.labels.push_back(int64_t(rng() % uint64_t(classes)));
   return s;
 }
 
@@ -49,6 +53,7 @@ struct Options {
   bool json = false;
   int reps = 5;
   double min_time = 0.25;
+  bool reps_set = false, min_time_set = false;  // given on the command line (resnet18 has its own defaults)
   bool no_peers = false;  // oar alone (profiling)
   bool profile = false;   // print oar::Profiler's per-op table of each net
   std::string filter;
@@ -734,6 +739,41 @@ oar::Tensor random_f32(oar::Shape shape, uint64_t seed) {
   return oar::Tensor::from<float>(v, shape);
 }
 
+/// One conv layer alone as a one-op program on random inputs, run by a prepared executor: conv2d (forward) or
+/// conv2d_grad (backward: the filter's gradient, and the input's when the layer needs it).
+struct OarConvLayer {
+  oar::Program prog;
+  oar::Scope scope;
+  oar::Executor exe;
+  oar::FeedMap feeds;
+  std::shared_ptr<oar::PreparedBlock> prepared;
+
+  OarConvLayer(const ConvLayer& l, bool backward) {
+    const int64_t o = l.out_hw();
+    const auto s = int32_t(l.stride), p = int32_t(l.pad);
+    oar::Block& b = prog.global_block();
+    b.create_var("x", {.dtype = oar::f32, .shape = oar::Shape{l.n, l.c, l.hw, l.hw}});
+    b.create_var("w", {.dtype = oar::f32, .shape = oar::Shape{l.m, l.c, l.k, l.k}});
+    feeds = {{"x", oar::LoDTensor(random_f32({l.n, l.c, l.hw, l.hw}, 1))}, {"w", oar::LoDTensor(random_f32({l.m, l.c, l.k, l.k}, 2))}};
+    using oar::ops::Conv2d;
+    oar::Operator op{std::string(Conv2d::type) + (backward ? "_grad" : "")};
+    op.set_input(Conv2d::input, {"x"}).set_input(Conv2d::filter, {"w"});
+    op.set_attr(Conv2d::strides, std::vector<int32_t>{s, s}).set_attr(Conv2d::paddings, std::vector<int32_t>{p, p});
+    op.set_attr(Conv2d::dilations, std::vector<int32_t>{1, 1}).set_attr(Conv2d::groups, int32_t(1));
+    if (backward) {
+      b.create_var("dy", {.dtype = oar::f32, .shape = oar::Shape{l.n, l.m, o, o}});
+      feeds["dy"] = oar::LoDTensor(random_f32({l.n, l.m, o, o}, 3));
+      op.set_input(Conv2d::output_grad, {"dy"}).set_output(Conv2d::input_grad, {l.input_grad ? "dx" : oar::kEmptyVarName});
+      op.set_output(Conv2d::filter_grad, {"dw"});
+    } else {
+      op.set_output(Conv2d::output, {"y"});
+    }
+    oar::add_op(b, std::move(op));
+    prepared = exe.prepare(prog, scope);
+  }
+  void run() { exe.run(*prepared, scope, feeds); }
+};
+
 /// Each conv layer of the book net alone, forward and backward, oar's conv2d / conv2d_grad kernel (a one-op
 /// program) against LibTorch's at::conv2d / at::convolution_backward, 1 thread: how the kernels compare
 /// without the rest of the net.
@@ -742,30 +782,8 @@ void bench_conv_layers() {
   clock_for(1);
   for (const ConvLayer& l : layers)
     for (bool backward : {false, true}) {
-      const int64_t o = l.hw - l.k + 1;
-      oar::Program prog;
-      oar::Block& b = prog.global_block();
-      b.create_var("x", {.dtype = oar::f32, .shape = oar::Shape{l.n, l.c, l.hw, l.hw}});
-      b.create_var("w", {.dtype = oar::f32, .shape = oar::Shape{l.m, l.c, l.k, l.k}});
-      oar::FeedMap feeds{{"x", oar::LoDTensor(random_f32({l.n, l.c, l.hw, l.hw}, 1))}, {"w", oar::LoDTensor(random_f32({l.m, l.c, l.k, l.k}, 2))}};
-      using oar::ops::Conv2d;
-      oar::Operator op{std::string(Conv2d::type) + (backward ? "_grad" : "")};
-      op.set_input(Conv2d::input, {"x"}).set_input(Conv2d::filter, {"w"});
-      op.set_attr(Conv2d::strides, std::vector<int32_t>{1, 1}).set_attr(Conv2d::paddings, std::vector<int32_t>{0, 0});
-      op.set_attr(Conv2d::dilations, std::vector<int32_t>{1, 1}).set_attr(Conv2d::groups, int32_t(1));
-      if (backward) {
-        b.create_var("dy", {.dtype = oar::f32, .shape = oar::Shape{l.n, l.m, o, o}});
-        feeds["dy"] = oar::LoDTensor(random_f32({l.n, l.m, o, o}, 3));
-        op.set_input(Conv2d::output_grad, {"dy"}).set_output(Conv2d::input_grad, {l.input_grad ? "dx" : oar::kEmptyVarName});
-        op.set_output(Conv2d::filter_grad, {"dw"});
-      } else {
-        op.set_output(Conv2d::output, {"y"});
-      }
-      oar::add_op(b, std::move(op));
-      oar::Scope scope;
-      oar::Executor exe;
-      auto prepared = exe.prepare(prog, scope);
-      OarRunner runner(1, [&] { exe.run(*prepared, scope, feeds); });
+      OarConvLayer layer(l, backward);
+      OarRunner runner(1, [&] { layer.run(); });
       const std::string name = std::string(l.name) + (backward ? "_backward" : "_forward");
       const std::string what = fmt::format("input [{}, {}, {}, {}], filter [{}, {}, {}, {}], no bias; oar {} kernel vs LibTorch {}{}; {}", l.n, l.c, l.hw, l.hw, l.m,
                                            l.c, l.k, l.k, backward ? "conv2d_grad" : "conv2d", backward ? "at::convolution_backward" : "at::conv2d",
@@ -784,30 +802,99 @@ void bench_conv_layers() {
     }
 }
 
+// ---------------------------------------------------------------- resnet18: the net
+
+constexpr int64_t kResnetBatch = 16;
+constexpr int64_t kResnetPixels = 3 * 224 * 224;
+constexpr uint64_t kResnetSeed = 17;
+
+/// ResNet-18 written on oar's layers as a user would (torchvision's layout, as torch_peer::resnet18): conv 7x7/2
+/// (64) + batch norm + relu, max pool 3x3/2, four stages of two basic blocks (64, 128, 256, 512 channels, the
+/// first block of stages 2-4 with stride 2 and a 1x1 projection + batch norm on its shortcut), global average
+/// pool, fc 1000, softmax cross-entropy; momentum SGD (lr 0.01, momentum 0.9) through Optimizer::step.
+struct OarResnet18 {
+  oar::Tape tape;
+  oar::Var img, label, cost;
+  std::unique_ptr<oar::Model> model;
+  std::unique_ptr<oar::Optimizer> opt;
+  oar::FeedMap feeds;
+  std::vector<oar::LoDTensor> out;
+  std::vector<double> losses;  ///< every step's loss
+
+  /// conv k x k (stride s, padding k / 2, no bias: batch norm follows) + batch norm, then relu when asked.
+  static oar::Var conv_bn(const oar::Var& x, int64_t filters, int64_t k, int64_t stride, bool relu) {
+    auto bn = oar::batch_norm(oar::conv2d(x, filters, k).stride(stride).padding(k / 2).bias(false));
+    if (relu) bn.act(oar::relu);
+    return bn;
+  }
+  /// relu(bn(conv(relu(bn(conv(x))))) + shortcut), the shortcut projected when the shape changes.
+  static oar::Var basic_block(const oar::Var& x, int64_t in, int64_t out, int64_t stride) {
+    oar::Var h = conv_bn(conv_bn(x, out, 3, stride, true), out, 3, 1, false);
+    oar::Var shortcut = stride != 1 || in != out ? conv_bn(x, out, 1, stride, false) : x;
+    return oar::relu(h + shortcut);  // one fused_elementwise op
+  }
+
+  explicit OarResnet18(const Synthetic& d) {
+    img = oar::data("img", oar::f32, {-1, 3, 224, 224});
+    label = oar::data("label", oar::i64, {-1, 1});
+    oar::Var h = oar::pool2d(conv_bn(img, 64, 7, 2, true), 3).stride(2).padding(1);
+    int64_t in = 64;
+    for (int64_t width : {64, 128, 256, 512}) {
+      h = basic_block(h, in, width, width == 64 ? 1 : 2);
+      h = basic_block(h, width, width, 1);
+      in = width;
+    }
+    oar::Var logits = oar::fc(oar::pool2d(h, 7).type(oar::PoolType::avg).global(), 1000);
+    cost = oar::mean(oar::softmax_with_cross_entropy(logits, label));
+    model = std::make_unique<oar::Model>(tape.program({cost}));
+    opt = std::make_unique<oar::Optimizer>(*model, cost, oar::optim::momentum(0.01, 0.9));
+    feeds[model->name_of(img)] = oar::LoDTensor(oar::Tensor::from<float>(d.images, {kResnetBatch, 3, 224, 224}));
+    feeds[model->name_of(label)] = oar::LoDTensor(oar::Tensor::from<int64_t>(d.labels, {kResnetBatch, 1}));
+  }
+  void step() {
+    opt->step(feeds, out);
+    losses.push_back(double(out[0].get(0)));
+  }
+};
+
+/// oar's thread setting around OarResnet18::step, its losses readable.
+struct OarResnetRunner : OarRunner {
+  const OarResnet18& net;
+  OarResnetRunner(int threads, OarResnet18& n) : OarRunner(threads, [&n] { n.step(); }), net(n) {}
+  const std::vector<double>* losses() const override { return &net.losses; }
+};
+
 // ---------------------------------------------------------------- peak memory (one process per framework)
 
-/// In a fresh process (`oar_bench --child-mem <mlp|conv> <framework>`): trains 20 steps, prints
-/// "MEM <VmHWM - VmRSS at start, MB> <oar tensor peak, MB>".
+/// In a fresh process (`oar_bench --child-mem <mlp|conv|resnet18> <framework>`): trains 20 steps (resnet18: 3),
+/// prints "MEM <VmHWM - VmRSS at start, MB> <oar tensor peak, MB>". Frameworks: oar, libtorch (oneDNN on),
+/// libtorch-no-mkldnn (resnet18 only), dlib (not resnet18).
 int child_mem(const std::string& netname, const std::string& fw) {
-  const bool conv = netname == "conv";
-  Synthetic d = make_synthetic(kBatch, 784, 11);
+  const bool conv = netname == "conv", resnet = netname == "resnet18";
+  Synthetic d = resnet ? make_synthetic(kResnetBatch, kResnetPixels, kResnetSeed, 1000) : make_synthetic(kBatch, 784, 11);
   oar::set_num_threads(1);
   const double base_kb = status_kb("VmRSS:");
   oar::reset_peak_memory();
   std::unique_ptr<Runner> r;
   std::unique_ptr<OarNet> net;
-  if (fw == "oar") {
+  std::unique_ptr<OarResnet18> resnet_net;
+  if (fw == "oar" && resnet) {
+    resnet_net = std::make_unique<OarResnet18>(d);
+    r = std::make_unique<OarResnetRunner>(1, *resnet_net);
+  } else if (fw == "oar") {
     net = std::make_unique<OarNet>(conv, true, d, kBatch);
     net->check_step();
     r = std::make_unique<OarRunner>(1, [&] { net->step(); });
+  } else if (resnet && (fw == "libtorch" || fw == "libtorch-no-mkldnn")) {
+    r = torch_peer::resnet18(d, kResnetBatch, 1, fw == "libtorch");
   } else if (fw == "libtorch") {
     r = conv ? torch_peer::conv(d, kBatch, 1, true, true) : torch_peer::mlp(d, kBatch, 1, true);
-  } else if (fw == "dlib") {
+  } else if (fw == "dlib" && !resnet) {
     r = conv ? dlib_peer::conv_train(d, kBatch, 1) : dlib_peer::mlp_train(d, kBatch, 1);
   }
   if (!r) return 2;
   r->enter();
-  for (int i = 0; i < 20; ++i) r->step();
+  for (int i = 0; i < (resnet ? 3 : 20); ++i) r->step();
   r->leave();
   std::printf("MEM %.3f %.3f\n", (status_kb("VmHWM:") - base_kb) / 1024.0, fw == "oar" ? double(oar::memory_stats().peak.load()) / (1 << 20) : 0.0);
   return 0;
@@ -845,6 +932,185 @@ void bench_memory(bool conv) {
   }
 }
 
+// ---------------------------------------------------------------- resnet18: the measurements
+
+/// Fails loudly unless the loss of `r`'s first steps (up to 5) fell from the first to the last and stayed finite.
+void check_loss_falls(const std::string& who, const Runner& r) {
+  const std::vector<double>* l = r.losses();
+  const size_t n = l ? std::min<size_t>(5, l->size()) : 0;
+  std::string seq;
+  bool finite = true;
+  for (size_t i = 0; i < n; ++i) {
+    seq += fmt::format("{}{:.4f}", i ? ", " : "", (*l)[i]);
+    finite = finite && std::isfinite((*l)[i]);
+  }
+  info("resnet18: " + who + ": loss of steps 1-" + std::to_string(n) + ": " + seq);
+  if (n < 2 || !finite || !((*l)[n - 1] < (*l)[0]))
+    throw std::runtime_error("resnet18: the loss of " + who + " did not fall over its first steps (" + seq + ")");
+}
+
+/// Training steps/s at 1 and 2 threads: oar against LibTorch with oneDNN on and off (each a fresh net per
+/// thread count; oar's one net goes on training). Each block: 2 warm-up steps, then at least 3 steps and
+/// `min_time` seconds; the three sides rotate over `reps` rounds. Then oar's step at 1 thread under the
+/// profiler: the share of conv2d and conv2d_grad.
+void bench_resnet18_train(const Synthetic& d, int reps, double min_time) {
+  OarResnet18 net(d);
+  for (int thr : {1, 2}) {
+    clock_for(thr);
+    OarResnetRunner o(thr, net);
+    std::vector<std::unique_ptr<Runner>> peers;  // oneDNN on, off
+    if (use_torch())
+      for (bool mkldnn : {true, false}) peers.push_back(torch_peer::resnet18(d, kResnetBatch, thr, mkldnn));
+    std::vector<Runner*> all{&o};
+    for (auto& p : peers) all.push_back(p.get());
+    std::vector<std::vector<double>> t(all.size());
+    for (int r = 0; r < reps; ++r)
+      for (size_t k = 0; k < all.size(); ++k) {
+        const size_t i = (k + size_t(r)) % all.size();
+        t[i].push_back(time_block(*all[i], min_time, 2, 3));
+      }
+    if (thr == 1) check_loss_falls("oar", o);
+    for (size_t i = 0; i < peers.size(); ++i) check_loss_falls(fmt::format("libtorch oneDNN {}, {}", i == 0 ? "on" : "off", fmt_threads(thr)), *peers[i]);
+    const double to = median(t[0]);
+    const std::string what = "batch 16 x 3 x 224 x 224 f32, 1000 classes, momentum SGD 0.01 / 0.9, one step = forward + backward + update; oar "
+                             "Optimizer::step (GEMM " + oar::cpu_kernels::gemm_backend_name() + "); " + std::to_string(reps) +
+                             " round(s) of 2 warm-up + >= 3 steps and >= " + fmt::format("{:g}", min_time) + " s; " + clock_note(thr);
+    if (peers.empty()) {
+      emit({"resnet18_train", "steps/s", 1 / to, "", 0, thr, "LibTorch not found: no peer; " + what, true});
+      continue;
+    }
+    const double t_on = median(t[1]), t_off = median(t[2]);
+    const std::string setting = torch_setting(thr) + ", torch::nn ResNet-18, torch::optim::SGD, cross_entropy on logits";
+    emit({"resnet18_train_mkldnn_on", "steps/s", 1 / to, "libtorch", 1 / t_on, thr, what + "; " + setting + ", oneDNN on", true});
+    emit({"resnet18_train_mkldnn_off", "steps/s", 1 / to, "libtorch", 1 / t_off, thr, what + "; " + setting + ", oneDNN off", true});
+    emit({"resnet18_train", "steps/s", 1 / to, "libtorch", 1 / std::min(t_on, t_off), thr,
+          what + "; " + setting + ", the faster of oneDNN on / off: " + (t_on < t_off ? "on" : "off"), true});
+  }
+
+  // Where oar's step goes: 2 steps at 1 thread under the profiler (per op with --profile, which prints the table).
+  oar::set_num_threads(1);
+  std::vector<oar::OpTime> times;
+  {
+    oar::Profiler prof(g_opt.profile);
+    for (int i = 0; i < 2; ++i) net.step();
+    times = prof.times();
+    if (g_opt.profile) info("resnet18_train: oar::Profiler, 2 steps, 1 thread, per op\n" + prof.report());
+  }
+  std::map<std::string, double> by_type;  // ms per step
+  double total = 0;
+  for (const oar::OpTime& ot : times) {
+    const double ms = double(ot.total_ns) * 1e-6 / 2;
+    by_type[ot.op.substr(0, ot.op.find(" -> "))] += ms;
+    total += ms;
+  }
+  std::vector<std::pair<double, std::string>> ranked;
+  for (auto& [op, ms] : by_type) ranked.emplace_back(ms, op);
+  std::sort(ranked.rbegin(), ranked.rend());
+  std::string top;
+  for (size_t i = 0; i < ranked.size() && i < 8; ++i) top += fmt::format("{}{} {:.0f} ms ({:.1f}%)", i ? ", " : "", ranked[i].second, ranked[i].first, 100 * ranked[i].first / total);
+  info(fmt::format("resnet18_train: oar's step at 1 thread under oar::Profiler (2 steps, wall time): the kernels take {:.0f} ms per step; {}", total, top));
+}
+
+/// ResNet-18's distinct convolutions at batch 16, and how many the net has of each.
+struct ResnetConv {
+  ConvLayer l;
+  int count;
+};
+const ResnetConv kResnetConvs[] = {
+    {{"stem_c3_h224_k7_s2", kResnetBatch, 3, 224, 64, 7, false, 2, 3}, 1},
+    {{"c64_h56_k3_s1", kResnetBatch, 64, 56, 64, 3, true, 1, 1}, 4},
+    {{"c64_h56_k3_s2", kResnetBatch, 64, 56, 128, 3, true, 2, 1}, 1},
+    {{"c64_h56_k1_s2", kResnetBatch, 64, 56, 128, 1, true, 2, 0}, 1},
+    {{"c128_h28_k3_s1", kResnetBatch, 128, 28, 128, 3, true, 1, 1}, 3},
+    {{"c128_h28_k3_s2", kResnetBatch, 128, 28, 256, 3, true, 2, 1}, 1},
+    {{"c128_h28_k1_s2", kResnetBatch, 128, 28, 256, 1, true, 2, 0}, 1},
+    {{"c256_h14_k3_s1", kResnetBatch, 256, 14, 256, 3, true, 1, 1}, 3},
+    {{"c256_h14_k3_s2", kResnetBatch, 256, 14, 512, 3, true, 2, 1}, 1},
+    {{"c256_h14_k1_s2", kResnetBatch, 256, 14, 512, 1, true, 2, 0}, 1},
+    {{"c512_h7_k3_s1", kResnetBatch, 512, 7, 512, 3, true, 1, 1}, 3},
+};
+
+/// Each distinct convolution alone at 1 thread, forward (oar conv2d vs torch::conv2d) and backward (oar
+/// conv2d_grad vs autograd's backward of torch::conv2d), LibTorch with oneDNN on and off (the faster one is
+/// the peer); the three rotate over `reps` rounds. Then the count-weighted sums: the convolutions of one step.
+void bench_resnet18_convs(int reps) {
+  clock_for(1);
+  double sum_oar = 0, sum_torch = 0;
+  for (const ResnetConv& rc : kResnetConvs) {
+    const ConvLayer& l = rc.l;
+    oar::cpu_kernels::ConvGeom g;
+    g.c = l.c, g.h = g.w = l.hw, g.kh = g.kw = l.k, g.sh = g.sw = l.stride, g.ph = g.pw = l.pad, g.oh = g.ow = l.out_hw();
+    const char* algo = oar::cpu_kernels::winograd_applies(g, l.m, 1) ? "winograd" : "im2col";
+    const double gflop = 2.0 * double(l.n * l.m * l.c * l.k * l.k * l.out_hw() * l.out_hw()) * 1e-9;  // one product
+    for (bool backward : {false, true}) {
+      OarConvLayer layer(l, backward);
+      OarRunner o(1, [&] { layer.run(); });
+      std::vector<std::unique_ptr<Runner>> peers;
+      if (use_torch())
+        for (bool mkldnn : {true, false}) peers.push_back(backward ? torch_peer::conv_layer_autograd(l, mkldnn) : torch_peer::conv_layer(l, false, mkldnn));
+      std::vector<Runner*> all{&o};
+      for (auto& p : peers) all.push_back(p.get());
+      std::vector<std::vector<double>> t(all.size());
+      for (int r = 0; r < reps; ++r)
+        for (size_t k = 0; k < all.size(); ++k) {
+          const size_t i = (k + size_t(r)) % all.size();
+          t[i].push_back(time_block(*all[i], g_opt.min_time));
+        }
+      const double to = median(t[0]);
+      const double products = backward ? (l.input_grad ? 2 : 1) : 1;
+      const std::string name = fmt::format("resnet18_conv_{}_{}", l.name, backward ? "bwd" : "fwd");
+      std::string what = fmt::format("x{} in the net; input [{}, {}, {}, {}], filter [{}, {}, {}, {}], stride {}, padding {}, no bias; oar {} ({}), {:.1f} GFLOP/s",
+                                     rc.count, l.n, l.c, l.hw, l.hw, l.m, l.c, l.k, l.k, l.stride, l.pad, backward ? "conv2d_grad" : "conv2d", algo,
+                                     products * gflop / to);
+      sum_oar += rc.count * to;
+      if (peers.empty()) {
+        emit({name, "ms", to * 1e3, "", 0, 1, "LibTorch not found: no peer; " + what, false});
+        continue;
+      }
+      const double t_on = median(t[1]), t_off = median(t[2]);
+      sum_torch += rc.count * std::min(t_on, t_off);
+      what += fmt::format("; libtorch {} ({}), 1 thread, oneDNN on {:.2f} ms, off {:.2f} ms (the faster is the peer); {}",
+                          backward ? "autograd backward of torch::conv2d" : "torch::conv2d", backward ? (l.input_grad ? "input and filter grads" : "filter grad only") : "forward",
+                          t_on * 1e3, t_off * 1e3, clock_note(1));
+      emit({name, "ms", to * 1e3, "libtorch", std::min(t_on, t_off) * 1e3, 1, what, false});
+    }
+  }
+  info(fmt::format("resnet18 convolutions of one step (each shape alone x its count in the net, forward + backward, 1 thread): oar {:.0f} ms{}", sum_oar * 1e3,
+                   use_torch() ? fmt::format(", libtorch {:.0f} ms (the faster oneDNN setting per shape)", sum_torch * 1e3) : std::string()));
+}
+
+/// Peak RSS of 3 training steps at 1 thread, each framework in its own process.
+void bench_resnet18_memory() {
+  double oar_hwm = 0, oar_tensors = 0, dummy = 0;
+  if (!run_child_mem("resnet18", "oar", oar_hwm, oar_tensors)) throw std::runtime_error("resnet18: the oar memory child failed");
+  const std::string how = "batch 16, 3 training steps at 1 thread, each in its own process; VmHWM - VmRSS at start; oar's tensors peak at " +
+                          fmt::format("{:.0f}", oar_tensors) + " MB (oar::memory_stats().peak)";
+  if (!use_torch()) {
+    emit({"resnet18_train_peak_rss", "MB", oar_hwm, "", 0, 1, "LibTorch not found: no peer; " + how, false});
+    return;
+  }
+  for (const char* fw : {"libtorch", "libtorch-no-mkldnn"}) {
+    double peer_hwm = 0;
+    if (!run_child_mem("resnet18", fw, peer_hwm, dummy)) throw std::runtime_error(std::string("resnet18: the ") + fw + " memory child failed");
+    emit({std::string("resnet18_train_peak_rss") + (fw == std::string("libtorch") ? "_mkldnn_on" : "_mkldnn_off"), "MB", oar_hwm, "libtorch", peer_hwm, 1,
+          how + "; libtorch oneDNN " + (fw == std::string("libtorch") ? "on" : "off"), false});
+  }
+}
+
+/// The resnet18 group (run only when named: it takes minutes). Its own defaults: 1 round of training blocks of
+/// >= 5 s, 3 rounds per conv shape; --reps / --min-time override them.
+void bench_resnet18() {
+  const Synthetic d = make_synthetic(kResnetBatch, kResnetPixels, kResnetSeed, 1000);
+  info("resnet18: oar GEMM " + oar::cpu_kernels::gemm_backend_name() + ", conv algorithm setting " +
+       (oar::conv_algorithm() == oar::ConvAlgorithm::automatic ? "automatic" : oar::conv_algorithm() == oar::ConvAlgorithm::im2col ? "im2col" : "winograd") +
+       (std::getenv("OPENBLAS_CORETYPE") ? std::string(", OPENBLAS_CORETYPE=") + std::getenv("OPENBLAS_CORETYPE") : std::string(", OPENBLAS_CORETYPE unset")));
+  const double t0 = now_s();
+  bench_resnet18_train(d, g_opt.reps_set ? g_opt.reps : 1, g_opt.min_time_set ? g_opt.min_time : 5.0);
+  bench_resnet18_convs(g_opt.reps_set ? g_opt.reps : 3);
+  bench_resnet18_memory();
+  info(fmt::format("resnet18: {:.0f} s in all", now_s() - t0));
+}
+
 }  // namespace
 }  // namespace bench
 
@@ -870,8 +1136,8 @@ int main(int argc, char** argv) try {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json") g_opt.json = true;
-    else if (a == "--reps" && i + 1 < argc) g_opt.reps = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--min-time" && i + 1 < argc) g_opt.min_time = std::atof(argv[++i]);
+    else if (a == "--reps" && i + 1 < argc) g_opt.reps = std::max(1, std::atoi(argv[++i])), g_opt.reps_set = true;
+    else if (a == "--min-time" && i + 1 < argc) g_opt.min_time = std::atof(argv[++i]), g_opt.min_time_set = true;
     else if (a == "--no-peers") g_opt.no_peers = true;
     else if (a == "--profile") g_opt.profile = true;
     else if (a == "--openblas-core" && i + 1 < argc) ++i;  // applied above
@@ -881,6 +1147,7 @@ int main(int argc, char** argv) try {
                   "  --no-peers: measure oar alone (for profiling it)\n"
                   "  --profile: print oar's time per op type (oar::Profiler) for each net, 1 thread\n"
                   "benchmarks: sgemm op_overhead nd mlp_forward conv_forward conv_layer mlp_train conv_train lstm char_lm (filter: substring);\n"
+                  "  resnet18 (minutes; runs only when named: its own defaults 1 round of >= 5 s training blocks, 3 rounds per conv shape)\n"
                   "  mlp_forward and mlp_train also print gemm_bound: their large products alone on OpenBLAS, a rate no framework can pass\n");
       return 0;
     } else g_opt.filter = a;
@@ -911,6 +1178,7 @@ int main(int argc, char** argv) try {
   }
   if (selected("lstm")) bench_lstm();
   if (selected("char_lm")) bench_char_lm();
+  if (!g_opt.filter.empty() && selected("resnet18")) bench_resnet18();
   info("load at the end " + loadavg());
   return 0;
 } catch (const std::exception& e) {

@@ -22,6 +22,8 @@ std::unique_ptr<Runner> op_chain(int, bool) { return nullptr; }
 std::unique_ptr<Runner> mlp(const Synthetic&, int64_t, int, bool) { return nullptr; }
 std::unique_ptr<Runner> conv(const Synthetic&, int64_t, int, bool, bool) { return nullptr; }
 std::unique_ptr<Runner> conv_layer(const ConvLayer&, bool, bool) { return nullptr; }
+std::unique_ptr<Runner> conv_layer_autograd(const ConvLayer&, bool) { return nullptr; }
+std::unique_ptr<Runner> resnet18(const Synthetic&, int64_t, int, bool) { return nullptr; }
 std::unique_ptr<Runner> lstm(const Sequences&, int) { return nullptr; }
 CharLmResult char_lm(const CharLm&) { return {}; }
 
@@ -182,15 +184,39 @@ struct ConvLayerRunner : TorchRunner {
     torch::manual_seed(3);
     x = torch::rand({l.n, l.c, l.hw, l.hw});
     w = torch::rand({l.m, l.c, l.k, l.k});
-    g = torch::rand({l.n, l.m, l.hw - l.k + 1, l.hw - l.k + 1});
+    g = torch::rand({l.n, l.m, l.out_hw(), l.out_hw()});
   }
   void step() override {
     torch::NoGradGuard no_grad;
     if (!backward) {
-      auto y = torch::conv2d(x, w);
+      auto y = torch::conv2d(x, w, {}, {l.stride, l.stride}, {l.pad, l.pad});
       return;
     }
-    auto r = at::convolution_backward(g, x, w, c10::nullopt, {1, 1}, {0, 0}, {1, 1}, false, {0, 0}, 1, {l.input_grad, true, false});
+    auto r = at::convolution_backward(g, x, w, c10::nullopt, {l.stride, l.stride}, {l.pad, l.pad}, {1, 1}, false, {0, 0}, 1, {l.input_grad, true, false});
+  }
+};
+
+/// One conv layer's backward through autograd: y = torch::conv2d(x, w) recorded once per block (in enter(),
+/// after oneDNN is switched), then each step torch::autograd::grad(y, {x, w}, g) on the retained graph.
+struct ConvAutogradRunner : TorchRunner {
+  ConvLayer l;
+  torch::Tensor x, w, g, y;
+  explicit ConvAutogradRunner(const ConvLayer& layer) : l(layer) {
+    torch::manual_seed(3);
+    x = torch::rand({l.n, l.c, l.hw, l.hw}).requires_grad_(l.input_grad);
+    w = torch::rand({l.m, l.c, l.k, l.k}).requires_grad_(true);
+    g = torch::rand({l.n, l.m, l.out_hw(), l.out_hw()});
+  }
+  void enter() override {
+    TorchRunner::enter();
+    y = torch::conv2d(x, w, {}, {l.stride, l.stride}, {l.pad, l.pad});
+  }
+  void step() override {
+    auto grads = l.input_grad ? torch::autograd::grad({y}, {x, w}, {g}, /*retain_graph=*/true) : torch::autograd::grad({y}, {w}, {g}, true);
+  }
+  void leave() override {
+    y = torch::Tensor();
+    TorchRunner::leave();
   }
 };
 
@@ -198,6 +224,91 @@ struct ConvLayerRunner : TorchRunner {
 
 std::unique_ptr<Runner> conv_layer(const ConvLayer& l, bool backward, bool mkldnn) {
   auto r = std::make_unique<ConvLayerRunner>(l, backward);
+  r->mkldnn = mkldnn;
+  return r;
+}
+
+std::unique_ptr<Runner> conv_layer_autograd(const ConvLayer& l, bool mkldnn) {
+  auto r = std::make_unique<ConvAutogradRunner>(l);
+  r->mkldnn = mkldnn;
+  return r;
+}
+
+namespace {
+
+/// torchvision's BasicBlock: conv 3x3 (stride s) + BN + relu, conv 3x3 + BN, plus the input or, when the
+/// shape changes, its 1x1 stride-s projection + BN; relu of the sum. Convolutions without bias.
+struct BasicBlockImpl : torch::nn::Module {
+  torch::nn::Conv2d c1{nullptr}, c2{nullptr}, proj{nullptr};
+  torch::nn::BatchNorm2d b1{nullptr}, b2{nullptr}, bproj{nullptr};
+  BasicBlockImpl(int64_t in, int64_t out, int64_t stride) {
+    namespace nn = torch::nn;
+    c1 = register_module("c1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
+    b1 = register_module("b1", nn::BatchNorm2d(out));
+    c2 = register_module("c2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)));
+    b2 = register_module("b2", nn::BatchNorm2d(out));
+    if (stride != 1 || in != out) {
+      proj = register_module("proj", nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)));
+      bproj = register_module("bproj", nn::BatchNorm2d(out));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = b2(c2(torch::relu(b1(c1(x)))));
+    return torch::relu(h + (proj ? bproj(proj(x)) : x));
+  }
+};
+TORCH_MODULE(BasicBlock);
+
+/// ResNet-18: conv 7x7/2 (64) + BN + relu, max pool 3x3/2, four stages of two BasicBlocks (64, 128, 256, 512
+/// channels; the first block of stages 2-4 has stride 2), global average pool, linear 512 -> 1000.
+struct Resnet18Impl : torch::nn::Module {
+  torch::nn::Conv2d stem{nullptr};
+  torch::nn::BatchNorm2d stem_bn{nullptr};
+  torch::nn::Sequential blocks;
+  torch::nn::Linear fc{nullptr};
+  Resnet18Impl() {
+    namespace nn = torch::nn;
+    stem = register_module("stem", nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false)));
+    stem_bn = register_module("stem_bn", nn::BatchNorm2d(64));
+    int64_t in = 64;
+    for (int64_t out : {64, 128, 256, 512}) {
+      blocks->push_back(BasicBlock(in, out, out == 64 ? 1 : 2));
+      blocks->push_back(BasicBlock(out, out, 1));
+      in = out;
+    }
+    register_module("blocks", blocks);
+    fc = register_module("fc", nn::Linear(512, 1000));
+  }
+  torch::Tensor logits(const torch::Tensor& x) {
+    auto h = torch::max_pool2d(torch::relu(stem_bn(stem(x))), 3, 2, 1);
+    h = blocks->forward(h);
+    return fc(torch::adaptive_avg_pool2d(h, {1, 1}).flatten(1));
+  }
+};
+TORCH_MODULE(Resnet18);
+
+/// NetRunner's training step on ResNet-18, keeping each step's loss.
+struct Resnet18Runner : NetRunner<Resnet18> {
+  std::vector<double> loss_log;
+  using NetRunner::NetRunner;
+  void step() override {
+    opt->zero_grad();
+    auto loss = torch::nn::functional::cross_entropy(net->logits(images), labels);
+    loss.backward();
+    opt->step();
+    loss_log.push_back(loss.item<double>());
+  }
+  const std::vector<double>* losses() const override { return &loss_log; }
+};
+
+}  // namespace
+
+std::unique_ptr<Runner> resnet18(const Synthetic& d, int64_t batch, int threads, bool mkldnn) {
+  torch::manual_seed(1);  // NetRunner seeds after its members (the net) are built
+  auto r = std::make_unique<Resnet18Runner>(d, batch, std::vector<int64_t>{3, 224, 224}, true, [](Resnet18& n) -> std::unique_ptr<torch::optim::Optimizer> {
+    return std::make_unique<torch::optim::SGD>(n->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  });
+  r->threads = threads;
   r->mkldnn = mkldnn;
   return r;
 }
