@@ -214,7 +214,7 @@ inline std::string gemm_backend_name() {
   (void)oar::num_threads();  // pool init forces OpenBLAS single-threaded
   const char* core = openblas_get_corename();
   std::string blas = std::string("openblas (") + (core ? core : "unknown") + ")";
-  return detail::blas_preferred() ? blas : "eigen (" + blas + " not used: no AVX2 kernel)";
+  return detail::blas_preferred() ? blas : "eigen (" + blas + " not used: its kernel is narrower)";
 #else
   return "eigen";
 #endif

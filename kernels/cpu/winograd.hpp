@@ -29,15 +29,20 @@ constexpr WinogradMatrices<M, R> make_winograd_matrices();
 
 /// Whether a convolution over `g` with c input and m output channels in `groups` groups runs on Winograd tiles:
 /// stride 1, no dilation, one group, an r x r window with r = 3 or 5 and padding below r; under `automatic`
-/// also both channel counts at least 8 and an output of at least 4 x 4 (with fewer channels the tile
-/// transforms cost more than the multiplications they save: LeNet's first layer, c = 1, stays on im2col).
+/// also both channel counts at least 8 (with fewer channels the tile transforms cost more than the
+/// multiplications they save: LeNet's first layer, c = 1, stays on im2col) and tiles that cover the output
+/// with at most 30% waste. The tiles give 6 x 6 (3x3 windows) or 4 x 4 (5x5 windows) outputs, so a 7 x 7
+/// output takes 12 x 12 of tile work (2.9x) and a 14 x 14 one 18 x 18 (1.65x); ResNet-18's 512-channel 7 x 7
+/// layers ran 6x slower on tiles than on im2col (docs/benchmarks.md, "ResNet-18 training").
 inline bool winograd_applies(const ConvGeom& g, int64_t m, int64_t groups) {
   const ConvAlgorithm a = conv_algorithm();
   if (a == ConvAlgorithm::im2col || groups != 1 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1) return false;
   if (g.kh != g.kw || (g.kh != 3 && g.kh != 5) || g.ph >= g.kh || g.pw >= g.kw || g.ph < 0 || g.pw < 0) return false;
   const int64_t c = g.c, oh = g.oh, ow = g.ow;
   if (a == ConvAlgorithm::winograd) return true;
-  return c >= 8 && m >= 8 && oh >= 4 && ow >= 4;
+  const int64_t tile = g.kh == 3 ? 6 : 4;
+  const int64_t covered = (oh + tile - 1) / tile * tile * ((ow + tile - 1) / tile * tile);
+  return c >= 8 && m >= 8 && oh >= 4 && ow >= 4 && covered * 10 <= oh * ow * 13;
 }
 
 /// out[n, o, i, j] = act(bias[o] + sum_{ci, a, b} in[n, ci, i - ph + a, j - pw + b] * filter[o, ci, a, b]) with

@@ -257,7 +257,9 @@ TEST_CASE("conv2d: which convolutions run on Winograd tiles") {
   ConvAlgorithmScope scope(ConvAlgorithm::automatic);
   CHECK_FALSE(cpu_kernels::winograd_applies(geom(book1), 20, 1));  // one input channel: im2col
   CHECK(cpu_kernels::winograd_applies(geom(book2), 50, 1));
-  CHECK(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}), 64, 1));
+  CHECK(cpu_kernels::winograd_applies(geom({8, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}), 64, 1));        // 28 x 28: 30 x 30 of tiles
+  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}), 64, 1));  // 14 x 14: 18 x 18 of tiles
+  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1}), 512, 1));  // 7 x 7: 12 x 12
   CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1}), 64, 1));  // stride 2
   CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 2, 2, 2, 2, 1}), 64, 1));  // dilation 2
   CHECK_FALSE(cpu_kernels::winograd_applies(geom(book2), 50, 2));                                            // groups 2
