@@ -7,6 +7,9 @@
 #include "support/op_check.hpp"
 #include "support/param_grad_check.hpp"
 
+#include <filesystem>
+#include <unistd.h>
+
 using namespace oar;
 
 namespace {
@@ -167,4 +170,24 @@ TEST_CASE("DynamicRNN: errors name the user's line") {
     DynamicRNN rnn;
     CHECK_THROWS_WITH_AS(rnn.step_input(x), doctest::Contains("call it inside this DynamicRNN's step function"), Error);
   }
+}
+
+TEST_CASE("DynamicRNN: an inference model saved in Fluid's layout loads and gives the same outputs (sub-blocks, arrays and the rank table survive)") {
+  Tape tape;
+  Dyn d;
+  Model model(tape.program(d.loss));
+  const FeedMap feeds{{"x", sequences({3, 0, 1, 4}, 61)}};
+  Evaluator ev(model, {d.out});
+  auto want = ev.forward(feeds)[0];
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("oar_test_dynamic_rnn_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  model.save_inference(dir, {d.x}, {d.out});
+  Model loaded = Model::load_inference(dir);
+  Evaluator le(loaded);
+  auto got = le.forward(feeds)[0];
+  std::filesystem::remove_all(dir);
+  CHECK(got.lod() == want.lod());
+  auto a = got.to_vector<double>(), b = want.to_vector<double>();
+  REQUIRE(a.size() == b.size());
+  for (size_t k = 0; k < a.size(); ++k) CHECK(a[k] == b[k]);
 }
