@@ -167,3 +167,30 @@ TEST_CASE("sequence_conv: the layer refuses a non-matrix input and bad sizes") {
   CHECK_THROWS_WITH_AS(tape.program(y), doctest::Contains("sequence_conv: input x must be [N, D] with a known D, got [?, 3, 2]"), Error);
   CHECK_THROWS_WITH_AS(sequence_conv(x, 0), doctest::Contains("num_filters and filter_size must be positive"), Error);
 }
+
+TEST_CASE("sequence_conv_pool: sequence_conv + bias + sigmoid, then the max of each sequence (Fluid's nets.sequence_conv_pool)") {
+  Tape tape;
+  auto x = data("x", f64, {-1, 3}).lod_level(1);
+  auto y = sequence_conv_pool(x, 4, 3);
+  Topology t = tape.program(y);
+  CHECK(op_types(t.main) == std::vector<std::string>{"sequence_conv", "elementwise_add", "sigmoid", "sequence_pool"});
+  CHECK(t.main.global_block().var(t.outputs[0]).shape() == Shape{-1, 4});
+  CHECK(t.main.global_block().var(t.outputs[0]).lod_level() == 0);
+  Scope scope;
+  Executor exe;
+  exe.run(t.startup, scope);
+  const std::vector<size_t> offs{0, 2, 3, 7};
+  auto xv = random_tensor<double>({7, 3}, -1, 1, 19);
+  auto out = exe.run(t.main, scope, {{"x", LoDTensor(xv, {offs})}}, t.outputs);
+  Tensor w;
+  for (auto& n : scope.local_names())
+    if (n.find(".w_") != std::string::npos) w = scope.find(n)->tensor();
+  Tensor ref = naive_sequence_conv(xv, offs, w, -1, 3);  // the bias starts at zero
+  REQUIRE(out[0].shape() == Shape{3, 4});
+  for (size_t s = 0; s + 1 < offs.size(); ++s)
+    for (int64_t j = 0; j < 4; ++j) {
+      double best = -1e300;
+      for (size_t r = offs[s]; r < offs[s + 1]; ++r) best = std::max(best, 1 / (1 + std::exp(-ref.get(int64_t(r) * 4 + j))));
+      CHECK(out[0].get(int64_t(s) * 4 + j) == doctest::Approx(best).epsilon(1e-12));
+    }
+}

@@ -64,4 +64,9 @@ OAR_FUNC Var sequence_unpad(const Var& x, const Var& length, std::source_locatio
   return record_op_layer("sequence_unpad", U::type, {{U::x, {x}}, {U::length, {length}}}, {}, {{U::out}}, loc)[0];
 }
 
+OAR_FUNC Var sequence_conv_pool(const Var& x, int64_t num_filters, int64_t filter_size, const Activation& act, SequencePoolType pool,
+                                std::source_location loc) {
+  return sequence_pool(sequence_conv(x, num_filters, filter_size, loc).act(act), pool, loc);
+}
+
 }  // namespace oar

@@ -4,6 +4,7 @@
 #include <source_location>
 
 #include "oar/layers/layer_var.hpp"
+#include "oar/layers/sequence.hpp"
 
 namespace oar {
 
@@ -25,6 +26,12 @@ class SequenceConvLayer : public LayerVar<SequenceConvLayer> {
 /// Options: `.context_start(k)`, `.act`, `.param`, `.bias(false)`.
 ///   auto h = oar::sequence_conv(words, 64, 3).act(oar::tanh);
 SequenceConvLayer sequence_conv(const Var& x, int64_t num_filters, int64_t filter_size = 3, std::source_location loc = std::source_location::current());
+
+/// Fluid's nets.sequence_conv_pool: sequence_conv (with bias) then `act`, then sequence_pool of each sequence by
+/// `pool`: x [N, D] with LoD -> [S, num_filters], one row per sequence. Its parameters are sequence_conv's.
+///   auto sentence = oar::sequence_conv_pool(words, 64, 3);  // sigmoid, max, as in Fluid
+Var sequence_conv_pool(const Var& x, int64_t num_filters, int64_t filter_size = 3, const Activation& act = Activation{"sigmoid"},
+                       SequencePoolType pool = SequencePoolType::max, std::source_location loc = std::source_location::current());
 
 /// Rows re-cut to new_dim columns within each sequence: x: [N, D] with LoD -> [N * D / new_dim, new_dim], each
 /// sequence's length scaled by D / new_dim (an error at run time where a sequence's len * D does not divide).
