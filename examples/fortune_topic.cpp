@@ -136,7 +136,11 @@ double train(const Data& d, Kind kind, int epochs) {
 
   oar::Model model(tape.program({cost, acc}));
   const int64_t batch = 32, steps = epochs * ((d.train[1].dim(0) + batch - 1) / batch);
-  oar::Optimizer opt(model, cost, oar::optim::adam(3e-3).with_schedule(oar::optim::cosine_decay(steps)));
+  auto rule = oar::optim::adam(3e-3).with_schedule(oar::optim::cosine_decay(steps));
+  // The LSTM fits the 3108 training fortunes exactly within five epochs; without weight decay its validation
+  // accuracy then drifts by +-0.02 with the rounding of the run (a different GEMM path is enough).
+  if (kind == Kind::lstm) rule.with_regularization(oar::L2Decay(2e-4));
+  oar::Optimizer opt(model, cost, rule);
   auto reader = oar::io::Reader::from_tensors(d.train).shuffle(4096, 1).batch(batch);
   oar::Evaluator tester(model);
   const char* name = kind == Kind::lstm ? "lstm" : "bag of words";
