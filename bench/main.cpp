@@ -31,7 +31,7 @@
 #include "common.hpp"
 #include "fortunes.hpp"
 #include "kernels/cpu/gemm.hpp"
-#include "kernels/cpu/winograd.hpp"
+#include "kernels/cpu/conv_choice.hpp"
 
 namespace bench {
 
@@ -955,6 +955,17 @@ void check_loss_falls(const std::string& who, const Runner& r) {
 /// profiler: the share of conv2d and conv2d_grad.
 void bench_resnet18_train(const Synthetic& d, int reps, double min_time) {
   OarResnet18 net(d);
+  {  // the first step times the convolution kernels of every new shape (kernels/cpu/conv_choice.hpp)
+    clock_for(1);
+    oar::set_num_threads(1);
+    const double t0 = now_s();
+    net.step();
+    const double t1 = now_s();
+    net.step();
+    info(fmt::format("resnet18: oar's first step at 1 thread took {:.2f} s (it times the convolution kernels for each new shape), the second {:.2f} s",
+                     t1 - t0, now_s() - t1));
+    for (const std::string& line : oar::cpu_kernels::conv_choice_report()) info("resnet18: oar's convolution kernel for " + line);
+  }
   for (int thr : {1, 2}) {
     clock_for(thr);
     OarResnetRunner o(thr, net);
@@ -1040,7 +1051,6 @@ void bench_resnet18_convs(int reps) {
     const ConvLayer& l = rc.l;
     oar::cpu_kernels::ConvGeom g;
     g.c = l.c, g.h = g.w = l.hw, g.kh = g.kw = l.k, g.sh = g.sw = l.stride, g.ph = g.pw = l.pad, g.oh = g.ow = l.out_hw();
-    const char* algo = oar::cpu_kernels::winograd_applies(g, l.m, 1) ? "winograd" : "im2col";
     const double gflop = 2.0 * double(l.n * l.m * l.c * l.k * l.k * l.out_hw() * l.out_hw()) * 1e-9;  // one product
     for (bool backward : {false, true}) {
       OarConvLayer layer(l, backward);
@@ -1057,6 +1067,10 @@ void bench_resnet18_convs(int reps) {
           t[i].push_back(time_block(*all[i], g_opt.min_time));
         }
       const double to = median(t[0]);
+      using oar::cpu_kernels::ConvPass;
+      const oar::cpu_kernels::ConvShapeKey key(backward ? (l.input_grad ? ConvPass::backward_both : ConvPass::backward_dw) : ConvPass::forward, sizeof(float), l.n, g,
+                                               l.m, 1);
+      const char* algo = oar::cpu_kernels::conv_kernel_in_use(key, g, l.m, 1);
       const double products = backward ? (l.input_grad ? 2 : 1) : 1;
       const std::string name = fmt::format("resnet18_conv_{}_{}", l.name, backward ? "bwd" : "fwd");
       std::string what = fmt::format("x{} in the net; input [{}, {}, {}, {}], filter [{}, {}, {}, {}], stride {}, padding {}, no bias; oar {} ({}), {:.1f} GFLOP/s",
@@ -1102,7 +1116,10 @@ void bench_resnet18_memory() {
 void bench_resnet18() {
   const Synthetic d = make_synthetic(kResnetBatch, kResnetPixels, kResnetSeed, 1000);
   info("resnet18: oar GEMM " + oar::cpu_kernels::gemm_backend_name() + ", conv algorithm setting " +
-       (oar::conv_algorithm() == oar::ConvAlgorithm::automatic ? "automatic" : oar::conv_algorithm() == oar::ConvAlgorithm::im2col ? "im2col" : "winograd") +
+       std::string(oar::conv_algorithm() == oar::ConvAlgorithm::automatic ? "automatic (timed per shape)"
+                   : oar::conv_algorithm() == oar::ConvAlgorithm::im2col  ? "im2col"
+                   : oar::conv_algorithm() == oar::ConvAlgorithm::winograd ? "winograd"
+                                                                          : "winograd_small") +
        (std::getenv("OPENBLAS_CORETYPE") ? std::string(", OPENBLAS_CORETYPE=") + std::getenv("OPENBLAS_CORETYPE") : std::string(", OPENBLAS_CORETYPE unset")));
   const double t0 = now_s();
   bench_resnet18_train(d, g_opt.reps_set ? g_opt.reps : 1, g_opt.min_time_set ? g_opt.min_time : 5.0);

@@ -159,14 +159,15 @@ inline int64_t images_per_gemm(int64_t per_image, int64_t chunk) {
 /// (GEMMs inside may then split themselves). `acc` is a zeroed buffer of `acc_size` elements private to the
 /// chunk; the chunks' buffers are summed into `out` in chunk order (so results do not depend on timing).
 /// With acc_size == 0 there is nothing to reduce and `acc` is null.
+/// With `split` false the batch is one chunk on the caller, for kernels that spread the work inside it.
 template <class T, class F>
-inline void for_image_chunks(int64_t batch, int64_t acc_size, T* out, F&& fn) {
+inline void for_image_chunks(int64_t batch, int64_t acc_size, T* out, F&& fn, bool split = true) {
   if (batch <= 0) {
     if (acc_size > 0) std::fill(out, out + acc_size, T(0));
     return;
   }
   const int threads = oar::num_threads();
-  const int64_t chunks = (threads > 1 && batch >= threads && !oar::in_parallel_region()) ? threads : 1;
+  const int64_t chunks = (split && threads > 1 && batch >= threads && !oar::in_parallel_region()) ? threads : 1;
   if (acc_size > 0) std::fill(out, out + acc_size, T(0));
   if (chunks == 1) {
     fn(int64_t(0), batch, acc_size > 0 ? out : nullptr);

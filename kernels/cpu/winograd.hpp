@@ -1,7 +1,9 @@
 // kernels/cpu/winograd.hpp: Winograd (Toom-Cook) minimal-filtering convolution for stride-1, undilated,
-// ungrouped convolutions with 3x3 or 5x5 windows on 8x8 tiles, F(6x6, 3x3) and F(4x4, 5x5): the forward pass
-// and, as its exact adjoint on the same tiles, both gradients. 4-6x fewer multiplications than im2col + GEMM;
-// the products of a batch are 64 GEMMs, one per tile position.
+// ungrouped convolutions with 3x3 or 5x5 windows, on large 8 x 8 tiles (F(6x6, 3x3), F(4x4, 5x5)) or small
+// 6 x 6 ones (F(4x4, 3x3), F(2x2, 5x5)): the forward pass and, as its exact adjoint on the same tiles, both
+// gradients. 4-6x fewer multiplications than im2col + GEMM on large tiles, 2.8-4x on small ones, which waste
+// less of a small image (a 7 x 7 or 14 x 14 output fills 8 x 8 or 16 x 16 of small tiles, 12 x 12 or 18 x 18
+// of large ones); the products of a batch are one GEMM per tile position.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -9,7 +11,6 @@
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/im2col.hpp"
-#include "oar/device/conv_algorithm.hpp"
 
 namespace oar::cpu_kernels {
 
@@ -27,29 +28,25 @@ struct WinogradMatrices {
 template <int M, int R>
 constexpr WinogradMatrices<M, R> make_winograd_matrices();
 
-/// Whether a convolution over `g` with c input and m output channels in `groups` groups runs on Winograd tiles:
-/// stride 1, no dilation, one group, an r x r window with r = 3 or 5 and padding below r; under `automatic`
-/// also both channel counts at least 8 (with fewer channels the tile transforms cost more than the
-/// multiplications they save: LeNet's first layer, c = 1, stays on im2col) and tiles that cover the output
-/// with at most 30% waste. The tiles give 6 x 6 (3x3 windows) or 4 x 4 (5x5 windows) outputs, so a 7 x 7
-/// output takes 12 x 12 of tile work (2.9x) and a 14 x 14 one 18 x 18 (1.65x); ResNet-18's 512-channel 7 x 7
-/// layers ran 6x slower on tiles than on im2col (docs/benchmarks.md, "ResNet-18 training").
+/// Whether Winograd tiles can compute a convolution over `g` with m output channels in `groups` groups:
+/// stride 1, no dilation, one group, an r x r window with r = 3 or 5 and padding below r. Whether they pay is
+/// for kernels/cpu/conv_choice.hpp to find out.
 inline bool winograd_applies(const ConvGeom& g, int64_t m, int64_t groups) {
-  const ConvAlgorithm a = conv_algorithm();
-  if (a == ConvAlgorithm::im2col || groups != 1 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1) return false;
-  if (g.kh != g.kw || (g.kh != 3 && g.kh != 5) || g.ph >= g.kh || g.pw >= g.kw || g.ph < 0 || g.pw < 0) return false;
-  const int64_t c = g.c, oh = g.oh, ow = g.ow;
-  if (a == ConvAlgorithm::winograd) return true;
-  const int64_t tile = g.kh == 3 ? 6 : 4;
-  const int64_t covered = (oh + tile - 1) / tile * tile * ((ow + tile - 1) / tile * tile);
-  return c >= 8 && m >= 8 && oh >= 4 && ow >= 4 && covered * 10 <= oh * ow * 13;
+  if (groups != 1 || m < 1 || g.sh != 1 || g.sw != 1 || g.dh != 1 || g.dw != 1) return false;
+  return g.kh == g.kw && (g.kh == 3 || g.kh == 5) && g.ph < g.kh && g.pw < g.kw && g.ph >= 0 && g.pw >= 0;
 }
+
+/// The tile sizes: `large` 8 x 8 (F(6x6, 3x3), F(4x4, 5x5)), `small` 6 x 6 (F(4x4, 3x3), F(2x2, 5x5)).
+enum class WinoTiles { large, small };
+
+/// The output size of one tile of `tiles` for an r x r window.
+inline int64_t wino_tile_out(WinoTiles tiles, int64_t r) { return tiles == WinoTiles::large ? 9 - r : 7 - r; }
 
 /// out[n, o, i, j] = act(bias[o] + sum_{ci, a, b} in[n, ci, i - ph + a, j - pw + b] * filter[o, ci, a, b]) with
 /// zeros outside `in`, for i < oh, j < ow; the window is r x r, r = 3 or 5; bias may be null.
 /// requires: in [n, c, h, w], filter [o, c, r, r], out [n, o, oh, ow], no overlap; 0 <= ph, pw < r.
 template <class T>
-void winograd_conv2d(const T* in, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t r,
+void winograd_conv2d(WinoTiles tiles, const T* in, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t r,
                      int64_t ph, int64_t pw, int64_t oh, int64_t ow, T* out, const T* bias, bool relu);
 
 /// The gradients of winograd_conv2d (no bias, identity) for the output gradient dy [n, o, oh, ow]: dx [n, c, h, w]
@@ -57,7 +54,7 @@ void winograd_conv2d(const T* in, int64_t n, int64_t c, int64_t h, int64_t w, co
 /// algorithm on the same tiles: one transform of each dy tile serves both, dx = sum over tiles of
 /// B (U^T P) B^T scattered back, dw = G^T (sum over tiles of P V^T) G.
 template <class T>
-void winograd_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t r,
+void winograd_conv2d_grad(WinoTiles tiles, const T* x, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t r,
                           int64_t ph, int64_t pw, int64_t oh, int64_t ow, const T* dy, T* dx, T* dw);
 
 // ---- implementation
@@ -120,7 +117,6 @@ constexpr WinogradMatrices<M, R> make_winograd_matrices() {
 
 namespace detail {
 
-inline constexpr int wino_alpha = 8;  // every tile here is 8 x 8
 inline constexpr int wino_lanes = 8;  // tiles transformed side by side (one AVX2 register of floats)
 
 /// The matrices of F(M, R), computed once at compile time; the transforms read them through WinoAT, WinoG
@@ -230,6 +226,15 @@ inline void store_rows(const T* __restrict s, T* const* dst, int64_t ld, T bias,
       }
 }
 
+/// Channels per chunk of a transform loop over `tp` tiles a channel: about 2048 tiles' transforms.
+inline int64_t wino_channel_grain(int64_t tp) { return std::max<int64_t>(1, 2048 / std::max<int64_t>(tp, 1)); }
+
+/// Whether a batch of `tiles` tiles splits over the pool by images (each thread then runs its own GEMMs, at least
+/// 128 tiles wide) or runs as one chunk whose GEMMs and transforms spread over the pool themselves: with few
+/// tiles (ResNet's 7 x 7 layers: 4 an image) a split by images gives each thread narrow GEMMs and a private copy
+/// of the transformed filter gradient, and 2 threads ran such a layer's backward only 1.4x faster than one.
+inline bool wino_split_by_images(int64_t tiles) { return tiles >= 128 * int64_t(oar::num_threads()); }
+
 /// The tiles of a sub-batch of nb images: tile t = (b * th + ty) * tw + tx has its window at row
 /// y0 = ty * step - ph, column x0 = tx * step - pw of image b; the table is padded with empty tiles
 /// (b = -1) to a multiple of the lane count.
@@ -251,11 +256,12 @@ inline const WinoTile* wino_tile_table(int64_t nb, int64_t th, int64_t tw, int64
 /// `tab` (tp of them, a multiple of the lane count), zeros outside the image and for empty tiles.
 template <class BT, class T>
 inline void wino_input_transform(const T* img, int64_t c, int64_t h, int64_t w, const WinoTile* tab, T* v, int64_t tp) {
-  constexpr int A = wino_alpha, L = wino_lanes;
+  constexpr int A = BT::cols, L = wino_lanes;
+  auto interior = [&](const WinoTile& tl) { return tl.b >= 0 && tl.y0 >= 0 && tl.x0 >= 0 && tl.y0 + A <= h && tl.x0 + A <= w; };
+  oar::parallel_for(0, c, wino_channel_grain(tp), [&](int64_t c0, int64_t c1) {
   alignas(64) T d[A * A * L];
   alignas(64) T out[A * A * L];
-  auto interior = [&](const WinoTile& tl) { return tl.b >= 0 && tl.y0 >= 0 && tl.x0 >= 0 && tl.y0 + A <= h && tl.x0 + A <= w; };
-  for (int64_t ci = 0; ci < c; ++ci)
+  for (int64_t ci = c0; ci < c1; ++ci)
     for (int64_t t0 = 0; t0 < tp; t0 += L) {
       bool all_inside = true;
       const T* rows[L];
@@ -281,31 +287,46 @@ inline void wino_input_transform(const T* img, int64_t c, int64_t h, int64_t w, 
       sandwich<BT>(d, out);
       for (int pos = 0; pos < A * A; ++pos) std::memcpy(v + (pos * c + ci) * tp + t0, out + pos * L, sizeof(T) * L);
     }
+  });
 }
 
-/// The r x r filters transformed: u[pos][o][ci] = (G g G^T)[pos] for g = filter[o, ci].
+/// Pairs of channels a block of the filter transforms handles: each tile position's row of u is then written
+/// (or read) in runs of this many, not of one lane group. NOTE: with runs of 8 the 36-64 rows a megabyte apart
+/// (512 x 512 channels) defeated the hardware prefetchers: the transforms took most of a 7 x 7 layer's time.
+inline constexpr int64_t wino_pair_block = 64;
+
+/// The r x r filters transformed: u[pos][o][ci] = (G g G^T)[pos] for g = filter[o, ci], in blocks of pairs
+/// spread over the pool (at 512 x 512 channels this is 0.26 M pairs, too many to leave to one thread).
 template <class T, int M, int R>
 inline void wino_filter_transform(const T* filter, int64_t o, int64_t c, T* u) {
-  constexpr int A = wino_alpha, L = wino_lanes;
-  alignas(64) T g[R * R * L];
-  alignas(64) T out[A * A * L];
-  const int64_t pairs = o * c;
-  for (int64_t p0 = 0; p0 < pairs; p0 += L) {
-    for (int l = 0; l < L; ++l) {
-      const int64_t p = p0 + l, oo = p / c, ci = p % c;
-      for (int a = 0; a < R; ++a)
-        for (int b = 0; b < R; ++b)
-          g[(a * R + b) * L + l] = p < pairs ? filter[((oo * c + ci) * R + a) * R + b] : T(0);
+  constexpr int A = M + R - 1, L = wino_lanes;
+  constexpr int64_t PB = wino_pair_block;
+  const int64_t pairs = o * c, blocks = (pairs + PB - 1) / PB;
+  oar::parallel_for(0, blocks, 16, [&](int64_t b0, int64_t b1) {
+    alignas(64) T g[R * R * L];
+    alignas(64) T out[A * A * L];
+    alignas(64) T blk[A * A * PB];  // [pos][pair in block]
+    for (int64_t q0 = b0 * PB; q0 < std::min(pairs, b1 * PB); q0 += PB) {
+      const int64_t nq = std::min(PB, pairs - q0);
+      for (int64_t p0 = 0; p0 < nq; p0 += L) {
+        for (int l = 0; l < L; ++l)  // pair p = oo * c + ci is filter[oo, ci], R * R floats at p * R * R
+          for (int k = 0; k < R * R; ++k) g[k * L + l] = p0 + l < nq ? filter[(q0 + p0 + l) * R * R + k] : T(0);
+        sandwich<WinoG<M, R>>(g, out);
+        for (int pos = 0; pos < A * A; ++pos) std::memcpy(blk + pos * PB + p0, out + pos * L, sizeof(T) * L);
+      }
+      for (int pos = 0; pos < A * A; ++pos) std::memcpy(u + pos * pairs + q0, blk + pos * PB, sizeof(T) * size_t(nq));
     }
-    sandwich<WinoG<M, R>>(g, out);
-    for (int l = 0; l < L && p0 + l < pairs; ++l)
-      for (int pos = 0; pos < A * A; ++pos) u[pos * pairs + p0 + l] = out[pos * L + l];
-  }
+  });
 }
 
-/// Images per sub-batch: about `target` elements of transformed tiles (V and the products) in flight.
-inline int64_t wino_images_per_batch(int64_t per_image_elems, int64_t chunk, int64_t target = int64_t{1} << 19) {
-  return std::clamp<int64_t>(target / std::max<int64_t>(per_image_elems, 1), 1, std::max<int64_t>(chunk, 1));
+/// Images per sub-batch of a chunk of `chunk` images with `tiles` tiles an image and `elems` elements of
+/// transformed tiles (V and the products) an image: about 2 MB of them, but at least 128 tiles, so that
+/// each position's GEMM has a wide N. NOTE: by memory alone, 512-channel 7 x 7 images went 2 at a time
+/// (8 tiles, N = 8): their GEMMs ran at a fraction of the machine's rate and the layer took 4.5x longer
+/// than with whole chunks.
+inline int64_t wino_images_per_batch(int64_t tiles, int64_t elems, int64_t chunk) {
+  const int64_t by_mem = (int64_t{1} << 19) / std::max<int64_t>(elems, 1), by_tiles = (128 + tiles - 1) / std::max<int64_t>(tiles, 1);
+  return std::clamp<int64_t>(std::max(by_mem, by_tiles), 1, std::max<int64_t>(chunk, 1));
 }
 
 inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
@@ -313,24 +334,25 @@ inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; 
 template <class T, int M, int R>
 inline void wino_conv2d(const T* in, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t ph, int64_t pw,
                         int64_t oh, int64_t ow, T* out, const T* bias, bool relu) {
-  constexpr int A = wino_alpha, L = wino_lanes;
+  constexpr int A = M + R - 1, L = wino_lanes;
   T* u = thread_scratch<T, 4>(size_t(A * A * o * c));
   wino_filter_transform<T, M, R>(filter, o, c, u);
   const int64_t th = (oh + M - 1) / M, tw = (ow + M - 1) / M;
   for_image_chunks<T>(n, 0, nullptr, [&](int64_t lo, int64_t hi, T*) {
-    const int64_t per = wino_images_per_batch(A * A * (c + o) * th * tw, hi - lo);
+    const int64_t per = wino_images_per_batch(th * tw, A * A * (c + o) * th * tw, hi - lo);
     const int64_t tpmax = round_up(per * th * tw, L);
     T* v = thread_scratch<T, 2>(size_t(A * A * c * tpmax));
     T* prod = thread_scratch<T, 3>(size_t(A * A * o * tpmax));
-    alignas(64) T mt[A * A * L];
-    alignas(64) T yt[M * M * L];
     for (int64_t i0 = lo; i0 < hi; i0 += per) {
       const int64_t nb = std::min(per, hi - i0), nt = nb * th * tw, tp = round_up(nt, L);
       const WinoTile* tab = wino_tile_table(nb, th, tw, M, ph, pw, tp);
       wino_input_transform<WinoBT<M, R>>(in + i0 * c * h * w, c, h, w, tab, v, tp);
       for (int pos = 0; pos < A * A; ++pos)
         gemm<T>(false, false, o, tp, c, T(1), u + pos * o * c, c, v + pos * c * tp, tp, T(0), prod + pos * o * tp, tp);
-      for (int64_t oo = 0; oo < o; ++oo) {
+      oar::parallel_for(0, o, wino_channel_grain(tp), [&](int64_t o0, int64_t o1) {
+      alignas(64) T mt[A * A * L];
+      alignas(64) T yt[M * M * L];
+      for (int64_t oo = o0; oo < o1; ++oo) {
         const T bo = bias ? bias[oo] : T(0);
         for (int64_t t0 = 0; t0 < nt; t0 += L) {
           for (int pos = 0; pos < A * A; ++pos) std::memcpy(mt + pos * L, prod + (pos * o + oo) * tp + t0, sizeof(T) * L);
@@ -358,14 +380,15 @@ inline void wino_conv2d(const T* in, int64_t n, int64_t c, int64_t h, int64_t w,
           }
         }
       }
+      });
     }
-  });
+  }, wino_split_by_images(n * th * tw));
 }
 
 template <class T, int M, int R>
 inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t ph,
                              int64_t pw, int64_t oh, int64_t ow, const T* dy, T* dx, T* dw) {
-  constexpr int A = wino_alpha, L = wino_lanes;
+  constexpr int A = M + R - 1, L = wino_lanes;
   T* u = nullptr;
   if (dx) {
     u = thread_scratch<T, 4>(size_t(A * A * o * c));
@@ -373,18 +396,19 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
   }
   const int64_t th = (oh + M - 1) / M, tw = (ow + M - 1) / M;
   for_image_chunks<T>(n, dw ? o * c * R * R : 0, dw, [&](int64_t lo, int64_t hi, T* acc) {
-    const int64_t per = wino_images_per_batch(A * A * (c + o) * th * tw, hi - lo);
+    const int64_t per = wino_images_per_batch(th * tw, A * A * (c + o) * th * tw, hi - lo);
     const int64_t tpmax = round_up(per * th * tw, L);
     T* v = thread_scratch<T, 2>(size_t(A * A * c * tpmax));  // V, then Z = U^T P
     T* p = thread_scratch<T, 3>(size_t(A * A * o * tpmax));  // P = A dy_t A^T
     T* du = dw ? thread_scratch<T, 5>(size_t(A * A * o * c)) : nullptr;
     if (du) std::fill(du, du + A * A * o * c, T(0));
-    alignas(64) T g[M * M * L];
-    alignas(64) T big[A * A * L];
     for (int64_t i0 = lo; i0 < hi; i0 += per) {
       const int64_t nb = std::min(per, hi - i0), nt = nb * th * tw, tp = round_up(nt, L);
       const WinoTile* tab = wino_tile_table(nb, th, tw, M, ph, pw, tp);
-      for (int64_t oo = 0; oo < o; ++oo)  // P[pos][oo][t]: the M x M dy tiles (zeros past oh, ow) lifted to 8 x 8
+      oar::parallel_for(0, o, wino_channel_grain(tp), [&](int64_t o0, int64_t o1) {
+      alignas(64) T g[M * M * L];
+      alignas(64) T big[A * A * L];
+      for (int64_t oo = o0; oo < o1; ++oo)  // P[pos][oo][t]: the M x M dy tiles (zeros past oh, ow) lifted to A x A
         for (int64_t t0 = 0; t0 < tp; t0 += L) {
           const T* src[L];
           bool whole = true;
@@ -404,6 +428,7 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
           sandwich<Transposed<WinoAT<M, R>>>(g, big);
           for (int pos = 0; pos < A * A; ++pos) std::memcpy(p + (pos * o + oo) * tp + t0, big + pos * L, sizeof(T) * L);
         }
+      });
       if (du) {  // dU[pos] [o, c] += P[pos] [o, tp] V[pos]^T [tp, c]
         wino_input_transform<WinoBT<M, R>>(x + i0 * c * h * w, c, h, w, tab, v, tp);
         for (int pos = 0; pos < A * A; ++pos)
@@ -414,10 +439,12 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
         gemm<T>(true, false, c, tp, o, T(1), u + pos * o * c, c, p + pos * o * tp, tp, T(0), v + pos * c * tp, tp);
       T* dxb = dx + i0 * c * h * w;
       std::fill(dxb, dxb + nb * c * h * w, T(0));
-      for (int64_t ci = 0; ci < c; ++ci)  // dx window += B Z_t B^T, clipped to the image
+      oar::parallel_for(0, c, wino_channel_grain(tp), [&](int64_t c0, int64_t c1) {
+      alignas(64) T big[A * A * L];
+      alignas(64) T win[A * A * L];
+      for (int64_t ci = c0; ci < c1; ++ci)  // dx window += B Z_t B^T, clipped to the image
         for (int64_t t0 = 0; t0 < nt; t0 += L) {
           for (int pos = 0; pos < A * A; ++pos) std::memcpy(big + pos * L, v + (pos * c + ci) * tp + t0, sizeof(T) * L);
-          alignas(64) T win[A * A * L];
           sandwich<Transposed<WinoBT<M, R>>>(big, win);
           T* dst[L];
           bool inside = t0 + L <= nt;
@@ -439,39 +466,59 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
               for (int64_t b = q0; b < q1; ++b) plane[(tl.y0 + a) * w + tl.x0 + b] += win[(a * A + b) * L + l];
           }
         }
+      });
     }
     if (!du) return;
-    // acc[oo, ci] += G^T dU[:, oo, ci] G (R x R), L pairs at a time.
+    // acc[oo, ci] += G^T dU[:, oo, ci] G (R x R), a block of pairs at a time, L of them in each transform.
+    constexpr int64_t PB = wino_pair_block;
     const int64_t pairs = o * c;
+    oar::parallel_for(0, (pairs + PB - 1) / PB, 16, [&](int64_t b0, int64_t b1) {
+    alignas(64) T big[A * A * L];
     alignas(64) T rt[R * R * L];
-    for (int64_t p0 = 0; p0 < pairs; p0 += L) {
-      for (int pos = 0; pos < A * A; ++pos)
-        for (int l = 0; l < L; ++l) big[pos * L + l] = p0 + l < pairs ? du[pos * pairs + p0 + l] : T(0);
-      sandwich<Transposed<WinoG<M, R>>>(big, rt);
-      for (int l = 0; l < L && p0 + l < pairs; ++l)
-        for (int k = 0; k < R * R; ++k) acc[(p0 + l) * R * R + k] += rt[k * L + l];
+    alignas(64) T blk[A * A * PB];  // [pos][pair in block]
+    for (int64_t q0 = b0 * PB; q0 < std::min(pairs, b1 * PB); q0 += PB) {
+      const int64_t nq = std::min(PB, pairs - q0);
+      if (nq < PB) std::fill(blk, blk + A * A * PB, T(0));
+      for (int pos = 0; pos < A * A; ++pos) std::memcpy(blk + pos * PB, du + pos * pairs + q0, sizeof(T) * size_t(nq));
+      for (int64_t p0 = 0; p0 < nq; p0 += L) {
+        for (int pos = 0; pos < A * A; ++pos) std::memcpy(big + pos * L, blk + pos * PB + p0, sizeof(T) * L);
+        sandwich<Transposed<WinoG<M, R>>>(big, rt);
+        for (int l = 0; l < L && p0 + l < nq; ++l)
+          for (int k = 0; k < R * R; ++k) acc[(q0 + p0 + l) * R * R + k] += rt[k * L + l];
+      }
     }
-  });
+    });
+  }, wino_split_by_images(n * th * tw));
 }
 
 }  // namespace detail
 
 template <class T>
-void winograd_conv2d(const T* in, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t r,
-                     int64_t ph, int64_t pw, int64_t oh, int64_t ow, T* out, const T* bias, bool relu) {
-  if (r == 3)
+void winograd_conv2d(WinoTiles tiles, const T* in, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o,
+                     int64_t r, int64_t ph, int64_t pw, int64_t oh, int64_t ow, T* out, const T* bias, bool relu) {
+  const bool large = tiles == WinoTiles::large;
+  if (r == 3 && large)
     detail::wino_conv2d<T, 6, 3>(in, n, c, h, w, filter, o, ph, pw, oh, ow, out, bias, relu);
-  else
+  else if (r == 3)
+    detail::wino_conv2d<T, 4, 3>(in, n, c, h, w, filter, o, ph, pw, oh, ow, out, bias, relu);
+  else if (large)
     detail::wino_conv2d<T, 4, 5>(in, n, c, h, w, filter, o, ph, pw, oh, ow, out, bias, relu);
+  else
+    detail::wino_conv2d<T, 2, 5>(in, n, c, h, w, filter, o, ph, pw, oh, ow, out, bias, relu);
 }
 
 template <class T>
-void winograd_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t r,
-                          int64_t ph, int64_t pw, int64_t oh, int64_t ow, const T* dy, T* dx, T* dw) {
-  if (r == 3)
+void winograd_conv2d_grad(WinoTiles tiles, const T* x, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o,
+                          int64_t r, int64_t ph, int64_t pw, int64_t oh, int64_t ow, const T* dy, T* dx, T* dw) {
+  const bool large = tiles == WinoTiles::large;
+  if (r == 3 && large)
     detail::wino_conv2d_grad<T, 6, 3>(x, n, c, h, w, filter, o, ph, pw, oh, ow, dy, dx, dw);
-  else
+  else if (r == 3)
+    detail::wino_conv2d_grad<T, 4, 3>(x, n, c, h, w, filter, o, ph, pw, oh, ow, dy, dx, dw);
+  else if (large)
     detail::wino_conv2d_grad<T, 4, 5>(x, n, c, h, w, filter, o, ph, pw, oh, ow, dy, dx, dw);
+  else
+    detail::wino_conv2d_grad<T, 2, 5>(x, n, c, h, w, filter, o, ph, pw, oh, ow, dy, dx, dw);
 }
 
 }  // namespace oar::cpu_kernels

@@ -3,7 +3,7 @@
 #include "pch.hpp"
 #include "support/op_check.hpp"
 
-#include "kernels/cpu/winograd.hpp"  // make_winograd_matrices, winograd_applies
+#include "kernels/cpu/conv_choice.hpp"  // conv_candidates, conv_choice_report, make_winograd_matrices, winograd_applies
 
 using namespace oar;
 using namespace oar::test;
@@ -51,7 +51,8 @@ const std::vector<ConvCase> kCases = {
     {3, 2, 9, 8, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1},      // stride 2, pad 1, odd/even sizes
     {3, 4, 11, 9, 6, 5, 5, 1, 2, 2, 1, 1, 1, 2},     // 5x5, groups 2, mixed strides and pads
     {1, 2, 10, 10, 4, 3, 3, 1, 1, 2, 2, 2, 2, 2},    // dilation 2, pad 2, groups 2
-    {3, 4, 6, 5, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2},      // 1x1 direct path, groups 2
+    {3, 4, 6, 5, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2},      // 1x1 stride 1, small image: copied side by side
+    {3, 4, 12, 12, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2},    // 1x1 stride 1, 144 columns: GEMMs on the images in place, groups 2
     {2, 3, 8, 7, 5, 1, 1, 2, 2, 0, 0, 1, 1, 1},      // 1x1 stride 2 (not direct)
     {2, 3, 5, 5, 2, 3, 1, 2, 1, 1, 0, 1, 2, 1},      // non-square kernel, dilation on one axis
     {3, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 1, 1, 1},   // the book net's first layer
@@ -102,7 +103,9 @@ TEST_CASE("conv2d: grad matches finite differences (f64)") {
       {2, 2, 5, 5, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // pad 1
       {2, 2, 5, 5, 4, 3, 3, 2, 2, 0, 0, 1, 1, 2},  // stride 2, groups 2
       {2, 2, 6, 5, 2, 2, 3, 1, 2, 1, 2, 2, 1, 1},  // dilation, uneven pads
-      {2, 4, 4, 4, 2, 1, 1, 1, 1, 0, 0, 1, 1, 2},  // 1x1 direct
+      {2, 4, 4, 4, 2, 1, 1, 1, 1, 0, 0, 1, 1, 2},  // 1x1 stride 1, copied
+      {2, 4, 8, 16, 2, 1, 1, 1, 1, 0, 0, 1, 1, 2}, // 1x1 stride 1, 128 columns: in place
+      {2, 3, 8, 8, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1},  // 1x1 stride 2 (ResNet's projection shortcut)
   };
   int idx = 0;
   for (const auto& k : cases) {
@@ -235,47 +238,104 @@ const std::vector<ConvCase> kWinogradCases = {
     {1, 3, 8, 8, 2, 3, 3, 1, 1, 0, 0, 1, 1, 1},      // 3x3 valid: one whole 6 x 6 tile, few channels
     {2, 1, 6, 7, 3, 5, 5, 1, 1, 4, 4, 1, 1, 1},      // padding r - 1 (the widest allowed), one channel
     {17, 2, 5, 5, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1},     // batch 17 (uneven thread chunks)
+    {2, 8, 7, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1},      // ResNet's 7 x 7 "same": 2 x 2 small tiles, 2 x 2 large ones mostly empty
+    {2, 4, 14, 14, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1},    // ResNet's 14 x 14 "same"
 };
 
 }  // namespace
 
-TEST_CASE("winograd: the 1-D transforms compute a correlation (F(4, 5), F(6, 3) and the filter-gradient pairs)") {
+TEST_CASE("winograd: the 1-D transforms compute a correlation (both tile sizes and the filter-gradient pairs)") {
+  check_winograd_1d<6, 3>();  // 8 x 8 tiles
   check_winograd_1d<4, 5>();
-  check_winograd_1d<6, 3>();
   check_winograd_1d<5, 4>();
   check_winograd_1d<3, 6>();
+  check_winograd_1d<4, 3>();  // 6 x 6 tiles
+  check_winograd_1d<2, 5>();
+  check_winograd_1d<3, 4>();
+  check_winograd_1d<5, 2>();
 }
 
-TEST_CASE("conv2d: which convolutions run on Winograd tiles") {
-  auto geom = [](const ConvCase& k) {
-    cpu_kernels::ConvGeom g;
-    g.c = k.c, g.h = k.h, g.w = k.w, g.kh = k.kh, g.kw = k.kw, g.sh = k.s0, g.sw = k.s1, g.ph = k.p0, g.pw = k.p1, g.dh = k.d0, g.dw = k.d1;
-    g.oh = (k.h + 2 * k.p0 - (k.d0 * (k.kh - 1) + 1)) / k.s0 + 1, g.ow = (k.w + 2 * k.p1 - (k.d1 * (k.kw - 1) + 1)) / k.s1 + 1;
-    return g;
-  };
+namespace {
+cpu_kernels::ConvGeom conv_geom_of(const ConvCase& k) {
+  cpu_kernels::ConvGeom g;
+  g.c = k.c, g.h = k.h, g.w = k.w, g.kh = k.kh, g.kw = k.kw, g.sh = k.s0, g.sw = k.s1, g.ph = k.p0, g.pw = k.p1, g.dh = k.d0, g.dw = k.d1;
+  g.oh = (k.h + 2 * k.p0 - (k.d0 * (k.kh - 1) + 1)) / k.s0 + 1, g.ow = (k.w + 2 * k.p1 - (k.d1 * (k.kw - 1) + 1)) / k.s1 + 1;
+  return g;
+}
+
+/// The kernels conv_candidates offers for `k` under the current setting.
+std::vector<cpu_kernels::ConvKernel> candidates(const ConvCase& k) {
+  cpu_kernels::ConvKernel c[3];
+  const int nc = cpu_kernels::conv_candidates(conv_geom_of(k), k.m, k.groups, c);
+  return {c, c + nc};
+}
+}  // namespace
+
+TEST_CASE("conv2d: which kernels each setting offers for a shape") {
+  using K = cpu_kernels::ConvKernel;
   const ConvCase book1{64, 1, 28, 28, 20, 5, 5, 1, 1, 0, 0, 1, 1, 1}, book2{64, 20, 12, 12, 50, 5, 5, 1, 1, 0, 0, 1, 1, 1};
+  const ConvCase r7{16, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1};  // ResNet-18's last stage
+  const std::vector<K> all{K::im2col, K::winograd_large, K::winograd_small}, plain{K::im2col};
+  CHECK(cpu_kernels::winograd_applies(conv_geom_of(book1), 20, 1));
+  CHECK(cpu_kernels::winograd_applies(conv_geom_of(r7), 512, 1));
+  for (const ConvCase& k : {ConvCase{8, 64, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1},    // stride 2
+                            ConvCase{8, 64, 14, 14, 64, 3, 3, 1, 1, 2, 2, 2, 2, 1},    // dilation 2
+                            ConvCase{8, 64, 14, 14, 64, 7, 7, 1, 1, 3, 3, 1, 1, 1},    // 7x7
+                            ConvCase{8, 64, 14, 14, 64, 3, 3, 1, 1, 3, 3, 1, 1, 1}}) {  // pad >= r
+    CHECK_FALSE(cpu_kernels::winograd_applies(conv_geom_of(k), k.m, k.groups));
+    CHECK(candidates(k) == plain);
+  }
+  CHECK_FALSE(cpu_kernels::winograd_applies(conv_geom_of(book2), 50, 2));  // groups 2
   ConvAlgorithmScope scope(ConvAlgorithm::automatic);
-  CHECK_FALSE(cpu_kernels::winograd_applies(geom(book1), 20, 1));  // one input channel: im2col
-  CHECK(cpu_kernels::winograd_applies(geom(book2), 50, 1));
-  CHECK(cpu_kernels::winograd_applies(geom({8, 64, 28, 28, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}), 64, 1));        // 28 x 28: 30 x 30 of tiles
-  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1}), 64, 1));  // 14 x 14: 18 x 18 of tiles
-  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 512, 7, 7, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1}), 512, 1));  // 7 x 7: 12 x 12
-  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1}), 64, 1));  // stride 2
-  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 2, 2, 2, 2, 1}), 64, 1));  // dilation 2
-  CHECK_FALSE(cpu_kernels::winograd_applies(geom(book2), 50, 2));                                            // groups 2
-  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 7, 7, 1, 1, 3, 3, 1, 1, 1}), 64, 1));  // 7x7
-  CHECK_FALSE(cpu_kernels::winograd_applies(geom({8, 64, 14, 14, 64, 3, 3, 1, 1, 3, 3, 1, 1, 1}), 64, 1));  // pad >= r
+  CHECK(candidates(book1) == plain);  // one input channel: tiles cannot pay
+  CHECK(candidates(book2) == all);
+  CHECK(candidates(r7) == std::vector<K>{K::im2col, K::winograd_small});  // 8 x 8 of small tiles; 12 x 12 of large ones
+  CHECK(candidates(ConvCase{16, 256, 14, 14, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1}) == std::vector<K>{K::im2col, K::winograd_small});  // 18 x 18 of large
+  CHECK(candidates(ConvCase{16, 128, 28, 28, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1}) == all);
+  CHECK(candidates(ConvCase{8, 64, 3, 3, 64, 3, 3, 1, 1, 0, 0, 1, 1, 1}) == plain);  // a 1 x 1 output
   set_conv_algorithm(ConvAlgorithm::im2col);
-  CHECK_FALSE(cpu_kernels::winograd_applies(geom(book2), 50, 1));
+  CHECK(candidates(book2) == plain);
   set_conv_algorithm(ConvAlgorithm::winograd);
-  CHECK(cpu_kernels::winograd_applies(geom(book1), 20, 1));  // forced: any channel count
+  CHECK(candidates(book1) == std::vector<K>{K::winograd_large});  // forced: any channel count
+  set_conv_algorithm(ConvAlgorithm::winograd_small);
+  CHECK(candidates(r7) == std::vector<K>{K::winograd_small});
+  CHECK(candidates(ConvCase{8, 64, 14, 14, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1}) == plain);  // where tiles do not apply
 }
 
-TEST_CASE_TEMPLATE("conv2d and conv2d_fusion on Winograd tiles: forward matches a plain loop", T, float, double) {
-  ConvAlgorithmScope scope(ConvAlgorithm::winograd);
+TEST_CASE("conv2d under automatic: the kernel is timed once per shape and pass, kept, and its results repeat exactly") {
+  ConvAlgorithmScope scope(ConvAlgorithm::automatic);
+  cpu_kernels::clear_conv_choices();
+  const ConvCase k{3, 16, 12, 12, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1};  // all three kernels are candidates
+  auto x = random_tensor<float>({k.n, k.c, k.h, k.w}, -1, 1, 81);
+  auto f = random_tensor<float>({k.m, k.c, 3, 3}, -1, 1, 82);
+  const Tensor want = naive_conv2d(x, f, k);
+  auto first = conv_test(x, f, k).run();
+  check_close(to_f64(first["Output"]), want, 2e-5 * max_abs(want), 0, "automatic conv2d");
+  std::vector<std::string> report = cpu_kernels::conv_choice_report();
+  REQUIRE(report.size() == 1);
+  CHECK(report[0].find("forward 3 x 16 x 12 x 12 -> 16, 3x3 stride 1 pad 1: ") == 0);
+  auto again = conv_test(x, f, k).run();
+  check_close(again["Output"], first["Output"], 0, 0, "the same shape again");
+  auto dy = random_tensor<float>({k.n, k.m, 12, 12}, -1, 1, 83);
+  OpTest t("conv2d_grad");
+  t.input("Input", x).input("Filter", f).input("Output@GRAD", dy);
+  t.attr("strides", std::vector<int32_t>{1, 1}).attr("paddings", std::vector<int32_t>{1, 1}).attr("dilations", std::vector<int32_t>{1, 1}).attr("groups", 1);
+  auto g1 = t.run();
+  auto g2 = t.run();
+  check_close(g2["Input@GRAD"], g1["Input@GRAD"], 0, 0, "the same backward again (input)");
+  check_close(g2["Filter@GRAD"], g1["Filter@GRAD"], 0, 0, "the same backward again (filter)");
+  report = cpu_kernels::conv_choice_report();
+  CHECK(report.size() == 2);  // the backward pass is chosen on its own
+  cpu_kernels::clear_conv_choices();
+}
+
+TEST_CASE_TEMPLATE("conv2d and conv2d_fusion on Winograd tiles of both sizes: forward matches a plain loop", T, float, double) {
+  for (ConvAlgorithm tiles : {ConvAlgorithm::winograd, ConvAlgorithm::winograd_small}) {
+  ConvAlgorithmScope scope(tiles);
   int idx = 0;
   for (const auto& k : kWinogradCases) {
     CAPTURE(idx);
+    CAPTURE(int(tiles));
     auto x = random_tensor<T>({k.n, k.c, k.h, k.w}, -1, 1, 21 + uint64_t(idx));
     auto f = random_tensor<T>({k.m, k.c, k.kh, k.kw}, -1, 1, 31 + uint64_t(idx));
     const Tensor want = naive_conv2d(x, f, k);
@@ -290,14 +350,18 @@ TEST_CASE_TEMPLATE("conv2d and conv2d_fusion on Winograd tiles: forward matches 
     check_close(to_f64(fused["Output"]), Tensor::from<double>(w, want.shape()), tol, 0, "winograd conv2d_fusion relu");
     ++idx;
   }
+  }
 }
 
-TEST_CASE("conv2d on Winograd tiles: grads match finite differences (f64)") {
-  ConvAlgorithmScope scope(ConvAlgorithm::winograd);
+TEST_CASE("conv2d on Winograd tiles of both sizes: grads match finite differences (f64)") {
+  for (ConvAlgorithm tiles : {ConvAlgorithm::winograd, ConvAlgorithm::winograd_small}) {
+  ConvAlgorithmScope scope(tiles);
+  CAPTURE(int(tiles));
   const std::vector<ConvCase> cases = {
       {2, 3, 7, 6, 2, 5, 5, 1, 1, 2, 1, 1, 1, 1},  // 5x5, uneven pads, partial tiles
       {2, 2, 7, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // 3x3 "same", partial tiles
       {1, 2, 9, 9, 2, 5, 5, 1, 1, 0, 0, 1, 1, 1},  // 5x5 valid
+      {1, 2, 7, 7, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1},  // ResNet's 7 x 7 "same"
   };
   int idx = 0;
   for (const auto& k : cases) {
@@ -308,6 +372,7 @@ TEST_CASE("conv2d on Winograd tiles: grads match finite differences (f64)") {
     conv_test(x, f, k).check_grad({"Input"}, {"Output"});
     conv_test(x, f, k).check_grad({"Filter"}, {"Output"});
     ++idx;
+  }
   }
 }
 
@@ -329,8 +394,10 @@ TEST_CASE("conv2d on Winograd tiles: grads agree with im2col's on the book net's
     return out;
   };
   auto ref = grads(ConvAlgorithm::im2col, 1);
-  for (int threads : {1, 2}) {
-    auto got = grads(ConvAlgorithm::winograd, threads);
+  for (int threads : {1, 2})
+  for (ConvAlgorithm tiles : {ConvAlgorithm::winograd, ConvAlgorithm::winograd_small}) {
+    CAPTURE(int(tiles));
+    auto got = grads(tiles, threads);
     for (const char* slot : {"Input@GRAD", "Filter@GRAD"}) {
       CAPTURE(slot);
       const Tensor want = to_f64(ref[slot]);

@@ -11,7 +11,10 @@ OAR_FUNC std::atomic<int>& detail::conv_algorithm_slot() {
   static std::atomic<int> slot = [] {
     const char* env = std::getenv("OAR_CONV");
     const std::string_view v = env ? env : "";
-    return int(v == "im2col" ? ConvAlgorithm::im2col : v == "winograd" ? ConvAlgorithm::winograd : ConvAlgorithm::automatic);
+    return int(v == "im2col"           ? ConvAlgorithm::im2col
+               : v == "winograd"       ? ConvAlgorithm::winograd
+               : v == "winograd_small" ? ConvAlgorithm::winograd_small
+                                       : ConvAlgorithm::automatic);
   }();
   return slot;
 }
