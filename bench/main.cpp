@@ -1046,7 +1046,7 @@ const ResnetConv kResnetConvs[] = {
 /// the peer); the three rotate over `reps` rounds. Then the count-weighted sums: the convolutions of one step.
 void bench_resnet18_convs(int reps) {
   clock_for(1);
-  double sum_oar = 0, sum_torch = 0;
+  double sum_oar = 0, sum_torch = 0, sum_oar2 = 0;
   for (const ResnetConv& rc : kResnetConvs) {
     const ConvLayer& l = rc.l;
     oar::cpu_kernels::ConvGeom g;
@@ -1077,6 +1077,18 @@ void bench_resnet18_convs(int reps) {
                                      rc.count, l.n, l.c, l.hw, l.hw, l.m, l.c, l.k, l.k, l.stride, l.pad, backward ? "conv2d_grad" : "conv2d", algo,
                                      products * gflop / to);
       sum_oar += rc.count * to;
+      {  // the same at 2 threads (wall clock): how well oar's kernel splits this shape
+        clock_for(2);
+        OarRunner o2(2, [&] { layer.run(); });
+        std::vector<double> t2;
+        for (int r = 0; r < reps; ++r) t2.push_back(time_block(o2, g_opt.min_time));
+        clock_for(1);
+        sum_oar2 += rc.count * median(t2);
+        emit({name + "_2thr", "ms", median(t2) * 1e3, "oar_1_thread", to * 1e3, 2,
+              fmt::format("oar alone at 2 threads (wall clock) against its own 1-thread time (process CPU time): the ratio is the speed-up of 2 threads; oar {}",
+                          algo),
+              false});
+      }
       if (peers.empty()) {
         emit({name, "ms", to * 1e3, "", 0, 1, "LibTorch not found: no peer; " + what, false});
         continue;
@@ -1089,6 +1101,7 @@ void bench_resnet18_convs(int reps) {
       emit({name, "ms", to * 1e3, "libtorch", std::min(t_on, t_off) * 1e3, 1, what, false});
     }
   }
+  info(fmt::format("resnet18 convolutions of one step at 2 threads: oar {:.0f} ms ({:.2f}x its 1-thread sum)", sum_oar2 * 1e3, sum_oar / sum_oar2));
   info(fmt::format("resnet18 convolutions of one step (each shape alone x its count in the net, forward + backward, 1 thread): oar {:.0f} ms{}", sum_oar * 1e3,
                    use_torch() ? fmt::format(", libtorch {:.0f} ms (the faster oneDNN setting per shape)", sum_torch * 1e3) : std::string()));
 }

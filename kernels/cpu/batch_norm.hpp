@@ -173,14 +173,17 @@ inline void BatchNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
         if (!pdx) continue;
         const double k = double(ps[ch]) * is;
         const double md = m ? sd / double(m) : 0, mdx = m ? sdx / double(m) : 0;
+        // dx = k (dy - md - (x - mu) is mdx) = kg dy + kx (x - mu) + k0 with the factors folded in double and applied
+        // in T: vector lanes of T instead of a double conversion of every operand. x - mu stays a difference, so
+        // a large mean does not cancel.
+        const T kg = T(k), kx = T(-k * is * mdx), k0 = T(-k * md), mt = T(mu);
         for (int64_t i = 0; i < dm.n; ++i) {
           const T *xp = px + (i * dm.c + ch) * dm.s, *gp = pdy + (i * dm.c + ch) * dm.s;
           T* dp = pdx + (i * dm.c + ch) * dm.s;
-          if (global) {
-            for (int64_t j = 0; j < dm.s; ++j) dp[j] = T(k * double(gp[j]));
-          } else {
-            for (int64_t j = 0; j < dm.s; ++j) dp[j] = T(k * (double(gp[j]) - md - (double(xp[j]) - mu) * is * mdx));
-          }
+          if (global)  // x does not enter: a non-finite x must not reach dx through 0 * x
+            for (int64_t j = 0; j < dm.s; ++j) dp[j] = kg * gp[j];
+          else
+            for (int64_t j = 0; j < dm.s; ++j) dp[j] = kg * gp[j] + (kx * (xp[j] - mt) + k0);
         }
       }
     });

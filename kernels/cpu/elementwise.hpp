@@ -37,13 +37,14 @@ void unary_forward(KernelContext& c, const typename Op::Attrs& a) {
   if (&y != &x) y.set_lod(x.lod());
 }
 
-/// X@GRAD = f.grad(X, Out, Out@GRAD).
+/// X@GRAD = f.grad(X, Out, Out@GRAD). Without X (an op whose derivative reads only Out, UnaryOp::grad_reads_x)
+/// Out stands in for it.
 template <class Op, class F>
 void unary_backward(KernelContext& c, const typename Op::Attrs& a) {
   if (!c.has_out(Op::x_grad)) return;
   const F f = make_functor<F>(a);
-  const LoDTensor& x = c.in(Op::x);
   const LoDTensor& y = c.in(Op::out);
+  const LoDTensor& x = c.has_in(Op::x) ? c.in(Op::x) : y;
   const LoDTensor& dy = c.in(Op::out_grad);
   LoDTensor& dx = c.out(Op::x_grad);
   c.check(dy.shape() == x.shape(), "Out@GRAD {} does not match X {}", dy.shape(), x.shape());

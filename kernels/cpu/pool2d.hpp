@@ -184,6 +184,49 @@ inline void max_pool_2x2_grad(const PoolGeom& g, const T* plane, const T* d, T* 
   }
 }
 
+/// Max pooling of one plane that holds no NaN, any window: the max of each window by selects (what pool_max
+/// gives without its NaN bookkeeping).
+template <class T>
+inline void max_pool_plane(const PoolGeom& g, const T* plane, T* o) {
+  for (int64_t i = 0; i < g.oh; ++i) {
+    const int64_t r0 = g.rows_lo(i), r1 = g.rows_hi(i);
+    for (int64_t j = 0; j < g.ow; ++j) {
+      const int64_t q0 = g.cols_lo(j), q1 = g.cols_hi(j);
+      T m = r0 < r1 && q0 < q1 ? plane[r0 * g.w + q0] : T(0);  // NOTE: a window wholly in the padding gives 0
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t q = q0; q < q1; ++q) {
+          const T v = plane[r * g.w + q];
+          m = v > m ? v : m;
+        }
+      o[i * g.ow + j] = m;
+    }
+  }
+}
+
+/// Gradient of one plane that holds no NaN, any window: each window's d goes to its first max in row-major
+/// order (pool_argmax's choice), found in the same pass as the max; overlapping windows add up.
+template <class T>
+inline void max_pool_plane_grad(const PoolGeom& g, const T* plane, const T* d, T* dx) {
+  std::fill(dx, dx + g.h * g.w, T(0));
+  for (int64_t i = 0; i < g.oh; ++i) {
+    const int64_t r0 = g.rows_lo(i), r1 = g.rows_hi(i);
+    for (int64_t j = 0; j < g.ow; ++j) {
+      const int64_t q0 = g.cols_lo(j), q1 = g.cols_hi(j);
+      if (r0 >= r1 || q0 >= q1) continue;
+      int64_t at = r0 * g.w + q0;
+      T m = plane[at];
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t q = q0; q < q1; ++q) {
+          const T v = plane[r * g.w + q];
+          const bool gt = v > m;
+          at = gt ? r * g.w + q : at;
+          m = gt ? v : m;
+        }
+      dx[at] += d[i * g.ow + j];
+    }
+  }
+}
+
 /// Planes per parallel chunk: enough window work to pay for a hand-off.
 inline int64_t pool_grain(const PoolGeom& g) { return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, g.oh * g.ow * g.kh * g.kw)); }
 
@@ -205,6 +248,10 @@ inline void Pool2d::eval_cpu(KernelContext& c, const Attrs& a) {
         T* o = op + pl * g.oh * g.ow;
         if (fast) {
           detail::max_pool_2x2(g, plane, o);
+          continue;
+        }
+        if (g.max && !detail::has_nan(plane, g.h * g.w)) {
+          detail::max_pool_plane(g, plane, o);
           continue;
         }
         for (int64_t i = 0; i < g.oh; ++i)
@@ -249,6 +296,10 @@ inline void Pool2d::eval_grad_cpu(KernelContext& c, const Attrs& a) {
         T* dxl = dxp + pl * g.h * g.w;
         if (fast) {
           detail::max_pool_2x2_grad(g, plane, d, dxl);
+          continue;
+        }
+        if (g.max && !detail::has_nan(plane, g.h * g.w)) {
+          detail::max_pool_plane_grad(g, plane, d, dxl);
           continue;
         }
         std::fill(dxl, dxl + g.h * g.w, T(0));

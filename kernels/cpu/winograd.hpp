@@ -389,52 +389,26 @@ template <class T, int M, int R>
 inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o, int64_t ph,
                              int64_t pw, int64_t oh, int64_t ow, const T* dy, T* dx, T* dw) {
   constexpr int A = M + R - 1, L = wino_lanes;
+  const int64_t th = (oh + M - 1) / M, tw = (ow + M - 1) / M;
+  const bool split = wino_split_by_images(n * th * tw);
+  // The whole batch in one sub-batch on the caller (few tiles: small images): the transformed filters U and
+  // their gradient dU (each 36 x 512 x 512 floats in ResNet-18's last stage) then share one buffer, U
+  // transformed only once dU has gone into dw.
+  const bool late_u = dx && dw && !split && wino_images_per_batch(th * tw, A * A * (c + o) * th * tw, n) >= n;
   T* u = nullptr;
-  if (dx) {
+  if (dx && !late_u) {
     u = thread_scratch<T, 4>(size_t(A * A * o * c));
     wino_filter_transform<T, M, R>(filter, o, c, u);
   }
-  const int64_t th = (oh + M - 1) / M, tw = (ow + M - 1) / M;
   for_image_chunks<T>(n, dw ? o * c * R * R : 0, dw, [&](int64_t lo, int64_t hi, T* acc) {
     const int64_t per = wino_images_per_batch(th * tw, A * A * (c + o) * th * tw, hi - lo);
     const int64_t tpmax = round_up(per * th * tw, L);
     T* v = thread_scratch<T, 2>(size_t(A * A * c * tpmax));  // V, then Z = U^T P
     T* p = thread_scratch<T, 3>(size_t(A * A * o * tpmax));  // P = A dy_t A^T
-    T* du = dw ? thread_scratch<T, 5>(size_t(A * A * o * c)) : nullptr;
+    T* du = !dw ? nullptr : late_u ? thread_scratch<T, 4>(size_t(A * A * o * c)) : thread_scratch<T, 5>(size_t(A * A * o * c));
     if (du) std::fill(du, du + A * A * o * c, T(0));
-    for (int64_t i0 = lo; i0 < hi; i0 += per) {
-      const int64_t nb = std::min(per, hi - i0), nt = nb * th * tw, tp = round_up(nt, L);
-      const WinoTile* tab = wino_tile_table(nb, th, tw, M, ph, pw, tp);
-      oar::parallel_for(0, o, wino_channel_grain(tp), [&](int64_t o0, int64_t o1) {
-      alignas(64) T g[M * M * L];
-      alignas(64) T big[A * A * L];
-      for (int64_t oo = o0; oo < o1; ++oo)  // P[pos][oo][t]: the M x M dy tiles (zeros past oh, ow) lifted to A x A
-        for (int64_t t0 = 0; t0 < tp; t0 += L) {
-          const T* src[L];
-          bool whole = true;
-          for (int l = 0; l < L; ++l) {
-            const WinoTile& tl = tab[t0 + l];
-            whole = whole && tl.b >= 0 && (tl.ty + 1) * M <= oh && (tl.tx + 1) * M <= ow;
-            src[l] = tl.b < 0 ? nullptr : dy + ((i0 + tl.b) * o + oo) * oh * ow + tl.ty * M * ow + tl.tx * M;
-          }
-          if (whole) gather_rows<M, M>(src, ow, g);
-          for (int l = 0; l < L && !whole; ++l) {
-            const WinoTile& tl = tab[t0 + l];
-            const int64_t rows = tl.b < 0 ? 0 : std::min<int64_t>(M, oh - tl.ty * M), cols = std::min<int64_t>(M, ow - tl.tx * M);
-            for (int k = 0; k < M * M; ++k) g[k * L + l] = T(0);
-            for (int64_t a = 0; a < rows; ++a)
-              for (int64_t b = 0; b < cols; ++b) g[(a * M + b) * L + l] = src[l][a * ow + b];
-          }
-          sandwich<Transposed<WinoAT<M, R>>>(g, big);
-          for (int pos = 0; pos < A * A; ++pos) std::memcpy(p + (pos * o + oo) * tp + t0, big + pos * L, sizeof(T) * L);
-        }
-      });
-      if (du) {  // dU[pos] [o, c] += P[pos] [o, tp] V[pos]^T [tp, c]
-        wino_input_transform<WinoBT<M, R>>(x + i0 * c * h * w, c, h, w, tab, v, tp);
-        for (int pos = 0; pos < A * A; ++pos)
-          gemm<T>(false, true, o, c, tp, T(1), p + pos * o * tp, tp, v + pos * c * tp, tp, T(1), du + pos * o * c, c);
-      }
-      if (!dx) continue;
+    // dx of a sub-batch: Z = U^T P per position, then each tile's B Z B^T added into its window.
+    auto dx_part = [&](int64_t i0, int64_t nb, int64_t nt, int64_t tp, const WinoTile* tab) {
       for (int pos = 0; pos < A * A; ++pos)  // Z[pos] [c, tp] = U[pos]^T [c, o] P[pos] [o, tp]
         gemm<T>(true, false, c, tp, o, T(1), u + pos * o * c, c, p + pos * o * tp, tp, T(0), v + pos * c * tp, tp);
       T* dxb = dx + i0 * c * h * w;
@@ -467,29 +441,71 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
           }
         }
       });
-    }
-    if (!du) return;
-    // acc[oo, ci] += G^T dU[:, oo, ci] G (R x R), a block of pairs at a time, L of them in each transform.
-    constexpr int64_t PB = wino_pair_block;
-    const int64_t pairs = o * c;
-    oar::parallel_for(0, (pairs + PB - 1) / PB, 16, [&](int64_t b0, int64_t b1) {
-    alignas(64) T big[A * A * L];
-    alignas(64) T rt[R * R * L];
-    alignas(64) T blk[A * A * PB];  // [pos][pair in block]
-    for (int64_t q0 = b0 * PB; q0 < std::min(pairs, b1 * PB); q0 += PB) {
-      const int64_t nq = std::min(PB, pairs - q0);
-      if (nq < PB) std::fill(blk, blk + A * A * PB, T(0));
-      for (int pos = 0; pos < A * A; ++pos) std::memcpy(blk + pos * PB, du + pos * pairs + q0, sizeof(T) * size_t(nq));
-      for (int64_t p0 = 0; p0 < nq; p0 += L) {
-        for (int pos = 0; pos < A * A; ++pos) std::memcpy(big + pos * L, blk + pos * PB + p0, sizeof(T) * L);
-        sandwich<Transposed<WinoG<M, R>>>(big, rt);
-        for (int l = 0; l < L && p0 + l < nq; ++l)
-          for (int k = 0; k < R * R; ++k) acc[(q0 + p0 + l) * R * R + k] += rt[k * L + l];
+    };
+    for (int64_t i0 = lo; i0 < hi; i0 += per) {
+      const int64_t nb = std::min(per, hi - i0), nt = nb * th * tw, tp = round_up(nt, L);
+      const WinoTile* tab = wino_tile_table(nb, th, tw, M, ph, pw, tp);
+      oar::parallel_for(0, o, wino_channel_grain(tp), [&](int64_t o0, int64_t o1) {
+      alignas(64) T g[M * M * L];
+      alignas(64) T big[A * A * L];
+      for (int64_t oo = o0; oo < o1; ++oo)  // P[pos][oo][t]: the M x M dy tiles (zeros past oh, ow) lifted to A x A
+        for (int64_t t0 = 0; t0 < tp; t0 += L) {
+          const T* src[L];
+          bool whole = true;
+          for (int l = 0; l < L; ++l) {
+            const WinoTile& tl = tab[t0 + l];
+            whole = whole && tl.b >= 0 && (tl.ty + 1) * M <= oh && (tl.tx + 1) * M <= ow;
+            src[l] = tl.b < 0 ? nullptr : dy + ((i0 + tl.b) * o + oo) * oh * ow + tl.ty * M * ow + tl.tx * M;
+          }
+          if (whole) gather_rows<M, M>(src, ow, g);
+          for (int l = 0; l < L && !whole; ++l) {
+            const WinoTile& tl = tab[t0 + l];
+            const int64_t rows = tl.b < 0 ? 0 : std::min<int64_t>(M, oh - tl.ty * M), cols = std::min<int64_t>(M, ow - tl.tx * M);
+            for (int k = 0; k < M * M; ++k) g[k * L + l] = T(0);
+            for (int64_t a = 0; a < rows; ++a)
+              for (int64_t b = 0; b < cols; ++b) g[(a * M + b) * L + l] = src[l][a * ow + b];
+          }
+          sandwich<Transposed<WinoAT<M, R>>>(g, big);
+          for (int pos = 0; pos < A * A; ++pos) std::memcpy(p + (pos * o + oo) * tp + t0, big + pos * L, sizeof(T) * L);
+        }
+      });
+      if (du) {  // dU[pos] [o, c] += P[pos] [o, tp] V[pos]^T [tp, c]
+        wino_input_transform<WinoBT<M, R>>(x + i0 * c * h * w, c, h, w, tab, v, tp);
+        for (int pos = 0; pos < A * A; ++pos)
+          gemm<T>(false, true, o, c, tp, T(1), p + pos * o * tp, tp, v + pos * c * tp, tp, T(1), du + pos * o * c, c);
       }
+      if (dx && !late_u) dx_part(i0, nb, nt, tp, tab);
     }
-    });
-  }, wino_split_by_images(n * th * tw));
+    if (du) {
+      // acc[oo, ci] += G^T dU[:, oo, ci] G (R x R), a block of pairs at a time, L of them in each transform.
+      constexpr int64_t PB = wino_pair_block;
+      const int64_t pairs = o * c;
+      oar::parallel_for(0, (pairs + PB - 1) / PB, 16, [&](int64_t b0, int64_t b1) {
+        alignas(64) T big[A * A * L];
+        alignas(64) T rt[R * R * L];
+        alignas(64) T blk[A * A * PB];  // [pos][pair in block]
+        for (int64_t q0 = b0 * PB; q0 < std::min(pairs, b1 * PB); q0 += PB) {
+          const int64_t nq = std::min(PB, pairs - q0);
+          if (nq < PB) std::fill(blk, blk + A * A * PB, T(0));
+          for (int pos = 0; pos < A * A; ++pos) std::memcpy(blk + pos * PB, du + pos * pairs + q0, sizeof(T) * size_t(nq));
+          for (int64_t p0 = 0; p0 < nq; p0 += L) {
+            for (int pos = 0; pos < A * A; ++pos) std::memcpy(big + pos * L, blk + pos * PB + p0, sizeof(T) * L);
+            sandwich<Transposed<WinoG<M, R>>>(big, rt);
+            for (int l = 0; l < L && p0 + l < nq; ++l)
+              for (int k = 0; k < R * R; ++k) acc[(q0 + p0 + l) * R * R + k] += rt[k * L + l];
+          }
+        }
+      });
+    }
+    if (late_u) {  // one sub-batch: its tiles and P are still there
+      u = du;
+      wino_filter_transform<T, M, R>(filter, o, c, u);
+      const int64_t nt = (hi - lo) * th * tw, tp = round_up(nt, L);
+      dx_part(lo, hi - lo, nt, tp, wino_tile_table(hi - lo, th, tw, M, ph, pw, tp));
+    }
+  }, split);
 }
+
 
 }  // namespace detail
 
