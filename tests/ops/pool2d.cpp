@@ -188,3 +188,34 @@ TEST_CASE("pool2d: 2x2 max gradient goes to the first NaN of a window, and to th
   auto dx = run_pool_grad(pool_test(x, q), x, Tensor::from<double>({10, 20, 30}, {1, 1, 1, 3}));
   check_close(dx, Tensor::from<double>({0, 10, 20, 0, 30, 0, 0, 0, 0, 0, 0, 0}, {1, 1, 2, 6}), 0, 0, "nan and ties");
 }
+
+TEST_CASE("pool2d: 3x3 stride-2 max gradient (ResNet's stem pool) goes to each window's first maximum, ties and borders included") {
+  // 1 x 1 x 5 x 7, padding 1: windows at the borders are clipped; zeros tie everywhere (relu outputs), a few
+  // larger values win their windows, and the two 9s tie inside one window.
+  const std::vector<double> xv = {0, 0, 0, 0, 0, 0, 0,  //
+                                  0, 9, 0, 9, 0, 0, 0,  //
+                                  0, 0, 0, 0, 0, 2, 0,  //
+                                  0, 0, 4, 0, 0, 0, 0,  //
+                                  0, 0, 0, 0, 0, 0, 1};
+  const auto x = Tensor::from<double>(xv, {1, 1, 5, 7});
+  const PCase q{"max", 1, 1, 5, 7, 3, 3, 2, 2, 1, 1};
+  const int64_t oh = 3, ow = 4;
+  std::vector<double> dout(size_t(oh * ow)), want(xv.size(), 0.0);
+  for (size_t k = 0; k < dout.size(); ++k) dout[k] = double(k + 1);
+  for (int64_t i = 0; i < oh; ++i)  // the reference: first maximum of each clipped window, row-major
+    for (int64_t j = 0; j < ow; ++j) {
+      int64_t at = -1;
+      for (int64_t r = std::max<int64_t>(0, 2 * i - 1); r < std::min<int64_t>(5, 2 * i + 2); ++r)
+        for (int64_t c = std::max<int64_t>(0, 2 * j - 1); c < std::min<int64_t>(7, 2 * j + 2); ++c)
+          if (at < 0 || xv[size_t(r * 7 + c)] > xv[size_t(at)]) at = r * 7 + c;
+      want[size_t(at)] += dout[size_t(i * ow + j)];
+    }
+  auto dx = run_pool_grad(pool_test(x, q), x, Tensor::from<double>(dout, {1, 1, oh, ow}));
+  check_close(dx, Tensor::from<double>(want, {1, 1, 5, 7}), 0, 0, "3x3 stride 2");
+  for (const char* type : {"f32"}) {  // the same in f32
+    CAPTURE(type);
+    auto xf = make_tensor<float>({1, 1, 5, 7}, [&](int64_t i) { return xv[size_t(i)]; });
+    auto df = make_tensor<float>({1, 1, oh, ow}, [&](int64_t i) { return dout[size_t(i)]; });
+    check_close(to_f64(run_pool_grad(pool_test(xf, q), xf, df)), Tensor::from<double>(want, {1, 1, 5, 7}), 0, 0, "3x3 stride 2 f32");
+  }
+}
