@@ -52,18 +52,21 @@ inline bool is_dense_valid(const ConvGeom& g) {
   return g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1 && g.oh == g.h - g.kh + 1 && g.ow == g.w - g.kw + 1;
 }
 
+/// With output rows [i0, i1) given, only their columns are written, from column 0 of each row of `col` (a
+/// block of the column matrix: the convolution of a large image in pieces that stay in the cache).
 template <class T>
-inline void im2col(const ConvGeom& g, const T* img, T* col, int64_t ld = 0) {
-  const int64_t plane = g.h * g.w, cols = ld > 0 ? ld : g.oh * g.ow;
+inline void im2col(const ConvGeom& g, const T* img, T* col, int64_t ld = 0, int64_t i0 = 0, int64_t i1 = -1) {
+  if (i1 < 0) i1 = g.oh;
+  const int64_t plane = g.h * g.w, cols = ld > 0 ? ld : (i1 - i0) * g.ow;
   if (is_dense_valid(g)) {
-    const int64_t oh = g.oh, ow = g.ow, w = g.w;
+    const int64_t ow = g.ow, w = g.w;
     for (int64_t ci = 0; ci < g.c; ++ci)
       for (int64_t a = 0; a < g.kh; ++a)
         for (int64_t b = 0; b < g.kw; ++b) {
           T* __restrict row = col + ((ci * g.kh + a) * g.kw + b) * cols;
           const T* __restrict src = img + ci * plane + a * w + b;
-          for (int64_t i = 0; i < oh; ++i)
-            for (int64_t j = 0; j < ow; ++j) row[i * ow + j] = src[i * w + j];
+          for (int64_t i = i0; i < i1; ++i)
+            for (int64_t j = 0; j < ow; ++j) row[(i - i0) * ow + j] = src[i * w + j];
         }
     return;
   }
@@ -75,8 +78,8 @@ inline void im2col(const ConvGeom& g, const T* img, T* col, int64_t ld = 0) {
         const int64_t woff = b * g.dw - g.pw;
         int64_t lo, hi;
         detail::valid_cols(g, woff, lo, hi);
-        for (int64_t i = 0; i < g.oh; ++i) {
-          T* dst = row + i * g.ow;
+        for (int64_t i = i0; i < i1; ++i) {
+          T* dst = row + (i - i0) * g.ow;
           const int64_t ih = i * g.sh - g.ph + a * g.dh;
           if (ih < 0 || ih >= g.h) {
             std::fill(dst, dst + g.ow, T(0));
@@ -96,18 +99,20 @@ inline void im2col(const ConvGeom& g, const T* img, T* col, int64_t ld = 0) {
 
 /// img += col2im(col), the adjoint of im2col (overlapping windows add up).
 /// requires: img [g.c, g.h, g.w] (accumulated into; zero it first for a plain col2im), col as in im2col.
+/// With output rows [i0, i1) given, `col` holds only their columns (as im2col writes them).
 template <class T>
-inline void col2im(const ConvGeom& g, const T* col, T* img, int64_t ld = 0) {
-  const int64_t plane = g.h * g.w, cols = ld > 0 ? ld : g.oh * g.ow;
+inline void col2im(const ConvGeom& g, const T* col, T* img, int64_t ld = 0, int64_t i0 = 0, int64_t i1 = -1) {
+  if (i1 < 0) i1 = g.oh;
+  const int64_t plane = g.h * g.w, cols = ld > 0 ? ld : (i1 - i0) * g.ow;
   if (is_dense_valid(g)) {
-    const int64_t oh = g.oh, ow = g.ow, w = g.w;
+    const int64_t ow = g.ow, w = g.w;
     for (int64_t ci = 0; ci < g.c; ++ci)
       for (int64_t a = 0; a < g.kh; ++a)
         for (int64_t b = 0; b < g.kw; ++b) {
           const T* __restrict row = col + ((ci * g.kh + a) * g.kw + b) * cols;
           T* __restrict dst = img + ci * plane + a * w + b;
-          for (int64_t i = 0; i < oh; ++i)
-            for (int64_t j = 0; j < ow; ++j) dst[i * w + j] += row[i * ow + j];
+          for (int64_t i = i0; i < i1; ++i)
+            for (int64_t j = 0; j < ow; ++j) dst[i * w + j] += row[(i - i0) * ow + j];
         }
     return;
   }
@@ -119,10 +124,10 @@ inline void col2im(const ConvGeom& g, const T* col, T* img, int64_t ld = 0) {
         const int64_t woff = b * g.dw - g.pw;
         int64_t lo, hi;
         detail::valid_cols(g, woff, lo, hi);
-        for (int64_t i = 0; i < g.oh; ++i) {
+        for (int64_t i = i0; i < i1; ++i) {
           const int64_t ih = i * g.sh - g.ph + a * g.dh;
           if (ih < 0 || ih >= g.h) continue;
-          const T* src = row + i * g.ow;
+          const T* src = row + (i - i0) * g.ow;
           T* dst = dst_plane + ih * g.w;
           if (g.sw == 1) {
             for (int64_t j = lo; j < hi; ++j) dst[j + woff] += src[j];

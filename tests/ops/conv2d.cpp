@@ -130,6 +130,45 @@ TEST_CASE("conv2d: grad matches finite differences (f64)") {
   }
 }
 
+TEST_CASE("conv2d: large images run in blocks of output rows; forward and both gradients match plain loops") {
+  // Column matrices above 4 MB (ResNet's stem: 147 x 12544 floats an image) are built a block of output rows at
+  // a time: a 7x7 stride-2 stem-like layer (strided path), a 5x5 valid one (dense path) and a grouped one.
+  for (const ConvCase& k : {ConvCase{2, 3, 180, 180, 2, 7, 7, 2, 2, 3, 3, 1, 1, 1}, ConvCase{1, 2, 150, 150, 2, 5, 5, 1, 1, 0, 0, 1, 1, 1},
+                            ConvCase{1, 4, 120, 120, 2, 5, 5, 1, 1, 2, 2, 1, 1, 2}}) {
+    CAPTURE(k.h);
+    CAPTURE(k.groups);
+    auto x = random_tensor<double>({k.n, k.c, k.h, k.w}, -1, 1, 91);
+    auto f = random_tensor<double>({k.m, k.c / k.groups, k.kh, k.kw}, -1, 1, 92);
+    const Tensor want = naive_conv2d(x, f, k);
+    check_close(conv_test(x, f, k).run()["Output"], want, 1e-10, 1e-10, "blocked forward");
+    const int64_t oh = want.shape()[2], ow = want.shape()[3], cg = k.c / k.groups, mg = k.m / k.groups;
+    auto dy = random_tensor<double>({k.n, k.m, oh, ow}, -1, 1, 93);
+    std::vector<double> dx(size_t(x.numel())), dw(size_t(f.numel()));
+    for (int64_t n = 0; n < k.n; ++n)  // the adjoint of naive_conv2d
+      for (int64_t m = 0; m < k.m; ++m)
+        for (int64_t i = 0; i < oh; ++i)
+          for (int64_t j = 0; j < ow; ++j) {
+            const double d = dy.get(((n * k.m + m) * oh + i) * ow + j);
+            for (int64_t c = 0; c < cg; ++c)
+              for (int64_t a = 0; a < k.kh; ++a)
+                for (int64_t b = 0; b < k.kw; ++b) {
+                  const int64_t ih = i * k.s0 - k.p0 + a * k.d0, iw = j * k.s1 - k.p1 + b * k.d1;
+                  if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
+                  const int64_t xi = ((n * k.c + (m / mg) * cg + c) * k.h + ih) * k.w + iw, fi = ((m * cg + c) * k.kh + a) * k.kw + b;
+                  dx[size_t(xi)] += d * f.get(fi);
+                  dw[size_t(fi)] += d * x.get(xi);
+                }
+          }
+    OpTest t("conv2d_grad");
+    t.input("Input", x).input("Filter", f).input("Output@GRAD", dy);
+    t.attr("strides", std::vector<int32_t>{k.s0, k.s1}).attr("paddings", std::vector<int32_t>{k.p0, k.p1});
+    t.attr("dilations", std::vector<int32_t>{k.d0, k.d1}).attr("groups", k.groups);
+    auto got = t.run();
+    check_close(got["Input@GRAD"], Tensor::from<double>(dx, x.shape()), 1e-10, 1e-10, "blocked input grad");
+    check_close(got["Filter@GRAD"], Tensor::from<double>(dw, f.shape()), 1e-9, 1e-10, "blocked filter grad");
+  }
+}
+
 TEST_CASE("conv2d: results do not depend on the thread count") {
   ConvCase k{9, 4, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2};
   auto x = random_tensor<double>({k.n, k.c, k.h, k.w}, -1, 1, 1);
