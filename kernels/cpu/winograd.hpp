@@ -252,41 +252,57 @@ inline const WinoTile* wino_tile_table(int64_t nb, int64_t th, int64_t tw, int64
   return tab;
 }
 
-/// V[pos][ci][t] = (BT d_t BT^T)[pos] for the 8x8 windows d_t of `img` (images [c, h, w]) at the tiles of
-/// `tab` (tp of them, a multiple of the lane count), zeros outside the image and for empty tiles.
-template <class BT, class T>
-inline void wino_input_transform(const T* img, int64_t c, int64_t h, int64_t w, const WinoTile* tab, T* v, int64_t tp) {
+/// Fills pad [nb][ph_ * pw_] with the planes (b, ci) of `img` (images [c, h, w]) shifted by (top, left) and zeros
+/// around them: a tile's window at (y0, x0) of the image lies at (y0 + top, x0 + left) of its padded plane.
+template <class T>
+inline void wino_pad_planes(const T* img, int64_t nb, int64_t c, int64_t ci, int64_t h, int64_t w, int64_t top, int64_t left, int64_t hp, int64_t wp,
+                            T* pad) {
+  for (int64_t b = 0; b < nb; ++b) {
+    const T* plane = img + (b * c + ci) * h * w;
+    T* dst = pad + b * hp * wp;
+    for (int64_t r = 0; r < hp; ++r) {
+      T* row = dst + r * wp;
+      const int64_t ir = r - top;
+      if (ir < 0 || ir >= h) {
+        std::fill(row, row + wp, T(0));
+        continue;
+      }
+      const int64_t c0 = std::min(left, wp), c1 = std::min(left + w, wp);
+      std::fill(row, row + c0, T(0));
+      std::copy(plane + ir * w, plane + ir * w + (c1 - c0), row + c0);
+      std::fill(row + c1, row + wp, T(0));
+    }
+  }
+}
+
+/// V[pos][ci][t] = (BT d_t BT^T)[pos] for the A x A windows d_t of `img` (nb images [c, h, w]) at the tiles of
+/// `tab` (tp of them, a multiple of the lane count; th x tw an image, M apart, the first at (-ph, -pw)), zeros
+/// outside the image and for empty tiles. Each plane is first copied into a zero-padded one, so that every
+/// window is read by the same fixed-size loop. NOTE: read straight from the image, a group of tiles with one
+/// edge tile in it (most groups of a padded image, all of a 7 x 7 one) took per-lane clipped loops.
+template <class BT, int M, class T>
+inline void wino_input_transform(const T* img, int64_t nb, int64_t c, int64_t h, int64_t w, int64_t ph, int64_t pw, int64_t th, int64_t tw,
+                                 const WinoTile* tab, T* v, int64_t tp) {
   constexpr int A = BT::cols, L = wino_lanes;
-  auto interior = [&](const WinoTile& tl) { return tl.b >= 0 && tl.y0 >= 0 && tl.x0 >= 0 && tl.y0 + A <= h && tl.x0 + A <= w; };
+  const int64_t hp = (th - 1) * M + A, wp = (tw - 1) * M + A, plane = hp * wp;
   oar::parallel_for(0, c, wino_channel_grain(tp), [&](int64_t c0, int64_t c1) {
   alignas(64) T d[A * A * L];
   alignas(64) T out[A * A * L];
-  for (int64_t ci = c0; ci < c1; ++ci)
+  T* pad = thread_scratch<T, 6>(size_t(nb * plane + A * wp));  // the tail: a zero window for empty tiles
+  std::fill(pad + nb * plane, pad + nb * plane + A * wp, T(0));
+  for (int64_t ci = c0; ci < c1; ++ci) {
+    wino_pad_planes(img, nb, c, ci, h, w, ph, pw, hp, wp, pad);
     for (int64_t t0 = 0; t0 < tp; t0 += L) {
-      bool all_inside = true;
       const T* rows[L];
       for (int l = 0; l < L; ++l) {
         const WinoTile& tl = tab[t0 + l];
-        all_inside = all_inside && interior(tl);
-        rows[l] = all_inside ? img + ((tl.b * c + ci) * h + tl.y0) * w + tl.x0 : nullptr;
+        rows[l] = tl.b < 0 ? pad + nb * plane : pad + tl.b * plane + (tl.y0 + ph) * wp + tl.x0 + pw;
       }
-      if (all_inside) gather_rows<A, A>(rows, w, d);
-      for (int l = 0; l < L && !all_inside; ++l) {
-        const WinoTile& tl = tab[t0 + l];
-        if (tl.b < 0) {
-          for (int k = 0; k < A * A; ++k) d[k * L + l] = T(0);
-          continue;
-        }
-        const T* plane = img + (tl.b * c + ci) * h * w;
-        const int64_t p0 = std::max<int64_t>(0, -tl.y0), p1 = std::min<int64_t>(A, h - tl.y0);
-        const int64_t q0 = std::max<int64_t>(0, -tl.x0), q1 = std::min<int64_t>(A, w - tl.x0);
-        for (int k = 0; k < A * A; ++k) d[k * L + l] = T(0);
-        for (int64_t p = p0; p < p1; ++p)
-          for (int64_t q = q0; q < q1; ++q) d[(p * A + q) * L + l] = plane[(tl.y0 + p) * w + tl.x0 + q];
-      }
+      gather_rows<A, A>(rows, wp, d);
       sandwich<BT>(d, out);
       for (int pos = 0; pos < A * A; ++pos) std::memcpy(v + (pos * c + ci) * tp + t0, out + pos * L, sizeof(T) * L);
     }
+  }
   });
 }
 
@@ -346,7 +362,7 @@ inline void wino_conv2d(const T* in, int64_t n, int64_t c, int64_t h, int64_t w,
     for (int64_t i0 = lo; i0 < hi; i0 += per) {
       const int64_t nb = std::min(per, hi - i0), nt = nb * th * tw, tp = round_up(nt, L);
       const WinoTile* tab = wino_tile_table(nb, th, tw, M, ph, pw, tp);
-      wino_input_transform<WinoBT<M, R>>(in + i0 * c * h * w, c, h, w, tab, v, tp);
+      wino_input_transform<WinoBT<M, R>, M>(in + i0 * c * h * w, nb, c, h, w, ph, pw, th, tw, tab, v, tp);
       for (int pos = 0; pos < A * A; ++pos)
         gemm<T>(false, false, o, tp, c, T(1), u + pos * o * c, c, v + pos * c * tp, tp, T(0), prod + pos * o * tp, tp);
       oar::parallel_for(0, o, wino_channel_grain(tp), [&](int64_t o0, int64_t o1) {
@@ -411,66 +427,71 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
     auto dx_part = [&](int64_t i0, int64_t nb, int64_t nt, int64_t tp, const WinoTile* tab) {
       for (int pos = 0; pos < A * A; ++pos)  // Z[pos] [c, tp] = U[pos]^T [c, o] P[pos] [o, tp]
         gemm<T>(true, false, c, tp, o, T(1), u + pos * o * c, c, p + pos * o * tp, tp, T(0), v + pos * c * tp, tp);
+      // Each channel's windows add up in zero-padded planes (every window whole, one fixed-size loop), whose
+      // interior is then dx.
       T* dxb = dx + i0 * c * h * w;
-      std::fill(dxb, dxb + nb * c * h * w, T(0));
+      const int64_t hp = (th - 1) * M + A, wp = (tw - 1) * M + A, plane = hp * wp;
       oar::parallel_for(0, c, wino_channel_grain(tp), [&](int64_t c0, int64_t c1) {
       alignas(64) T big[A * A * L];
       alignas(64) T win[A * A * L];
-      for (int64_t ci = c0; ci < c1; ++ci)  // dx window += B Z_t B^T, clipped to the image
+      T* pad = thread_scratch<T, 6>(size_t(nb * plane + A * wp));  // the tail takes the empty tiles' windows
+      for (int64_t ci = c0; ci < c1; ++ci) {
+        std::fill(pad, pad + nb * plane, T(0));
         for (int64_t t0 = 0; t0 < nt; t0 += L) {
           for (int pos = 0; pos < A * A; ++pos) std::memcpy(big + pos * L, v + (pos * c + ci) * tp + t0, sizeof(T) * L);
           sandwich<Transposed<WinoBT<M, R>>>(big, win);
           T* dst[L];
-          bool inside = t0 + L <= nt;
-          for (int l = 0; l < L && inside; ++l) {
-            const WinoTile& tl = tab[t0 + l];
-            inside = tl.y0 >= 0 && tl.x0 >= 0 && tl.y0 + A <= h && tl.x0 + A <= w;
-            dst[l] = dxb + ((tl.b * c + ci) * h + tl.y0) * w + tl.x0;
+          for (int l = 0; l < L; ++l) {
+            const WinoTile& tl = tab[std::min(t0 + l, tp - 1)];
+            dst[l] = t0 + l >= nt || tl.b < 0 ? pad + nb * plane : pad + tl.b * plane + (tl.y0 + ph) * wp + tl.x0 + pw;
           }
-          if (inside) {
-            scatter_add_rows<A, A>(win, dst, w);
-            continue;
-          }
-          for (int l = 0; l < L && t0 + l < nt; ++l) {
-            const WinoTile& tl = tab[t0 + l];
-            T* plane = dxb + (tl.b * c + ci) * h * w;
-            const int64_t p0 = std::max<int64_t>(0, -tl.y0), p1 = std::min<int64_t>(A, h - tl.y0);
-            const int64_t q0 = std::max<int64_t>(0, -tl.x0), q1 = std::min<int64_t>(A, w - tl.x0);
-            for (int64_t a = p0; a < p1; ++a)
-              for (int64_t b = q0; b < q1; ++b) plane[(tl.y0 + a) * w + tl.x0 + b] += win[(a * A + b) * L + l];
-          }
+          scatter_add_rows<A, A>(win, dst, wp);
         }
+        for (int64_t b = 0; b < nb; ++b)
+          for (int64_t r = 0; r < h; ++r) {
+            const T* src = pad + b * plane + (r + ph) * wp + pw;
+            std::copy(src, src + w, dxb + ((b * c + ci) * h + r) * w);
+          }
+      }
       });
     };
     for (int64_t i0 = lo; i0 < hi; i0 += per) {
       const int64_t nb = std::min(per, hi - i0), nt = nb * th * tw, tp = round_up(nt, L);
       const WinoTile* tab = wino_tile_table(nb, th, tw, M, ph, pw, tp);
+      // P[pos][oo][t]: the M x M dy tiles lifted to A x A, read from dy planes padded with zeros to whole tiles.
+      const bool whole_tiles = th * M == oh && tw * M == ow;
+      const int64_t plane = th * M * tw * M;
       oar::parallel_for(0, o, wino_channel_grain(tp), [&](int64_t o0, int64_t o1) {
       alignas(64) T g[M * M * L];
       alignas(64) T big[A * A * L];
-      for (int64_t oo = o0; oo < o1; ++oo)  // P[pos][oo][t]: the M x M dy tiles (zeros past oh, ow) lifted to A x A
+      T* pad = whole_tiles ? nullptr : thread_scratch<T, 6>(size_t(nb * plane + M * tw * M));  // tail: the empty tiles'
+      if (pad) std::fill(pad + nb * plane, pad + nb * plane + M * tw * M, T(0));
+      for (int64_t oo = o0; oo < o1; ++oo) {
+        const T* base = dy + (i0 * o + oo) * oh * ow;  // image b's plane at base + b * o * oh * ow
+        int64_t ld = ow, img_step = o * oh * ow;
+        if (pad) {
+          wino_pad_planes(dy + i0 * o * oh * ow, nb, o, oo, oh, ow, 0, 0, th * M, tw * M, pad);
+          base = pad, ld = tw * M, img_step = plane;
+        }
         for (int64_t t0 = 0; t0 < tp; t0 += L) {
           const T* src[L];
-          bool whole = true;
           for (int l = 0; l < L; ++l) {
             const WinoTile& tl = tab[t0 + l];
-            whole = whole && tl.b >= 0 && (tl.ty + 1) * M <= oh && (tl.tx + 1) * M <= ow;
-            src[l] = tl.b < 0 ? nullptr : dy + ((i0 + tl.b) * o + oo) * oh * ow + tl.ty * M * ow + tl.tx * M;
+            src[l] = tl.b < 0 ? (pad ? pad + nb * plane : nullptr) : base + tl.b * img_step + tl.ty * M * ld + tl.tx * M;
           }
-          if (whole) gather_rows<M, M>(src, ow, g);
-          for (int l = 0; l < L && !whole; ++l) {
-            const WinoTile& tl = tab[t0 + l];
-            const int64_t rows = tl.b < 0 ? 0 : std::min<int64_t>(M, oh - tl.ty * M), cols = std::min<int64_t>(M, ow - tl.tx * M);
-            for (int k = 0; k < M * M; ++k) g[k * L + l] = T(0);
-            for (int64_t a = 0; a < rows; ++a)
-              for (int64_t b = 0; b < cols; ++b) g[(a * M + b) * L + l] = src[l][a * ow + b];
+          if (!pad && !src[L - 1]) {  // whole tiles straight from dy: only the last group may hold empty tiles
+            for (int l = 0; l < L; ++l)
+              for (int k = 0; k < M * M; ++k) g[k * L + l] = src[l] ? src[l][k / M * ld + k % M] : T(0);
+          } else {
+            gather_rows<M, M>(src, ld, g);
           }
           sandwich<Transposed<WinoAT<M, R>>>(g, big);
           for (int pos = 0; pos < A * A; ++pos) std::memcpy(p + (pos * o + oo) * tp + t0, big + pos * L, sizeof(T) * L);
         }
+      }
       });
       if (du) {  // dU[pos] [o, c] += P[pos] [o, tp] V[pos]^T [tp, c]
-        wino_input_transform<WinoBT<M, R>>(x + i0 * c * h * w, c, h, w, tab, v, tp);
+        wino_input_transform<WinoBT<M, R>, M>(x + i0 * c * h * w, nb, c, h, w, ph, pw, th, tw, tab, v, tp);
         for (int pos = 0; pos < A * A; ++pos)
           gemm<T>(false, true, o, c, tp, T(1), p + pos * o * tp, tp, v + pos * c * tp, tp, T(1), du + pos * o * c, c);
       }
