@@ -284,21 +284,25 @@ template <class BT, int M, class T>
 inline void wino_input_transform(const T* img, int64_t nb, int64_t c, int64_t h, int64_t w, int64_t ph, int64_t pw, int64_t th, int64_t tw,
                                  const WinoTile* tab, T* v, int64_t tp) {
   constexpr int A = BT::cols, L = wino_lanes;
-  const int64_t hp = (th - 1) * M + A, wp = (tw - 1) * M + A, plane = hp * wp;
+  const int64_t hp = (th - 1) * M + A, wp = (tw - 1) * M + A;
+  const bool inside = ph == 0 && pw == 0 && hp <= h && wp <= w;  // every window in the image: read it in place
+  const int64_t plane = inside ? h * w : hp * wp, ld = inside ? w : wp, step = inside ? c * h * w : plane;
   oar::parallel_for(0, c, wino_channel_grain(tp), [&](int64_t c0, int64_t c1) {
   alignas(64) T d[A * A * L];
   alignas(64) T out[A * A * L];
-  T* pad = thread_scratch<T, 6>(size_t(nb * plane + A * wp));  // the tail: a zero window for empty tiles
-  std::fill(pad + nb * plane, pad + nb * plane + A * wp, T(0));
+  T* pad = thread_scratch<T, 6>(size_t((inside ? 0 : nb * plane) + A * ld));  // the tail: a zero window for empty tiles
+  T* zero = pad + (inside ? 0 : nb * plane);
+  std::fill(zero, zero + A * ld, T(0));
   for (int64_t ci = c0; ci < c1; ++ci) {
-    wino_pad_planes(img, nb, c, ci, h, w, ph, pw, hp, wp, pad);
+    const T* base = inside ? img + ci * h * w : pad;  // image b's plane at base + b * step
+    if (!inside) wino_pad_planes(img, nb, c, ci, h, w, ph, pw, hp, wp, pad);
     for (int64_t t0 = 0; t0 < tp; t0 += L) {
       const T* rows[L];
       for (int l = 0; l < L; ++l) {
         const WinoTile& tl = tab[t0 + l];
-        rows[l] = tl.b < 0 ? pad + nb * plane : pad + tl.b * plane + (tl.y0 + ph) * wp + tl.x0 + pw;
+        rows[l] = tl.b < 0 ? zero : base + tl.b * step + (tl.y0 + ph) * ld + tl.x0 + pw;
       }
-      gather_rows<A, A>(rows, wp, d);
+      gather_rows<A, A>(rows, ld, d);
       sandwich<BT>(d, out);
       for (int pos = 0; pos < A * A; ++pos) std::memcpy(v + (pos * c + ci) * tp + t0, out + pos * L, sizeof(T) * L);
     }
@@ -428,25 +432,30 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
       for (int pos = 0; pos < A * A; ++pos)  // Z[pos] [c, tp] = U[pos]^T [c, o] P[pos] [o, tp]
         gemm<T>(true, false, c, tp, o, T(1), u + pos * o * c, c, p + pos * o * tp, tp, T(0), v + pos * c * tp, tp);
       // Each channel's windows add up in zero-padded planes (every window whole, one fixed-size loop), whose
-      // interior is then dx.
+      // interior is then dx (without padding and with every window in the image, dx itself is that plane).
       T* dxb = dx + i0 * c * h * w;
-      const int64_t hp = (th - 1) * M + A, wp = (tw - 1) * M + A, plane = hp * wp;
+      const int64_t hp = (th - 1) * M + A, wp = (tw - 1) * M + A;
+      const bool inside = ph == 0 && pw == 0 && hp <= h && wp <= w;
+      const int64_t plane = inside ? h * w : hp * wp, ld = inside ? w : wp, step = inside ? c * h * w : plane;
       oar::parallel_for(0, c, wino_channel_grain(tp), [&](int64_t c0, int64_t c1) {
       alignas(64) T big[A * A * L];
       alignas(64) T win[A * A * L];
-      T* pad = thread_scratch<T, 6>(size_t(nb * plane + A * wp));  // the tail takes the empty tiles' windows
+      T* pad = thread_scratch<T, 6>(size_t((inside ? 0 : nb * plane) + A * ld));  // the tail takes the empty tiles' windows
+      T* dump = pad + (inside ? 0 : nb * plane);
       for (int64_t ci = c0; ci < c1; ++ci) {
-        std::fill(pad, pad + nb * plane, T(0));
+        T* base = inside ? dxb + ci * h * w : pad;  // image b's plane at base + b * step
+        for (int64_t b = 0; b < nb; ++b) std::fill(base + b * step, base + b * step + plane, T(0));
         for (int64_t t0 = 0; t0 < nt; t0 += L) {
           for (int pos = 0; pos < A * A; ++pos) std::memcpy(big + pos * L, v + (pos * c + ci) * tp + t0, sizeof(T) * L);
           sandwich<Transposed<WinoBT<M, R>>>(big, win);
           T* dst[L];
           for (int l = 0; l < L; ++l) {
             const WinoTile& tl = tab[std::min(t0 + l, tp - 1)];
-            dst[l] = t0 + l >= nt || tl.b < 0 ? pad + nb * plane : pad + tl.b * plane + (tl.y0 + ph) * wp + tl.x0 + pw;
+            dst[l] = t0 + l >= nt || tl.b < 0 ? dump : base + tl.b * step + (tl.y0 + ph) * ld + tl.x0 + pw;
           }
-          scatter_add_rows<A, A>(win, dst, wp);
+          scatter_add_rows<A, A>(win, dst, ld);
         }
+        if (inside) continue;
         for (int64_t b = 0; b < nb; ++b)
           for (int64_t r = 0; r < h; ++r) {
             const T* src = pad + b * plane + (r + ph) * wp + pw;
