@@ -59,8 +59,7 @@ inline void conv2d_forward(KernelContext& c, const ConvAttrs& a, const LoDTensor
       if (k == cpu_kernels::ConvKernel::im2col)
         cpu_kernels::im2col_conv2d<T>(g, n, m, groups, xp, wp, op, bp, relu);
       else
-        cpu_kernels::winograd_conv2d<T>(k == cpu_kernels::ConvKernel::winograd_large ? cpu_kernels::WinoTiles::large : cpu_kernels::WinoTiles::small,
-                                        xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, op, bp, relu);
+        cpu_kernels::winograd_conv2d<T>(cpu_kernels::tiles_of(k), xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, op, bp, relu);
     });
   });
 }
@@ -97,8 +96,7 @@ inline void Conv2d::eval_grad_cpu(KernelContext& c, const Attrs& a) {
       if (k == cpu_kernels::ConvKernel::im2col)
         cpu_kernels::im2col_conv2d_grad<T>(g, n, m, groups, xp, wp, dop, dxp, dwp);
       else
-        cpu_kernels::winograd_conv2d_grad<T>(k == cpu_kernels::ConvKernel::winograd_large ? cpu_kernels::WinoTiles::large : cpu_kernels::WinoTiles::small,
-                                             xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, dop, dxp, dwp);
+        cpu_kernels::winograd_conv2d_grad<T>(cpu_kernels::tiles_of(k), xp, n, g.c, g.h, g.w, wp, m, g.kh, g.ph, g.pw, g.oh, g.ow, dop, dxp, dwp);
     });
     if (want_dx) c.out(input_grad).set_lod(x.lod());
   });

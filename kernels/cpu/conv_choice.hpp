@@ -25,6 +25,9 @@ inline const char* name(ConvKernel k) {
   return k == ConvKernel::im2col ? "im2col" : k == ConvKernel::winograd_large ? "winograd 8x8 tiles" : "winograd 6x6 tiles";
 }
 
+/// The tile size of a Winograd kernel.
+inline WinoTiles tiles_of(ConvKernel k) { return k == ConvKernel::winograd_large ? WinoTiles::large : WinoTiles::small; }
+
 /// What a convolution pass computes: the forward, or the backward with the gradients it is asked for.
 enum class ConvPass : uint8_t { forward, backward_dx, backward_dw, backward_both };
 
