@@ -203,33 +203,6 @@ inline void max_pool_plane(const PoolGeom& g, const T* plane, T* o) {
   }
 }
 
-/// Gradient of one plane under a 3x3 max window that holds no NaN: each window's d goes to its first max in
-/// row-major order (pool_argmax's choice). Windows wholly inside the plane take unrolled loops (a max tree,
-/// then the first match by selects); the others the generic pool_max / pool_argmax.
-template <class T>
-inline void max_pool_3x3_grad(const PoolGeom& g, const T* plane, const T* d, T* dx) {
-  std::fill(dx, dx + g.h * g.w, T(0));
-  const int64_t w = g.w;
-  for (int64_t i = 0; i < g.oh; ++i) {
-    const int64_t r0 = i * g.sh - g.ph;
-    const bool rows_inside = r0 >= 0 && r0 + 3 <= g.h;
-    for (int64_t j = 0; j < g.ow; ++j) {
-      const int64_t q0 = j * g.sw - g.pw;
-      if (!rows_inside || q0 < 0 || q0 + 3 > w) {
-        const int64_t at = pool_argmax(g, plane, i, j, pool_max(g, plane, i, j));
-        if (at >= 0) dx[at] += d[i * g.ow + j];
-        continue;
-      }
-      const T* p = plane + r0 * w + q0;
-      const T v[9] = {p[0], p[1], p[2], p[w], p[w + 1], p[w + 2], p[2 * w], p[2 * w + 1], p[2 * w + 2]};
-      const T m = max_of4(max_of4(v[0], v[1], v[2], v[3]), max_of4(v[4], v[5], v[6], v[7]), v[8], v[8]);
-      int k = 8;
-      for (int t = 7; t >= 0; --t) k = v[t] == m ? t : k;
-      dx[(r0 + k / 3) * w + q0 + k % 3] += d[i * g.ow + j];
-    }
-  }
-}
-
 /// Planes per parallel chunk: enough window work to pay for a hand-off.
 inline int64_t pool_grain(const PoolGeom& g) { return std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, g.oh * g.ow * g.kh * g.kw)); }
 
@@ -299,10 +272,6 @@ inline void Pool2d::eval_grad_cpu(KernelContext& c, const Attrs& a) {
         T* dxl = dxp + pl * g.h * g.w;
         if (fast) {
           detail::max_pool_2x2_grad(g, plane, d, dxl);
-          continue;
-        }
-        if (g.max && g.kh == 3 && g.kw == 3 && !detail::has_nan(plane, g.h * g.w)) {
-          detail::max_pool_3x3_grad(g, plane, d, dxl);
           continue;
         }
         std::fill(dxl, dxl + g.h * g.w, T(0));
