@@ -275,6 +275,23 @@ inline void wino_pad_planes(const T* img, int64_t nb, int64_t c, int64_t ci, int
   }
 }
 
+/// Where the transforms find one channel's windows of a sub-batch: the images themselves when every window lies
+/// inside them (`in_place`: no padding, whole tiles), else zero-padded copies of the planes, hp x wp each with the
+/// image at (top, left) (wino_pad_planes). Image b's plane starts `step` after image 0's, its rows `ld` apart,
+/// and holds `plane` elements; a scratch buffer of `scratch(nb, rows)` elements holds the copies and, after
+/// them, `rows` zero rows for the empty tiles of a last group.
+struct WinoPlanes {
+  bool in_place;
+  int64_t hp, wp, ld, step, plane;
+  int64_t scratch(int64_t nb, int64_t rows) const { return (in_place ? 0 : nb * plane) + rows * ld; }
+  int64_t tail(int64_t nb) const { return in_place ? 0 : nb * plane; }
+};
+
+inline WinoPlanes wino_planes(int64_t c, int64_t h, int64_t w, int64_t top, int64_t left, int64_t hp, int64_t wp) {
+  const bool in_place = top == 0 && left == 0 && hp <= h && wp <= w;
+  return {in_place, hp, wp, in_place ? w : wp, in_place ? c * h * w : hp * wp, in_place ? h * w : hp * wp};
+}
+
 /// V[pos][ci][t] = (BT d_t BT^T)[pos] for the A x A windows d_t of `img` (nb images [c, h, w]) at the tiles of
 /// `tab` (tp of them, a multiple of the lane count; th x tw an image, M apart, the first at (-ph, -pw)), zeros
 /// outside the image and for empty tiles. Each plane is first copied into a zero-padded one, so that every
@@ -284,25 +301,23 @@ template <class BT, int M, class T>
 inline void wino_input_transform(const T* img, int64_t nb, int64_t c, int64_t h, int64_t w, int64_t ph, int64_t pw, int64_t th, int64_t tw,
                                  const WinoTile* tab, T* v, int64_t tp) {
   constexpr int A = BT::cols, L = wino_lanes;
-  const int64_t hp = (th - 1) * M + A, wp = (tw - 1) * M + A;
-  const bool inside = ph == 0 && pw == 0 && hp <= h && wp <= w;  // every window in the image: read it in place
-  const int64_t plane = inside ? h * w : hp * wp, ld = inside ? w : wp, step = inside ? c * h * w : plane;
+  const WinoPlanes pl = wino_planes(c, h, w, ph, pw, (th - 1) * M + A, (tw - 1) * M + A);
   oar::parallel_for(0, c, wino_channel_grain(tp), [&](int64_t c0, int64_t c1) {
   alignas(64) T d[A * A * L];
   alignas(64) T out[A * A * L];
-  T* pad = thread_scratch<T, 6>(size_t((inside ? 0 : nb * plane) + A * ld));  // the tail: a zero window for empty tiles
-  T* zero = pad + (inside ? 0 : nb * plane);
-  std::fill(zero, zero + A * ld, T(0));
+  T* pad = thread_scratch<T, 6>(size_t(pl.scratch(nb, A)));
+  T* zero = pad + pl.tail(nb);
+  std::fill(zero, zero + A * pl.ld, T(0));
   for (int64_t ci = c0; ci < c1; ++ci) {
-    const T* base = inside ? img + ci * h * w : pad;  // image b's plane at base + b * step
-    if (!inside) wino_pad_planes(img, nb, c, ci, h, w, ph, pw, hp, wp, pad);
+    const T* base = pl.in_place ? img + ci * h * w : pad;
+    if (!pl.in_place) wino_pad_planes(img, nb, c, ci, h, w, ph, pw, pl.hp, pl.wp, pad);
     for (int64_t t0 = 0; t0 < tp; t0 += L) {
       const T* rows[L];
       for (int l = 0; l < L; ++l) {
         const WinoTile& tl = tab[t0 + l];
-        rows[l] = tl.b < 0 ? zero : base + tl.b * step + (tl.y0 + ph) * ld + tl.x0 + pw;
+        rows[l] = tl.b < 0 ? zero : base + tl.b * pl.step + (tl.y0 + ph) * pl.ld + tl.x0 + pw;
       }
-      gather_rows<A, A>(rows, ld, d);
+      gather_rows<A, A>(rows, pl.ld, d);
       sandwich<BT>(d, out);
       for (int pos = 0; pos < A * A; ++pos) std::memcpy(v + (pos * c + ci) * tp + t0, out + pos * L, sizeof(T) * L);
     }
@@ -434,31 +449,29 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
       // Each channel's windows add up in zero-padded planes (every window whole, one fixed-size loop), whose
       // interior is then dx (without padding and with every window in the image, dx itself is that plane).
       T* dxb = dx + i0 * c * h * w;
-      const int64_t hp = (th - 1) * M + A, wp = (tw - 1) * M + A;
-      const bool inside = ph == 0 && pw == 0 && hp <= h && wp <= w;
-      const int64_t plane = inside ? h * w : hp * wp, ld = inside ? w : wp, step = inside ? c * h * w : plane;
+      const WinoPlanes pl = wino_planes(c, h, w, ph, pw, (th - 1) * M + A, (tw - 1) * M + A);
       oar::parallel_for(0, c, wino_channel_grain(tp), [&](int64_t c0, int64_t c1) {
       alignas(64) T big[A * A * L];
       alignas(64) T win[A * A * L];
-      T* pad = thread_scratch<T, 6>(size_t((inside ? 0 : nb * plane) + A * ld));  // the tail takes the empty tiles' windows
-      T* dump = pad + (inside ? 0 : nb * plane);
+      T* pad = thread_scratch<T, 6>(size_t(pl.scratch(nb, A)));
+      T* dump = pad + pl.tail(nb);  // takes the empty tiles' windows
       for (int64_t ci = c0; ci < c1; ++ci) {
-        T* base = inside ? dxb + ci * h * w : pad;  // image b's plane at base + b * step
-        for (int64_t b = 0; b < nb; ++b) std::fill(base + b * step, base + b * step + plane, T(0));
+        T* base = pl.in_place ? dxb + ci * h * w : pad;
+        for (int64_t b = 0; b < nb; ++b) std::fill(base + b * pl.step, base + b * pl.step + pl.plane, T(0));
         for (int64_t t0 = 0; t0 < nt; t0 += L) {
           for (int pos = 0; pos < A * A; ++pos) std::memcpy(big + pos * L, v + (pos * c + ci) * tp + t0, sizeof(T) * L);
           sandwich<Transposed<WinoBT<M, R>>>(big, win);
           T* dst[L];
           for (int l = 0; l < L; ++l) {
             const WinoTile& tl = tab[std::min(t0 + l, tp - 1)];
-            dst[l] = t0 + l >= nt || tl.b < 0 ? dump : base + tl.b * step + (tl.y0 + ph) * ld + tl.x0 + pw;
+            dst[l] = t0 + l >= nt || tl.b < 0 ? dump : base + tl.b * pl.step + (tl.y0 + ph) * pl.ld + tl.x0 + pw;
           }
-          scatter_add_rows<A, A>(win, dst, ld);
+          scatter_add_rows<A, A>(win, dst, pl.ld);
         }
-        if (inside) continue;
+        if (pl.in_place) continue;
         for (int64_t b = 0; b < nb; ++b)
           for (int64_t r = 0; r < h; ++r) {
-            const T* src = pad + b * plane + (r + ph) * wp + pw;
+            const T* src = pad + b * pl.plane + (r + ph) * pl.wp + pw;
             std::copy(src, src + w, dxb + ((b * c + ci) * h + r) * w);
           }
       }
@@ -468,32 +481,24 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
       const int64_t nb = std::min(per, hi - i0), nt = nb * th * tw, tp = round_up(nt, L);
       const WinoTile* tab = wino_tile_table(nb, th, tw, M, ph, pw, tp);
       // P[pos][oo][t]: the M x M dy tiles lifted to A x A, read from dy planes padded with zeros to whole tiles.
-      const bool whole_tiles = th * M == oh && tw * M == ow;
-      const int64_t plane = th * M * tw * M;
+      const WinoPlanes pl = wino_planes(o, oh, ow, 0, 0, th * M, tw * M);
+      const T* dyb = dy + i0 * o * oh * ow;
       oar::parallel_for(0, o, wino_channel_grain(tp), [&](int64_t o0, int64_t o1) {
       alignas(64) T g[M * M * L];
       alignas(64) T big[A * A * L];
-      T* pad = whole_tiles ? nullptr : thread_scratch<T, 6>(size_t(nb * plane + M * tw * M));  // tail: the empty tiles'
-      if (pad) std::fill(pad + nb * plane, pad + nb * plane + M * tw * M, T(0));
+      T* pad = thread_scratch<T, 6>(size_t(pl.scratch(nb, M)));
+      T* zero = pad + pl.tail(nb);
+      std::fill(zero, zero + M * pl.ld, T(0));
       for (int64_t oo = o0; oo < o1; ++oo) {
-        const T* base = dy + (i0 * o + oo) * oh * ow;  // image b's plane at base + b * o * oh * ow
-        int64_t ld = ow, img_step = o * oh * ow;
-        if (pad) {
-          wino_pad_planes(dy + i0 * o * oh * ow, nb, o, oo, oh, ow, 0, 0, th * M, tw * M, pad);
-          base = pad, ld = tw * M, img_step = plane;
-        }
+        const T* base = pl.in_place ? dyb + oo * oh * ow : pad;
+        if (!pl.in_place) wino_pad_planes(dyb, nb, o, oo, oh, ow, 0, 0, pl.hp, pl.wp, pad);
         for (int64_t t0 = 0; t0 < tp; t0 += L) {
           const T* src[L];
           for (int l = 0; l < L; ++l) {
             const WinoTile& tl = tab[t0 + l];
-            src[l] = tl.b < 0 ? (pad ? pad + nb * plane : nullptr) : base + tl.b * img_step + tl.ty * M * ld + tl.tx * M;
+            src[l] = tl.b < 0 ? zero : base + tl.b * pl.step + tl.ty * M * pl.ld + tl.tx * M;
           }
-          if (!pad && !src[L - 1]) {  // whole tiles straight from dy: only the last group may hold empty tiles
-            for (int l = 0; l < L; ++l)
-              for (int k = 0; k < M * M; ++k) g[k * L + l] = src[l] ? src[l][k / M * ld + k % M] : T(0);
-          } else {
-            gather_rows<M, M>(src, ld, g);
-          }
+          gather_rows<M, M>(src, pl.ld, g);
           sandwich<Transposed<WinoAT<M, R>>>(g, big);
           for (int pos = 0; pos < A * A; ++pos) std::memcpy(p + (pos * o + oo) * tp + t0, big + pos * L, sizeof(T) * L);
         }
