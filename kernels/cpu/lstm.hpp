@@ -133,6 +133,9 @@ inline void Lstm::eval_cpu(KernelContext& c, const Attrs& a) {
     });
     // The initial states in the sorted order.
     const int64_t k0 = l.steps > 0 ? l.active(0) : 0;
+    // Weight packed once for the steps' products (kernels/cpu/gemm.hpp says where that pays).
+    T* wp = packed::preferred && l.steps > 1 ? thread_scratch<T, 89>(packed_rhs_size<T>(d, 4 * d)) : nullptr;
+    if (wp) pack_rhs<T>(false, pw, 4 * d, d, 4 * d, wp);
     T* h0s = h0t ? thread_scratch<T, 81>(size_t(k0 * d)) : nullptr;
     T* c0s = c0t ? thread_scratch<T, 82>(size_t(k0 * d)) : nullptr;
     if (h0s) rnn::gather_rows(h0s, h0t->data<T>(), l.order, k0, d);
@@ -141,7 +144,8 @@ inline void Lstm::eval_cpu(KernelContext& c, const Attrs& a) {
       const int64_t b0 = l.step_begin[t], k = l.active(t);
       const T* hp = t == 0 ? h0s : hb + l.step_begin[t - 1] * d;
       const T* cp = t == 0 ? c0s : cb + l.step_begin[t - 1] * d;
-      if (hp) gemm<T>(false, false, k, 4 * d, d, T(1), hp, d, pw, 4 * d, T(1), g + b0 * 4 * d, 4 * d);
+      if (hp && wp) gemm_packed<T>(k, 4 * d, d, hp, d, wp, g + b0 * 4 * d, 4 * d);
+      else if (hp) gemm<T>(false, false, k, 4 * d, d, T(1), hp, d, pw, 4 * d, T(1), g + b0 * 4 * d, 4 * d);
       parallel_for(0, k, rnn::row_grain(8 * d), [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
           const int64_t r = b0 + i;
@@ -200,6 +204,9 @@ inline void Lstm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
     T* dh0s = dh0 ? thread_scratch<T, 86>(size_t(k0 * d)) : nullptr;
     T* dc0s = dc0 ? thread_scratch<T, 87>(size_t(k0 * d)) : nullptr;
     if (dc0s) std::fill(dc0s, dc0s + k0 * d, T(0));
+    // Weight^T packed once for the steps' products dh_{t-1} += dg Weight^T.
+    T* wtp = packed::preferred && l.steps > 1 ? thread_scratch<T, 89>(packed_rhs_size<T>(4 * d, d)) : nullptr;
+    if (wtp) pack_rhs<T>(true, pw, 4 * d, 4 * d, d, wtp);
     for (int64_t t = l.steps - 1; t >= 0; --t) {
       const int64_t b0 = l.step_begin[t], k = l.active(t);
       const T* cp = t == 0 ? c0s : cb + l.step_begin[t - 1] * d;
@@ -213,8 +220,10 @@ inline void Lstm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
         }
       });
       // dh_{t-1} += dg Weight^T
-      if (t > 0) gemm<T>(false, true, k, d, 4 * d, T(1), dg + b0 * 4 * d, 4 * d, pw, 4 * d, T(1), dhb + l.step_begin[t - 1] * d, d);
-      else if (dh0s) gemm<T>(false, true, k, d, 4 * d, T(1), dg, 4 * d, pw, 4 * d, T(0), dh0s, d);
+      T* dhp = t > 0 ? dhb + l.step_begin[t - 1] * d : dh0s;
+      if (t == 0 && dh0s) std::fill(dh0s, dh0s + k * d, T(0));
+      if (dhp && wtp) gemm_packed<T>(k, d, 4 * d, dg + b0 * 4 * d, 4 * d, wtp, dhp, d);
+      else if (dhp) gemm<T>(false, true, k, d, 4 * d, T(1), dg + b0 * 4 * d, 4 * d, pw, 4 * d, T(1), dhp, d);
     }
     if (dx) {
       dx->resize(Shape{rows, 4 * d}, hid.dtype());

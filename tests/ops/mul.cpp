@@ -1,5 +1,6 @@
-// tests/ops/mul.cpp: mul through the op harness.
+// tests/ops/mul.cpp: mul through the op harness, and the packed-right-operand product the recurrent ops use.
 #include "pch.hpp"
+#include "kernels/cpu/gemm.hpp"  // pack_rhs, gemm_packed
 #include "support/op_check.hpp"
 
 using namespace oar;
@@ -48,4 +49,36 @@ TEST_CASE("mul: mismatched inner dims are an oar::Error naming the shapes") {
   CHECK(msg.find("mul") != std::string::npos);
   CHECK(msg.find("[3, 4]") != std::string::npos);
   CHECK(msg.find("[5, 2]") != std::string::npos);
+}
+
+TEST_CASE_TEMPLATE("gemm_packed: C += A op(B) with op(B) packed once matches a plain loop (every row and column tail, 1 and 2 threads)", T, float,
+                   double) {
+  using cpu_kernels::gemm_packed;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> u(-1, 1);
+  const int before = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {7, 33, 5}, {13, 17, 64}, {32, 512, 128}, {32, 128, 512}, {9, 40, 3}, {96, 512, 128}})
+      for (bool trans : {false, true}) {
+        CAPTURE(m); CAPTURE(n); CAPTURE(k); CAPTURE(trans); CAPTURE(threads);
+        const int64_t lda = k + 3, ldb = (trans ? k : n) + 2, ldc = n + 1;
+        std::vector<T> a(size_t(m * lda)), b(size_t((trans ? n : k) * ldb)), c(size_t(m * ldc));
+        for (auto* v : {&a, &b, &c})
+          for (T& x : *v) x = T(u(rng));
+        std::vector<T> want = c;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double s = want[size_t(i * ldc + j)];
+            for (int64_t l = 0; l < k; ++l) s += double(a[size_t(i * lda + l)]) * double(trans ? b[size_t(j * ldb + l)] : b[size_t(l * ldb + j)]);
+            want[size_t(i * ldc + j)] = T(s);
+          }
+        std::vector<T> bp(cpu_kernels::packed_rhs_size<T>(k, n));
+        cpu_kernels::pack_rhs<T>(trans, b.data(), ldb, k, n, bp.data());
+        gemm_packed<T>(m, n, k, a.data(), lda, bp.data(), c.data(), ldc);
+        const double tol = std::is_same_v<T, float> ? 1e-4 * double(k) : 1e-12 * double(k);
+        for (size_t i = 0; i < c.size(); ++i) REQUIRE(std::abs(double(c[i]) - double(want[i])) <= tol);
+      }
+  }
+  set_num_threads(before);
 }
