@@ -9,5 +9,8 @@
 #endif
 
 #include "kernels/cpu/all.hpp"
+#if OAR_WITH_CUDA
+#include "kernels/cuda/all.hpp"  // the host side of the CUDA kernels; their device side is in oar_cuda
+#endif
 #include "oar/runtime/kernel_registry-inl.hpp"
 

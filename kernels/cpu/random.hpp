@@ -1,9 +1,11 @@
 // kernels/cpu/random.hpp: uniform_random, gaussian_random and truncated_gaussian_random on the CPU.
-// Generator: counter-based splitmix64. Element i of a tensor is a pure function of (seed, i), so results do
-// not depend on the thread count or chunking, and the fill runs in parallel.
+// Generator: the counter-based one of kernels/random_counter.hpp. Element i of a tensor is a pure function of
+// (seed, i), so results do not depend on the thread count or chunking, the fill runs in parallel, and the CUDA
+// kernels draw the same values.
 #pragma once
 #include <cmath>
-#include <numbers>
+
+#include "kernels/random_counter.hpp"
 
 #include "oar/ops/random.hpp"
 #include "oar/device/kernel_context.hpp"
@@ -11,30 +13,8 @@
 
 namespace oar::cpu_kernels {
 
-/// splitmix64's output function (Steele, Lea, Flood 2014): a bijective 64-bit mixer.
-inline uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+using fn::CounterRng;
 
-/// Counter-based stream: draw `n` of the stream keyed by `seed` is splitmix64's n-th output from state mix64(seed).
-struct CounterRng {
-  uint64_t key;
-  explicit CounterRng(uint64_t seed) : key(mix64(seed ^ 0x6A09E667F3BCC909ull)) {}
-  uint64_t bits(uint64_t n) const { return mix64(key + (n + 1) * 0x9E3779B97F4A7C15ull); }
-  /// Uniform in [0, 1) with 53 random bits.
-  double uniform(uint64_t n) const { return double(bits(n) >> 11) * 0x1.0p-53; }
-  /// Uniform in (0, 1]: safe for log().
-  double uniform_open0(uint64_t n) const { return double((bits(n) >> 11) + 1) * 0x1.0p-53; }
-  /// A standard normal from draws 2n and 2n+1 (Box-Muller, cosine branch).
-  double normal(uint64_t n) const {
-    double r = std::sqrt(-2.0 * std::log(uniform_open0(2 * n)));
-    return r * std::cos(2.0 * std::numbers::pi * uniform(2 * n + 1));
-  }
-};
-
-/// The seed an op uses: its `seed` attribute, or the executor's next seed when that is 0.
 inline uint64_t op_seed(const KernelContext& c, const ops::tensor_detail::RandomAttrs& a) {
   return a.seed != 0 ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();
 }

@@ -114,10 +114,11 @@ class OpTest {
   /// of each output against the one shape inference gave. An input whose LoD does not fit its rows (set, then
   /// resized) is placed in the scope instead of fed: the executor refuses such a feed, and the tensor stands
   /// for one an earlier op left behind, which only the op's own LoD check can meet.
-  std::map<std::string, LoDTensor> run() const {
+  /// On `place` the inputs are copied there, and the outputs come back to the host.
+  std::map<std::string, LoDTensor> run(Place place = cpu()) const {
     Program p = build();
     Scope scope;
-    Executor exe;
+    Executor exe(place);
     FeedMap feeds;
     for (auto& [slot, ts] : inputs_)
       for (size_t i = 0; i < ts.size(); ++i) {

@@ -31,6 +31,7 @@ struct Accuracy {
     c.set_output(total, Shape{1}, DType::i32);
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/accuracy.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/nn.hpp
 };
 
 }  // namespace oar::ops

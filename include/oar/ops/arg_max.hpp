@@ -84,6 +84,7 @@ struct TopK {
     c.share_lod(x, indices);
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/arg_max.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/nn.hpp
 };
 
 }  // namespace oar::ops

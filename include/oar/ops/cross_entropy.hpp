@@ -69,7 +69,9 @@ struct CrossEntropy {
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/cross_entropy.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/cross_entropy.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/nn.hpp
 };
 
 }  // namespace oar::ops

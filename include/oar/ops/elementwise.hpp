@@ -68,6 +68,8 @@ OAR_UNARY_OPS(OAR_UNARY_PARAM_NAMES)
     static OpDef def() { return make_def(type, d0, d1); }                                                              \
     static void eval_cpu(KernelContext&, const Attrs&);      /* kernels/cpu/elementwise.hpp */                         \
     static void eval_grad_cpu(KernelContext&, const Attrs&); /* kernels/cpu/elementwise.hpp */                         \
+    static void eval_cuda(KernelContext&, const Attrs&);     /* kernels/cuda/elementwise.hpp */                        \
+    static void eval_grad_cuda(KernelContext&, const Attrs&); /* kernels/cuda/elementwise.hpp */                       \
   };
 OAR_UNARY_OPS(OAR_DECLARE_UNARY_OP)
 #undef OAR_DECLARE_UNARY_OP

@@ -2,17 +2,9 @@
 // broadcast of Y over a contiguous slice of X's dims starting at `axis`. One X-macro line each; the math is one
 // functor in kernels/functors_binary.hpp, the kernels come from one launcher in kernels/cpu/elementwise_binary.hpp.
 #pragma once
+#include "oar/ops/binary_list.hpp"
 #include "oar/ops/op.hpp"
 
-// X(op type, op struct, functor in oar::fn::binary (kernels/functors_binary.hpp))
-#define OAR_BINARY_OPS(X)                           \
-  X(elementwise_add, ElementwiseAdd, Add)           \
-  X(elementwise_sub, ElementwiseSub, Sub)           \
-  X(elementwise_mul, ElementwiseMul, Mul)           \
-  X(elementwise_div, ElementwiseDiv, Div)           \
-  X(elementwise_max, ElementwiseMax, Max)           \
-  X(elementwise_min, ElementwiseMin, Min)           \
-  X(elementwise_pow, ElementwisePow, Pow)
 
 namespace oar::ops {
 
@@ -94,6 +86,8 @@ struct BinaryOp {
     static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }        \
     static void eval_cpu(KernelContext&, const Attrs&);      /* kernels/cpu/elementwise_binary.hpp */  \
     static void eval_grad_cpu(KernelContext&, const Attrs&); /* kernels/cpu/elementwise_binary.hpp */  \
+    static void eval_cuda(KernelContext&, const Attrs&);     /* kernels/cuda/elementwise.hpp */        \
+    static void eval_grad_cuda(KernelContext&, const Attrs&); /* kernels/cuda/elementwise.hpp */       \
   };
 OAR_BINARY_OPS(OAR_DECLARE_BINARY_OP)
 #undef OAR_DECLARE_BINARY_OP

@@ -51,6 +51,7 @@ struct FillConstant : tensor_detail::FillNames {
     c.set_output(out, Shape(s), DType(c.attr(dtype)));
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/fill_constant.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/elementwise.hpp
 };
 
 /// out = value everywhere, with out.shape = shape except out.shape[output_dim_idx] = Input.shape[input_dim_idx].
@@ -85,6 +86,7 @@ struct FillConstantBatchSizeLike : tensor_detail::FillNames {
     return s;
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/fill_constant.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/elementwise.hpp
 };
 
 }  // namespace oar::ops

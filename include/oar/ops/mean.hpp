@@ -18,7 +18,9 @@ struct Mean {
   /// mean_grad(X, Out@GRAD) -> X@GRAD = Out@GRAD[0] / numel(X) everywhere
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/mean.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);      // kernels/cuda/elementwise.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/mean.hpp
+  static void eval_grad_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/elementwise.hpp
 };
 
 }  // namespace oar::ops

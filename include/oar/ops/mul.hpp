@@ -42,7 +42,9 @@ struct Mul {
   /// mul_grad(X, Y, Out@GRAD) -> X@GRAD = dOut * Y^T, Y@GRAD = X^T * dOut
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/mul.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/mul.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/nn.hpp
 };
 
 }  // namespace oar::ops

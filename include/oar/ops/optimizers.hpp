@@ -106,6 +106,7 @@ struct Sgd {
   static OpDef def() { return OpDef(type, "stochastic gradient descent step").in(param).in(grad).in(learning_rate).out(param_out); }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Sgd>(c, true); }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/optimizers.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/optim.hpp
 };
 
 /// momentum: v' = mu * v + g; ParamOut = p - lr * v', or with use_nesterov p - lr * (g + mu * v').
@@ -132,6 +133,7 @@ struct Momentum {
   }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Momentum>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
 };
 
 /// adagrad: m' = m + g^2; ParamOut = p - lr * g / (sqrt(m') + epsilon).
@@ -217,6 +219,7 @@ struct Adam {
   }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Adam>(c, true); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
 };
 
 /// adamw (Paddle 2.x's decoupled weight decay): first p~ = p - lr * coeff * p (the plain lr, not lr_t), then
@@ -259,6 +262,7 @@ struct AdamW {
   }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<AdamW>(c, true); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
 };
 
 /// adamax: with b1p = Beta1Pow = beta1^t,

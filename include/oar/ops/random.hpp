@@ -69,6 +69,7 @@ struct UniformRandom : tensor_detail::RandomNames {
     tensor_detail::random_infer_shape(c);
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/random.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/random.hpp
 };
 
 /// out ~ N(mean, std^2).  {shape, dtype, mean=0, std=1, seed=0} -> Out [shape].
@@ -82,6 +83,7 @@ struct GaussianRandom : tensor_detail::GaussianNames {
   }
   static void infer_shape(InferShapeContext& c) { tensor_detail::random_infer_shape(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/random.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/random.hpp
 };
 
 /// out ~ N(mean, std^2) restricted to [mean - 2 std, mean + 2 std] (redrawn outside, as Fluid's).
@@ -96,6 +98,7 @@ struct TruncatedGaussianRandom : tensor_detail::GaussianNames {
   }
   static void infer_shape(InferShapeContext& c) { tensor_detail::random_infer_shape(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/random.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/random.hpp
 };
 
 }  // namespace oar::ops

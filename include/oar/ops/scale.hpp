@@ -35,7 +35,9 @@ struct Scale {
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/scale.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/elementwise.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/scale.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/elementwise.hpp
 };
 
 }  // namespace oar::ops

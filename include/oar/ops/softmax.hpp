@@ -46,7 +46,9 @@ struct Softmax {
   static void infer_shape(InferShapeContext& c) { detail::softmax_infer_shape<Softmax>(c); }
   static std::vector<Operator> grad(const GradContext& g) { return detail::softmax_family_grad<Softmax>(g); }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/softmax.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/softmax.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/nn.hpp
 };
 
 /// out = x - max - log(sum(exp(x - max))) along `axis`
@@ -68,7 +70,9 @@ struct LogSoftmax {
   static void infer_shape(InferShapeContext& c) { detail::softmax_infer_shape<LogSoftmax>(c); }
   static std::vector<Operator> grad(const GradContext& g) { return detail::softmax_family_grad<LogSoftmax>(g); }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/softmax.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/softmax.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/nn.hpp
 };
 
 }  // namespace oar::ops

@@ -44,7 +44,9 @@ struct Sum {
   /// sum_grad(X..., Out@GRAD) -> X@GRAD[i] = Out@GRAD for each i
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/sum.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);      // kernels/cuda/elementwise.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/sum.hpp
+  static void eval_grad_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/elementwise.hpp
 };
 
 }  // namespace oar::ops

@@ -4,6 +4,9 @@
 
 #if OAR_HEADER_ONLY
 #include "kernels/cpu/all.hpp"  // liboar: src/kernels.cpp includes them
+#if OAR_WITH_CUDA
+#include "kernels/cuda/all.hpp"
+#endif
 #endif
 #include "oar/ops/op.hpp"
 #include "oar/ops/op_list.hpp"

@@ -1,0 +1,8 @@
+// kernels/cuda/all.hpp: the host side of every CUDA kernel (eval_cuda / eval_grad_cuda), for the unit that
+// builds the kernel registry (src/kernels.cpp, or a header-only unit) when oar is built with CUDA. The device
+// side is the .cu files of this folder, in the oar_cuda library.
+#pragma once
+#include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/nn.hpp"
+#include "kernels/cuda/optim.hpp"
+#include "kernels/cuda/random.hpp"

@@ -1,0 +1,75 @@
+// kernels/cuda/host.hpp: what the host side of every CUDA kernel shares: the stream, the element type a DType
+// launches as, and the checks that turn a failed launch, cuBLAS or cuDNN call into an oar::Error naming the op
+// and the user's line. Compiled by the host compiler (inside liboar), never by nvcc.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "kernels/cuda/launch.hpp"
+#include "oar/device/kernel_context.hpp"
+
+namespace oar::cuda_kernels {
+
+inline Stream stream(const KernelContext& c) { return c.cuda().stream(); }
+
+/// The element type of `t` for the device kernels; an oar::Error naming the op for a dtype they lack.
+inline Elem elem(const KernelContext& c, DType t, bool integers = false) {
+  switch (t) {
+    case DType::f32: return Elem::f32;
+    case DType::f64: return Elem::f64;
+    case DType::i32: if (integers) return Elem::i32; break;
+    case DType::i64: if (integers) return Elem::i64; break;
+    default: break;
+  }
+  c.fail("no CUDA kernel for dtype {} (it has: float32, float64{})", name(t), integers ? ", int32, int64" : "");
+}
+
+/// An oar::Error naming the op when a launch failed (`err`: a cudaError_t, 0 for none).
+inline void check(const KernelContext& c, int err) {
+  if (err != 0) [[unlikely]]
+    c.fail("CUDA kernel launch failed on {}: {} ({})", c.place().str(), cudaGetErrorString(cudaError_t(err)), err);
+}
+inline void check(const KernelContext& c, cublasStatus_t st, const char* what) {
+  if (st != CUBLAS_STATUS_SUCCESS) [[unlikely]]
+    c.fail("cuBLAS: {} failed on {}: {} ({})", what, c.place().str(), cublasGetStatusString(st), int(st));
+}
+inline void check(const KernelContext& c, cudnnStatus_t st, const char* what) {
+  if (st != CUDNN_STATUS_SUCCESS) [[unlikely]]
+    c.fail("cuDNN: {} failed on {}: {} ({})", what, c.place().str(), cudnnGetErrorString(st), int(st));
+}
+
+/// A cuDNN tensor descriptor for the life of one kernel call.
+class TensorDesc {
+ public:
+  TensorDesc(const KernelContext& c, DType t, int n, int ch, int h, int w) {
+    check(c, cudnnCreateTensorDescriptor(&d_), "cudnnCreateTensorDescriptor");
+    check(c, cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT, n, ch, h, w),
+          "cudnnSetTensor4dDescriptor");
+  }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d_); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+  operator cudnnTensorDescriptor_t() const { return d_; }
+
+ private:
+  cudnnTensorDescriptor_t d_ = nullptr;
+};
+
+/// Row-major C[m, n] = alpha op(A) op(B) + beta C on cuBLAS (float or double): the column-major product
+/// C^T = op(B)^T op(A)^T, so B goes first.
+template <class T>
+void gemm(const KernelContext& c, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* out, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  c.check(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && lda <= INT32_MAX && ldb <= INT32_MAX && ldc <= INT32_MAX,
+          "a product of {} x {} x {} is beyond cuBLAS's 32-bit sizes", m, k, n);
+  cublasHandle_t h = c.cuda().cublas();
+  const cublasOperation_t ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if constexpr (std::is_same_v<T, float>)
+    check(c, cublasSgemm(h, ta, tb, int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, out, int(ldc)), "cublasSgemm");
+  else
+    check(c, cublasDgemm(h, ta, tb, int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, out, int(ldc)), "cublasDgemm");
+}
+
+}  // namespace oar::cuda_kernels

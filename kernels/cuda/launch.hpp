@@ -1,0 +1,96 @@
+// kernels/cuda/launch.hpp: the device half of the CUDA backend as host code calls it: plain functions over raw
+// device pointers, defined in this folder's .cu files (nvcc), called by the eval_cuda kernels in this folder's
+// .hpp files (the host compiler, inside liboar). Nothing here includes a CUDA or an ir header (the op lists
+// are macros alone), so nvcc and the host compiler read the same declarations.
+// Every function queues its work on `s` and returns without waiting; it returns the launch's cudaError_t as an
+// int (0: none), which the host side turns into an oar::Error naming the op (kernels/cuda/host.hpp).
+#pragma once
+#include <cstdint>
+
+#include "oar/ops/binary_list.hpp"
+#include "oar/ops/unary_list.hpp"
+
+struct CUstream_st;
+
+namespace oar::cuda_kernels {
+
+using Stream = CUstream_st*;
+
+/// The element types the device kernels are instantiated for.
+enum class Elem : int { f32, f64, i32, i64 };
+
+/// The unary and binary element-wise ops, in the order of their lists.
+enum class Unary : int {
+#define OAR_UNARY_ENUM(kind, op_type, Functor, a0, d0, a1, d1) Functor,
+  OAR_UNARY_OPS(OAR_UNARY_ENUM)
+#undef OAR_UNARY_ENUM
+};
+enum class Binary : int {
+#define OAR_BINARY_ENUM(op_type, Op, Functor) Functor,
+  OAR_BINARY_OPS(OAR_BINARY_ENUM)
+#undef OAR_BINARY_ENUM
+};
+
+/// X viewed as [pre, n, post] against Y as [n] (ops::BroadcastDims); `same`: equal shapes, n elements.
+struct Broadcast {
+  int64_t pre = 1, n = 0, post = 1;
+  bool same = true;
+};
+
+// ---- elementwise.cu
+/// y = f(x) for n elements (f32, f64); `a`, `b`: the functor's parameters. In place allowed.
+int unary(Unary op, float a, float b, Elem t, const void* x, void* y, int64_t n, Stream s);
+/// dx = f.grad(x, y, dy); x may be y (an op whose derivative reads only Out).
+int unary_grad(Unary op, float a, float b, Elem t, const void* x, const void* y, const void* dy, void* dx, int64_t n, Stream s);
+/// out = f(x, y) with y broadcast (f32, f64; i32, i64 for the integer functors).
+int binary(Binary op, Elem t, const Broadcast& b, const void* x, const void* y, void* out, Stream s);
+/// dx = f.dx(...) (X's shape), dy = f.dy(...) summed over the broadcast dims; either may be null (f32, f64).
+int binary_grad(Binary op, Elem t, const Broadcast& b, const void* x, const void* y, const void* dout, void* dx, void* dy, Stream s);
+/// out[i] = value for n elements of `bytes` each (1, 2, 4 or 8): `pattern` holds the value's bytes.
+int fill(void* out, int64_t n, int bytes, uint64_t pattern, Stream s);
+/// out = scale * x + bias for n elements (f32, f64, i32, i64; integers computed in double).
+int scale(Elem t, const void* x, void* out, int64_t n, double scale, double bias, Stream s);
+/// out += x for n elements (f32, f64, i32, i64).
+int accumulate(Elem t, const void* x, void* out, int64_t n, Stream s);
+/// out[0] = sum(x) / n (f32, f64), summed in double; 0 / 0 = NaN for n = 0.
+int mean(Elem t, const void* x, void* out, int64_t n, Stream s);
+/// dx[i] = dout[0] / n (f32, f64).
+int mean_grad(Elem t, const void* dout, void* dx, int64_t n, Stream s);
+
+// ---- nn.cu
+/// out[r] = -log(x[r, label[r]]) for hard labels (i64), 0 where label == ignore_index, NaN for a label outside
+/// [0, cols) (the CPU's oar::Error for it would need the labels on the host, a copy every step);
+/// `soft`: label is [rows, cols] of x's type and out[r] = -sum_j label[r, j] log(x[r, j]). -log(0) is taken as
+/// 1e20, as the CPU kernel does.
+int cross_entropy(Elem t, bool soft, const void* x, const void* label, void* out, int64_t rows, int64_t cols, int64_t ignore_index, Stream s);
+/// dx[r, j] = -dout[r] / x[r, label[r]] at the label, 0 elsewhere (hard); -dout[r] label[r, j] / x[r, j] (soft).
+int cross_entropy_grad(Elem t, bool soft, const void* x, const void* label, const void* dout, void* dx, int64_t rows, int64_t cols,
+                       int64_t ignore_index, Stream s);
+/// The k largest of each row of x [rows, cols] (f32, f64, i32, i64), largest first (NaN before numbers, equal
+/// values by index, as the CPU kernel orders them): out [rows, k] of x's type, indices [rows, k] i64.
+int top_k(Elem t, const void* x, void* out, int64_t* indices, int64_t rows, int64_t cols, int64_t k, Stream s);
+/// accuracy of indices [rows, k] (i64) against labels [rows] (i64, or i32 when `label_i32`): a row is correct
+/// when one of its k indices is its label. Writes accuracy (f32 [1]), correct and total (i32 [1]).
+int accuracy(const int64_t* indices, const void* label, bool label_i32, int64_t rows, int64_t k, float* accuracy, int32_t* correct, int32_t* total,
+             Stream s);
+
+// ---- optim.cu (one parameter per call; lr is a device scalar of the parameter's type)
+/// p -= lr * g.
+int sgd(Elem t, void* p, const void* g, const void* lr, int64_t n, Stream s);
+/// v = mu v + g; p -= lr (g + mu v) (nesterov) or lr v.
+int momentum(Elem t, void* p, void* v, const void* g, const void* lr, float mu, bool nesterov, int64_t n, Stream s);
+/// Adam (AdamW with coeff != 0: p -= lr coeff p first): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+/// p -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps), with b1^t, b2^t the device scalars beta1_pow,
+/// beta2_pow (which the caller advances with scale_scalar).
+int adam(Elem t, void* p, void* m, void* v, const void* g, const void* lr, const void* beta1_pow, const void* beta2_pow, float beta1, float beta2,
+         float epsilon, float coeff, int64_t n, Stream s);
+/// pow_out[0] = pow[0] * beta (Adam's running powers).
+int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s);
+
+// ---- random.cu: the counter-based generator of kernels/random_counter.hpp, so a seed gives the CPU's values.
+/// out[i] = lo + (hi - lo) u_i, kept below hi in f32.
+int uniform_random(Elem t, void* out, int64_t n, uint64_t seed, double lo, double hi, Stream s);
+/// out[i] = mean + std z_i (z_i standard normal; `truncated`: redrawn until |z| <= 2).
+int gaussian_random(Elem t, void* out, int64_t n, uint64_t seed, double mean, double std, bool truncated, Stream s);
+
+}  // namespace oar::cuda_kernels

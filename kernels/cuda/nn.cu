@@ -1,0 +1,149 @@
+// kernels/cuda/nn.cu: the loss and metric kernels: cross_entropy and its gradient, top_k and accuracy.
+#include <cub/block/block_reduce.cuh>
+
+#include "kernels/cuda/common.cuh"
+
+namespace oar::cuda_kernels {
+
+namespace {
+
+// -log(x), with +-inf taken as +-1e20 as the CPU kernel does (a probability of 0 at the label).
+template <class T>
+__device__ T tolerable_neg_log(T x) {
+  T v = -log(x);
+  if (isinf(v)) return v > T(0) ? T(1e20) : T(-1e20);
+  return v;
+}
+
+template <class T>
+__global__ void cross_entropy_hard(const T* x, const int64_t* label, T* out, int64_t rows, int64_t cols, int64_t ignore) {
+  OAR_GRID_STRIDE(r, rows) {
+    const int64_t l = label[r];
+    if (l == ignore) out[r] = T(0);
+    else if (l < 0 || l >= cols) out[r] = T(NAN);
+    else out[r] = tolerable_neg_log(x[r * cols + l]);
+  }
+}
+// One block per row (grid-stride over rows).
+template <class T>
+__global__ void cross_entropy_soft(const T* x, const T* label, T* out, int64_t rows, int64_t cols) {
+  using Reduce = cub::BlockReduce<T, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    T acc = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) acc += label[r * cols + j] * tolerable_neg_log(x[r * cols + j]);
+    const T sum = Reduce(tmp).Sum(acc);
+    if (threadIdx.x == 0) out[r] = sum;
+    __syncthreads();
+  }
+}
+template <class T>
+__global__ void cross_entropy_grad_hard(const T* x, const int64_t* label, const T* dout, T* dx, int64_t rows, int64_t cols, int64_t ignore) {
+  OAR_GRID_STRIDE(e, rows * cols) {
+    const int64_t r = e / cols, j = e % cols, l = label[r];
+    dx[e] = (l != ignore && j == l) ? -dout[r] / x[e] : T(0);
+  }
+}
+template <class T>
+__global__ void cross_entropy_grad_soft(const T* x, const T* label, const T* dout, T* dx, int64_t rows, int64_t cols) {
+  OAR_GRID_STRIDE(e, rows * cols) dx[e] = -label[e] * dout[e / cols] / x[e];
+}
+
+template <class T>
+__device__ bool is_nan_value(T v) {
+  if constexpr (std::is_floating_point_v<T>) return v != v;
+  else return false;
+}
+// Whether (va, a) comes before (vb, b) largest first: NaN first, then larger values, equal ones by index.
+template <class T>
+__device__ bool before_desc(T va, int64_t a, T vb, int64_t b) {
+  const bool na = is_nan_value(va), nb = is_nan_value(vb);
+  if (na || nb) return na && nb ? a < b : na;
+  return va != vb ? va > vb : a < b;
+}
+// One thread per row; pass q picks the first element in order after the one pass q - 1 picked.
+template <class T>
+__global__ void top_k_kernel(const T* x, T* out, int64_t* indices, int64_t rows, int64_t cols, int64_t k) {
+  OAR_GRID_STRIDE(r, rows) {
+    const T* p = x + r * cols;
+    int64_t prev = -1;
+    for (int64_t q = 0; q < k; ++q) {
+      int64_t best = -1;
+      for (int64_t j = 0; j < cols; ++j) {
+        if (prev >= 0 && !before_desc(p[prev], prev, p[j], j)) continue;  // j is not after the previous pick
+        if (best < 0 || before_desc(p[j], j, p[best], best)) best = j;
+      }
+      out[r * k + q] = p[best];
+      indices[r * k + q] = best;
+      prev = best;
+    }
+  }
+}
+template <class L>
+__global__ void accuracy_kernel(const int64_t* indices, const L* label, int64_t rows, int64_t k, float* accuracy, int32_t* correct, int32_t* total) {
+  using Reduce = cub::BlockReduce<int64_t, 1024>;
+  __shared__ typename Reduce::TempStorage tmp;
+  int64_t hits = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    for (int64_t j = 0; j < k; ++j)
+      if (indices[r * k + j] == int64_t(label[r])) {
+        ++hits;
+        break;
+      }
+  const int64_t sum = Reduce(tmp).Sum(hits);
+  if (threadIdx.x == 0) {
+    accuracy[0] = rows ? float(sum) / float(rows) : 0.f;
+    correct[0] = int32_t(sum);
+    total[0] = int32_t(rows);
+  }
+}
+
+unsigned row_blocks(int64_t rows) { return unsigned(rows < 4096 ? (rows > 0 ? rows : 1) : 4096); }
+
+}  // namespace
+
+int cross_entropy(Elem t, bool soft, const void* x, const void* label, void* out, int64_t rows, int64_t cols, int64_t ignore_index, Stream s) {
+  if (rows == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    if (soft)
+      cross_entropy_soft<<<row_blocks(rows), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<const T*>(label), static_cast<T*>(out), rows, cols);
+    else
+      cross_entropy_hard<<<blocks_for(rows), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<const int64_t*>(label), static_cast<T*>(out), rows,
+                                                                cols, ignore_index);
+    return launched();
+  });
+}
+
+int cross_entropy_grad(Elem t, bool soft, const void* x, const void* label, const void* dout, void* dx, int64_t rows, int64_t cols,
+                       int64_t ignore_index, Stream s) {
+  if (rows * cols == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    const T *px = static_cast<const T*>(x), *pd = static_cast<const T*>(dout);
+    if (soft)
+      cross_entropy_grad_soft<<<blocks_for(rows * cols), kThreads, 0, s>>>(px, static_cast<const T*>(label), pd, static_cast<T*>(dx), rows, cols);
+    else
+      cross_entropy_grad_hard<<<blocks_for(rows * cols), kThreads, 0, s>>>(px, static_cast<const int64_t*>(label), pd, static_cast<T*>(dx), rows, cols,
+                                                                            ignore_index);
+    return launched();
+  });
+}
+
+int top_k(Elem t, const void* x, void* out, int64_t* indices, int64_t rows, int64_t cols, int64_t k, Stream s) {
+  if (rows == 0 || k == 0) return 0;
+  return by_any(t, [&](auto z) {
+    using T = decltype(z);
+    top_k_kernel<<<blocks_for(rows), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(out), indices, rows, cols, k);
+    return launched();
+  });
+}
+
+int accuracy(const int64_t* indices, const void* label, bool label_i32, int64_t rows, int64_t k, float* accuracy, int32_t* correct, int32_t* total,
+             Stream s) {
+  if (label_i32) accuracy_kernel<<<1, 1024, 0, s>>>(indices, static_cast<const int32_t*>(label), rows, k, accuracy, correct, total);
+  else accuracy_kernel<<<1, 1024, 0, s>>>(indices, static_cast<const int64_t*>(label), rows, k, accuracy, correct, total);
+  return launched();
+}
+
+}  // namespace oar::cuda_kernels

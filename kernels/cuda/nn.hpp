@@ -1,0 +1,194 @@
+// kernels/cuda/nn.hpp: eval_cuda of mul (cuBLAS), softmax and log_softmax (cuDNN), cross_entropy, top_k and
+// accuracy (kernels/cuda/nn.cu).
+#pragma once
+#include "kernels/cuda/host.hpp"
+#include "oar/ops/accuracy.hpp"
+#include "oar/ops/arg_max.hpp"
+#include "oar/ops/cross_entropy.hpp"
+#include "oar/ops/mul.hpp"
+#include "oar/ops/softmax.hpp"
+
+namespace oar::cuda_kernels {
+
+/// Calls f(T{}) for f32 or f64 `t`, else an oar::Error naming the op.
+template <class F>
+void float_types(const KernelContext& c, DType t, F&& f) {
+  if (t == DType::f32) f(float{});
+  else if (t == DType::f64) f(double{});
+  else c.fail("no CUDA kernel for dtype {} (it has: float32, float64)", name(t));
+}
+
+/// softmax or log_softmax along `axis` through cuDNN: X as NCHW [pre, n, post, 1], one softmax per (N, H).
+template <bool log, class Op>
+void softmax_forward(KernelContext& c, int axis) {
+  const LoDTensor& x = c.in(Op::x);
+  LoDTensor& out = c.out(Op::out);
+  c.check(axis >= -x.rank() && axis < x.rank(), "axis = {} is out of range for X {}", axis, x.shape());
+  const int a = axis < 0 ? axis + x.rank() : axis;
+  const int64_t pre = x.shape().numel(0, a), n = x.dim(a), post = x.shape().numel(a + 1, x.rank());
+  c.check(pre <= INT32_MAX && n <= INT32_MAX && post <= INT32_MAX, "X {} is beyond cuDNN's 32-bit sizes", x.shape());
+  if (&out != &x) out.resize(x.shape(), x.dtype());
+  if (x.numel() > 0)
+    float_types(c, x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T one = 1, zero = 0;
+      TensorDesc d(c, x.dtype(), int(pre), int(n), int(post), 1);
+      check(c, cudnnSoftmaxForward(c.cuda().cudnn(), log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d, x.raw(),
+                                   &zero, d, out.raw()),
+            "cudnnSoftmaxForward");
+    });
+  if (&out != &x) out.set_lod(x.lod());
+}
+
+template <bool log, class Op>
+void softmax_backward(KernelContext& c, int axis) {
+  if (!c.has_out(Op::x_grad)) return;
+  const LoDTensor& y = c.in(Op::out);
+  const LoDTensor& dy = c.in(Op::out_grad);
+  LoDTensor& dx = c.out(Op::x_grad);
+  c.check(dy.shape() == y.shape(), "Out@GRAD {} does not match Out {}", dy.shape(), y.shape());
+  const int a = axis < 0 ? axis + y.rank() : axis;
+  const int64_t pre = y.shape().numel(0, a), n = y.dim(a), post = y.shape().numel(a + 1, y.rank());
+  dx.resize(y.shape(), y.dtype());
+  if (y.numel() > 0)
+    float_types(c, y.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T one = 1, zero = 0;
+      TensorDesc d(c, y.dtype(), int(pre), int(n), int(post), 1);
+      check(c, cudnnSoftmaxBackward(c.cuda().cudnn(), log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d, y.raw(), d,
+                                    dy.raw(), &zero, d, dx.raw()),
+            "cudnnSoftmaxBackward");
+    });
+  dx.set_lod(y.lod());
+}
+
+/// [rows, cols] of X: the last dim against the rest.
+inline std::pair<int64_t, int64_t> rows_cols(const Shape& s) {
+  const int64_t d = s.rank() > 0 ? s[s.rank() - 1] : 1;
+  return {s.rank() > 1 ? s.numel(0, s.rank() - 1) : 1, d};
+}
+
+/// Hard labels: one int64 class index per row (an int32 label is an oar::Error here: the CPU kernel converts it).
+inline void check_hard_labels(const KernelContext& c, const LoDTensor& label, int64_t rows) {
+  c.check(label.numel() == rows, "Label {} must hold one class index per row ({} rows)", label.shape(), rows);
+  c.check(label.dtype() == DType::i64, "Label must be int64 on CUDA, got {}", name(label.dtype()));
+}
+
+}  // namespace oar::cuda_kernels
+
+namespace oar::ops {
+
+inline void Mul::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& yt = c.in(y);
+  LoDTensor& ot = c.out(out);
+  const int xd = a.x_num_col_dims, yd = a.y_num_col_dims;
+  const int64_t m = xt.shape().numel(0, xd), k = xt.shape().numel(xd, xt.rank());
+  const int64_t k2 = yt.shape().numel(0, yd), n = yt.shape().numel(yd, yt.rank());
+  c.check(k == k2, "X {} has {} columns at x_num_col_dims={}, Y {} has {} rows at y_num_col_dims={}", xt.shape(), k, xd, yt.shape(), k2, yd);
+  c.check(xt.dtype() == yt.dtype(), "X is {} but Y is {}", name(xt.dtype()), name(yt.dtype()));
+  Shape os = xt.shape().slice(0, xd);
+  for (int i = yd; i < yt.rank(); ++i) os.push_back(yt.dim(i));
+  ot.resize(os, xt.dtype());
+  cuda_kernels::float_types(c, xt.dtype(), [&](auto z) {
+    using T = decltype(z);
+    cuda_kernels::gemm<T>(c, false, false, m, n, k, T(1), xt.data<T>(), k, yt.data<T>(), n, T(0), ot.data<T>(), n);
+  });
+  ot.set_lod(xt.lod());
+}
+
+inline void Mul::eval_grad_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& yt = c.in(y);
+  const LoDTensor& dout = c.in(out_grad);
+  const int64_t m = xt.shape().numel(0, a.x_num_col_dims), k = xt.shape().numel(a.x_num_col_dims, xt.rank());
+  const int64_t n = yt.shape().numel(a.y_num_col_dims, yt.rank());
+  c.check(dout.numel() == m * n, "Out@GRAD {} does not hold {} x {} values", dout.shape(), m, n);
+  cuda_kernels::float_types(c, xt.dtype(), [&](auto z) {
+    using T = decltype(z);
+    if (c.has_out(x_grad)) {  // dX = dOut Y^T
+      LoDTensor& dx = c.out(x_grad);
+      dx.resize(xt.shape(), xt.dtype());
+      cuda_kernels::gemm<T>(c, false, true, m, k, n, T(1), dout.data<T>(), n, yt.data<T>(), n, T(0), dx.data<T>(), k);
+      dx.set_lod(xt.lod());
+    }
+    if (c.has_out(y_grad)) {  // dY = X^T dOut
+      LoDTensor& dy = c.out(y_grad);
+      dy.resize(yt.shape(), yt.dtype());
+      cuda_kernels::gemm<T>(c, true, false, k, n, m, T(1), xt.data<T>(), k, dout.data<T>(), n, T(0), dy.data<T>(), n);
+    }
+  });
+}
+
+inline void Softmax::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::softmax_forward<false, Softmax>(c, a.axis); }
+inline void Softmax::eval_grad_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::softmax_backward<false, Softmax>(c, a.axis); }
+inline void LogSoftmax::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::softmax_forward<true, LogSoftmax>(c, a.axis); }
+inline void LogSoftmax::eval_grad_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::softmax_backward<true, LogSoftmax>(c, a.axis); }
+
+inline void CrossEntropy::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& lt = c.in(label);
+  LoDTensor& yt = c.out(y);
+  auto [n, d] = cuda_kernels::rows_cols(xt.shape());
+  if (a.soft_label) c.check(lt.shape() == xt.shape() && lt.dtype() == xt.dtype(), "soft_label needs Label {} shaped like X {}", lt.shape(), xt.shape());
+  else cuda_kernels::check_hard_labels(c, lt, n);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
+  Shape ys = xt.shape();
+  ys[ys.rank() - 1] = 1;
+  yt.resize(ys, xt.dtype());
+  cuda_kernels::check(c, cuda_kernels::cross_entropy(t, a.soft_label, xt.raw(), lt.raw(), yt.raw(), n, d, a.ignore_index, cuda_kernels::stream(c)));
+  yt.set_lod(xt.lod());
+}
+
+inline void CrossEntropy::eval_grad_cuda(KernelContext& c, const Attrs& a) {
+  if (!c.has_out(x_grad)) return;
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& lt = c.in(label);
+  const LoDTensor& dy = c.in(y_grad);
+  LoDTensor& dx = c.out(x_grad);
+  auto [n, d] = cuda_kernels::rows_cols(xt.shape());
+  c.check(dy.numel() == n, "Y@GRAD {} must hold one value per row of X {}", dy.shape(), xt.shape());
+  if (!a.soft_label) cuda_kernels::check_hard_labels(c, lt, n);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
+  dx.resize(xt.shape(), xt.dtype());
+  cuda_kernels::check(
+      c, cuda_kernels::cross_entropy_grad(t, a.soft_label, xt.raw(), lt.raw(), dy.raw(), dx.raw(), n, d, a.ignore_index, cuda_kernels::stream(c)));
+  dx.set_lod(xt.lod());
+}
+
+inline void TopK::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  c.check(xt.rank() >= 1, "X must have rank >= 1, got {}", xt.shape());
+  const int64_t kv = a.k, n = xt.dim(xt.rank() - 1), rows = xt.shape().numel(0, xt.rank() - 1);
+  c.check(kv <= n, "k = {} is more than the last dim of X {}", kv, xt.shape());
+  Shape os = xt.shape();
+  os[os.rank() - 1] = kv;
+  LoDTensor& ot = c.out(out);
+  LoDTensor& ind = c.out(indices);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype(), true);
+  ot.resize(os, xt.dtype());
+  ind.resize(os, DType::i64);
+  cuda_kernels::check(c, cuda_kernels::top_k(t, xt.raw(), ot.raw(), ind.data<int64_t>(), rows, n, kv, cuda_kernels::stream(c)));
+  ot.set_lod(xt.lod());
+  ind.set_lod(xt.lod());
+}
+
+inline void Accuracy::eval_cuda(KernelContext& c, const NoAttrs&) {
+  const LoDTensor& ind = c.in(indices);
+  const LoDTensor& lt = c.in(label);
+  c.check(ind.rank() == 2, "Indices must be [N, k], got {}", ind.shape());
+  c.check(ind.dtype() == DType::i64, "Indices must be int64 on CUDA, got {}", name(ind.dtype()));
+  const int64_t n = ind.dim(0), k = ind.dim(1);
+  c.check(lt.numel() == n, "Label {} must hold one label per row of Indices {}", lt.shape(), ind.shape());
+  c.check(lt.dtype() == DType::i64 || lt.dtype() == DType::i32, "Label must be int64 or int32, got {}", name(lt.dtype()));
+  LoDTensor& acc = c.out(accuracy);
+  LoDTensor& cor = c.out(correct);
+  LoDTensor& tot = c.out(total);
+  acc.resize(Shape{1}, DType::f32);
+  cor.resize(Shape{1}, DType::i32);
+  tot.resize(Shape{1}, DType::i32);
+  cuda_kernels::check(c, cuda_kernels::accuracy(ind.data<int64_t>(), lt.raw(), lt.dtype() == DType::i32, n, k, acc.data<float>(), cor.data<int32_t>(),
+                                                tot.data<int32_t>(), cuda_kernels::stream(c)));
+}
+
+}  // namespace oar::ops

@@ -1,0 +1,86 @@
+// kernels/cuda/optim.cu: the parameter updates of kernels/cpu/optimizers.hpp on the device, the learning rate
+// and Adam's running powers read from device scalars so that a step never waits for the host.
+#include <cmath>
+
+#include "kernels/cuda/common.cuh"
+
+namespace oar::cuda_kernels {
+
+namespace {
+
+template <class T>
+__global__ void sgd_kernel(T* p, const T* g, const T* lr, int64_t n) {
+  const T l = lr[0];
+  OAR_GRID_STRIDE(i, n) p[i] -= l * g[i];
+}
+template <class T>
+__global__ void momentum_kernel(T* p, T* v, const T* g, const T* lr, T mu, bool nesterov, int64_t n) {
+  const T l = lr[0];
+  OAR_GRID_STRIDE(i, n) {
+    const T gi = g[i], vn = mu * v[i] + gi;
+    v[i] = vn;
+    p[i] = nesterov ? p[i] - (gi + mu * vn) * l : p[i] - l * vn;
+  }
+}
+template <class T>
+__global__ void adam_kernel(T* p, T* m, T* v, const T* g, const T* lr, const T* b1p, const T* b2p, T b1, T b2, T eps, T coeff, int64_t n) {
+  const double l = double(lr[0]);
+  const T lr_t = T(l * sqrt(1 - double(b2p[0])) / (1 - double(b1p[0]))), wd = T(l * double(coeff));
+  OAR_GRID_STRIDE(i, n) {
+    T pv = p[i];
+    if (coeff != T(0)) pv -= wd * pv;
+    const T gi = g[i];
+    const T a = b1 * m[i] + (T(1) - b1) * gi;
+    const T b = b2 * v[i] + (T(1) - b2) * gi * gi;
+    m[i] = a;
+    v[i] = b;
+    p[i] = pv - lr_t * a / (sqrt(b) + eps);
+  }
+}
+template <class T>
+__global__ void scale_scalar_kernel(const T* in, T* out, T beta) {
+  out[0] = T(double(in[0]) * double(beta));
+}
+
+}  // namespace
+
+int sgd(Elem t, void* p, const void* g, const void* lr, int64_t n, Stream s) {
+  if (n == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<const T*>(g), static_cast<const T*>(lr), n);
+    return launched();
+  });
+}
+
+int momentum(Elem t, void* p, void* v, const void* g, const void* lr, float mu, bool nesterov, int64_t n, Stream s) {
+  if (n == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    momentum_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(v), static_cast<const T*>(g), static_cast<const T*>(lr), T(mu),
+                                                        nesterov, n);
+    return launched();
+  });
+}
+
+int adam(Elem t, void* p, void* m, void* v, const void* g, const void* lr, const void* beta1_pow, const void* beta2_pow, float beta1, float beta2,
+         float epsilon, float coeff, int64_t n, Stream s) {
+  if (n == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(m), static_cast<T*>(v), static_cast<const T*>(g),
+                                                    static_cast<const T*>(lr), static_cast<const T*>(beta1_pow), static_cast<const T*>(beta2_pow), T(beta1),
+                                                    T(beta2), T(epsilon), T(coeff), n);
+    return launched();
+  });
+}
+
+int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s) {
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    scale_scalar_kernel<<<1, 1, 0, s>>>(static_cast<const T*>(pow), static_cast<T*>(pow_out), T(beta));
+    return launched();
+  });
+}
+
+}  // namespace oar::cuda_kernels

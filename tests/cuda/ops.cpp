@@ -1,0 +1,235 @@
+// tests/cuda/ops.cpp: every CUDA kernel against the CPU kernel of the same op on the same inputs (forward and
+// gradient ops, f32 and f64, tolerances stated per op), through the op harness on both places. Without a
+// device the comparisons skip, saying so; the registry check below runs everywhere: a CUDA build registers a
+// CUDA kernel for each op listed.
+#include <doctest/doctest.h>
+
+#include "support/op_check.hpp"
+
+using namespace oar;
+using namespace oar::test;
+
+namespace {
+
+bool have_device() { return cuda_device_count() > 0; }
+
+/// The first line of each comparing case: without a device it says so and returns.
+#define OAR_NEEDS_DEVICE()                                                                      \
+  if (!have_device()) {                                                                         \
+    MESSAGE("no CUDA device: skipped (the CUDA kernels are compiled and registered, not run)"); \
+    return;                                                                                     \
+  }
+
+/// Runs `t` on the CPU and on cuda:0 and compares every output (|cuda - cpu| <= atol + rtol |cpu|).
+void compare_on_cuda(const OpTest& t, const std::string& what, double atol, double rtol) {
+  CAPTURE(what);
+  const auto cpu_out = t.run(cpu());
+  const auto gpu_out = t.run(cuda(0));
+  REQUIRE(cpu_out.size() == gpu_out.size());
+  for (auto& [key, want] : cpu_out) {
+    const LoDTensor& got = gpu_out.at(key);
+    CHECK_MESSAGE(got.place().is_cpu(), what << ": " << key << " was not fetched to the host");
+    CHECK_MESSAGE(got.dtype() == want.dtype(), what << ": " << key << " dtype");
+    check_close(got, want, atol, rtol, what + " " + key);
+  }
+}
+
+/// Tolerances: f64 tight; f32 at a few ulps of the values involved (the device's transcendental functions and
+/// summation order differ from the CPU's).
+template <class T> constexpr double tol() { return std::is_same_v<T, double> ? 1e-12 : 2e-5; }
+
+}  // namespace
+
+TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
+  const KernelRegistry& r = KernelRegistry::instance();
+  const char* ops[] = {"relu", "relu_grad", "sigmoid", "tanh_grad", "gelu", "clip_grad", "elementwise_add", "elementwise_add_grad",
+                       "elementwise_mul_grad", "elementwise_pow", "scale", "scale_grad", "fill_constant", "fill_constant_batch_size_like", "sum",
+                       "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
+                       "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "uniform_random", "gaussian_random",
+                       "truncated_gaussian_random"};
+  for (const char* op : ops) {
+    CAPTURE(op);
+    const KernelEntry* e = r.find(op);
+    REQUIRE(e != nullptr);
+    CHECK(bool(e->cpu));
+    CHECK(bool(e->cuda));
+    CHECK(e->places() == "cpu, cuda");
+  }
+}
+
+TEST_CASE("cuda: without a device, a CUDA model or executor is an oar::Error saying so") {
+  if (have_device()) return;
+  CHECK_THROWS_WITH_AS(Executor(cuda(0)), doctest::Contains("no CUDA device 0"), Error);
+}
+
+TEST_CASE_TEMPLATE("cuda: unary ops and their gradients match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+#define OAR_CUDA_UNARY_CASE(kind, op_type, Functor, a0, d0, a1, d1)                                                 \
+  {                                                                                                                 \
+    const std::string type = #op_type;                                                                              \
+    const bool positive = type == "log" || type == "sqrt" || type == "pow" || type == "reciprocal";                 \
+    Tensor x = random_tensor<T>({7, 33}, positive ? 0.1 : -3, 3, 11);                                               \
+    OpTest f(type);                                                                                                 \
+    f.input("X", x);                                                                                                \
+    compare_on_cuda(f, type, tol<T>(), tol<T>());                                                                   \
+    OpTest g(type + "_grad");                                                                                       \
+    OpTest fwd(type);                                                                                               \
+    fwd.input("X", x);                                                                                              \
+    const LoDTensor y = fwd.run().at("Out");                                                                        \
+    g.input("X", x).input("Out", y).input("Out@GRAD", random_tensor<T>({7, 33}, -1, 1, 12));                        \
+    compare_on_cuda(g, type + "_grad", tol<T>(), tol<T>());                                                         \
+  }
+  OAR_UNARY_OPS(OAR_CUDA_UNARY_CASE)
+#undef OAR_CUDA_UNARY_CASE
+}
+
+TEST_CASE_TEMPLATE("cuda: binary ops with and without broadcast, and their gradients, match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  struct Case { Shape x, y; int axis; };
+  for (const Case& k : {Case{{6, 5}, {6, 5}, -1}, Case{{64, 10}, {10}, -1}, Case{{4, 3, 5}, {3}, 1}, Case{{2, 3, 4, 5}, {3, 4}, 1}}) {
+    for (const char* op : {"elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div", "elementwise_max", "elementwise_min",
+                           "elementwise_pow"}) {
+      const std::string type = op;
+      const double lo = type == "elementwise_pow" || type == "elementwise_div" ? 0.5 : -2;
+      Tensor x = random_tensor<T>(k.x, lo, 2, 21), y = random_tensor<T>(k.y, lo, 2, 22);
+      OpTest f(type);
+      f.input("X", x).input("Y", y).attr("axis", int32_t(k.axis));
+      compare_on_cuda(f, type + " " + k.x.str() + " " + k.y.str(), tol<T>(), tol<T>());
+      OpTest g(type + "_grad");
+      g.input("X", x).input("Y", y).input("Out@GRAD", random_tensor<T>(k.x, -1, 1, 23)).attr("axis", int32_t(k.axis));
+      // Y@GRAD sums over the broadcast rows: its tolerance grows with their count.
+      compare_on_cuda(g, type + "_grad " + k.x.str() + " " + k.y.str(), 10 * tol<T>(), 10 * tol<T>());
+    }
+  }
+}
+
+TEST_CASE("cuda: integer elementwise_add and scale match the CPU") {
+  OAR_NEEDS_DEVICE();
+  OpTest f("elementwise_add");
+  f.input("X", random_tensor<int64_t>({5, 4}, -100, 100, 31)).input("Y", random_tensor<int64_t>({4}, -100, 100, 32)).attr("axis", int32_t(-1));
+  compare_on_cuda(f, "elementwise_add i64", 0, 0);
+  OpTest s("scale");
+  s.input("X", random_tensor<int32_t>({9}, -50, 50, 33)).attr("scale", 3.0f).attr("bias", 2.0f).attr("bias_after_scale", false);
+  compare_on_cuda(s, "scale i32", 0, 0);
+}
+
+TEST_CASE_TEMPLATE("cuda: scale, fill_constant, sum and mean match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  Tensor x = random_tensor<T>({13, 17}, -1, 1, 41);
+  OpTest s("scale");
+  s.input("X", x).attr("scale", 2.5f).attr("bias", -0.5f).attr("bias_after_scale", true);
+  compare_on_cuda(s, "scale", tol<T>(), tol<T>());
+  OpTest sg("scale_grad");
+  sg.input("Out@GRAD", x).attr("scale", 2.5f);
+  compare_on_cuda(sg, "scale_grad", tol<T>(), tol<T>());
+  OpTest f("fill_constant");
+  f.attr("shape", std::vector<int64_t>{3, 4}).attr("dtype", int32_t(dtype_of<T>)).attr("value", 1.25f);
+  compare_on_cuda(f, "fill_constant", 0, 0);
+  OpTest sum("sum");
+  sum.inputs("X", {x, random_tensor<T>({13, 17}, -1, 1, 42), random_tensor<T>({13, 17}, -1, 1, 43)});
+  compare_on_cuda(sum, "sum of 3", tol<T>(), tol<T>());
+  OpTest m("mean");
+  m.input("X", random_tensor<T>({100, 1000}, 0, 1, 44));
+  compare_on_cuda(m, "mean of 100000", tol<T>(), tol<T>());
+  OpTest mg("mean_grad");
+  mg.input("X", x).input("Out@GRAD", Tensor::from<T>({T(3)}, {1}));
+  compare_on_cuda(mg, "mean_grad", tol<T>(), tol<T>());
+}
+
+TEST_CASE_TEMPLATE("cuda: mul (cuBLAS) and its gradients match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  struct Case { Shape x, y; int xd, yd; };
+  for (const Case& k : {Case{{64, 784}, {784, 200}, 1, 1}, Case{{3, 4, 5}, {20, 7}, 1, 1}, Case{{2, 3, 8}, {8, 6}, 2, 1}, Case{{1, 1}, {1, 9}, 1, 1}}) {
+    Tensor x = random_tensor<T>(k.x, -1, 1, 51), y = random_tensor<T>(k.y, -1, 1, 52);
+    OpTest f("mul");
+    f.input("X", x).input("Y", y).attr("x_num_col_dims", int32_t(k.xd)).attr("y_num_col_dims", int32_t(k.yd));
+    // Sums of up to 784 products: the tolerance of an f32 dot product that long.
+    const double t = std::is_same_v<T, double> ? 1e-12 : 1e-4;
+    compare_on_cuda(f, "mul " + k.x.str() + " x " + k.y.str(), t, t);
+    const LoDTensor out = f.run().at("Out");
+    OpTest g("mul_grad");
+    g.input("X", x).input("Y", y).input("Out@GRAD", random_tensor<T>(out.shape(), -1, 1, 53));
+    g.attr("x_num_col_dims", int32_t(k.xd)).attr("y_num_col_dims", int32_t(k.yd));
+    compare_on_cuda(g, "mul_grad " + k.x.str() + " x " + k.y.str(), t, t);
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: softmax and log_softmax (cuDNN) along any axis, and their gradients, match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  for (const char* op : {"softmax", "log_softmax"})
+    for (int axis : {-1, 0, 1}) {
+      const std::string type = op;
+      Tensor x = random_tensor<T>({4, 10, 3}, -5, 5, 61);
+      OpTest f(type);
+      f.input("X", x).attr("axis", int32_t(axis));
+      compare_on_cuda(f, type + " axis " + std::to_string(axis), tol<T>(), tol<T>());
+      const LoDTensor y = f.run().at("Out");
+      OpTest g(type + "_grad");
+      g.input("Out", y).input("Out@GRAD", random_tensor<T>({4, 10, 3}, -1, 1, 62)).attr("axis", int32_t(axis));
+      compare_on_cuda(g, type + "_grad axis " + std::to_string(axis), tol<T>(), tol<T>());
+    }
+}
+
+TEST_CASE_TEMPLATE("cuda: cross_entropy (hard, soft, ignore_index), top_k and accuracy match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  const int64_t n = 37, d = 10;
+  Tensor prob = random_tensor<T>({n, d}, 0.01, 1, 71);
+  Tensor label = random_tensor<int64_t>({n, 1}, 0, d, 72);
+  label.data<int64_t>()[3] = -100;  // ignored
+  OpTest h("cross_entropy");
+  h.input("X", prob).input("Label", label).attr("ignore_index", int32_t(-100));
+  compare_on_cuda(h, "cross_entropy hard", tol<T>(), tol<T>());
+  OpTest hg("cross_entropy_grad");
+  hg.input("X", prob).input("Label", label).input("Y@GRAD", random_tensor<T>({n, 1}, -1, 1, 73)).attr("ignore_index", int32_t(-100));
+  compare_on_cuda(hg, "cross_entropy_grad hard", tol<T>(), tol<T>());
+  Tensor soft = random_tensor<T>({n, d}, 0, 0.2, 74);
+  OpTest s("cross_entropy");
+  s.input("X", prob).input("Label", soft).attr("soft_label", true);
+  compare_on_cuda(s, "cross_entropy soft", 10 * tol<T>(), 10 * tol<T>());
+  OpTest sg("cross_entropy_grad");
+  sg.input("X", prob).input("Label", soft).input("Y@GRAD", random_tensor<T>({n, 1}, -1, 1, 75)).attr("soft_label", true);
+  compare_on_cuda(sg, "cross_entropy_grad soft", tol<T>(), tol<T>());
+  Tensor scores = random_tensor<T>({n, d}, -1, 1, 76);
+  scores.data<T>()[5] = scores.data<T>()[6];  // a tie: the lower index first
+  for (int k : {1, 3}) {
+    OpTest t("top_k");
+    t.input("X", scores).attr("k", int32_t(k));
+    compare_on_cuda(t, "top_k " + std::to_string(k), 0, 0);
+    OpTest a("accuracy");
+    Tensor lab = random_tensor<int64_t>({n, 1}, 0, d, 77);
+    a.input("Out", t.run().at("Out")).input("Indices", t.run().at("Indices")).input("Label", lab);
+    compare_on_cuda(a, "accuracy top " + std::to_string(k), 0, 0);
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: sgd, momentum, adam and adamw updates match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  const Shape s{50, 20};
+  Tensor p = random_tensor<T>(s, -1, 1, 81), g = random_tensor<T>(s, -1, 1, 82), v = random_tensor<T>(s, -1, 1, 83);
+  Tensor m2 = random_tensor<T>(s, 0, 1, 84), lr = Tensor::from<T>({T(0.05)}, {1});
+  OpTest sgd("sgd");
+  sgd.input("Param", p).input("Grad", g).input("LearningRate", lr);
+  compare_on_cuda(sgd, "sgd", tol<T>(), tol<T>());
+  for (bool nesterov : {false, true}) {
+    OpTest mo("momentum");
+    mo.input("Param", p).input("Grad", g).input("Velocity", v).input("LearningRate", lr).attr("mu", 0.9f).attr("use_nesterov", nesterov);
+    compare_on_cuda(mo, nesterov ? "momentum nesterov" : "momentum", tol<T>(), tol<T>());
+  }
+  for (const char* op : {"adam", "adamw"}) {
+    OpTest a(op);
+    a.input("Param", p).input("Grad", g).input("LearningRate", lr).input("Moment1", v).input("Moment2", m2);
+    a.input("Beta1Pow", Tensor::from<T>({T(0.9 * 0.9)}, {1})).input("Beta2Pow", Tensor::from<T>({T(0.999 * 0.999)}, {1}));
+    a.attr("beta1", 0.9f).attr("beta2", 0.999f).attr("epsilon", 1e-8f);
+    if (std::string(op) == "adamw") a.attr("coeff", 0.01f).attr("with_decay", true);
+    compare_on_cuda(a, op, 10 * tol<T>(), 10 * tol<T>());
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: a seeded random op fills a tensor with the CPU's values", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  for (const char* op : {"uniform_random", "gaussian_random", "truncated_gaussian_random"}) {
+    OpTest r(op);
+    r.attr("shape", std::vector<int64_t>{1000, 3}).attr("dtype", int32_t(dtype_of<T>)).attr("seed", int32_t(1234));
+    compare_on_cuda(r, op, 1e-6, 1e-6);
+  }
+}
