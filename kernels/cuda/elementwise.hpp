@@ -1,10 +1,11 @@
 // kernels/cuda/elementwise.hpp: eval_cuda of the element-wise and small math ops: every unary and binary op
-// (one launcher each, kernels/cuda/elementwise.cu, from the CPU's functors), scale, fill_constant, sum, mean.
+// (one launcher each, kernels/cuda/elementwise.cu, from the CPU's functors), scale, increment, fill_constant, sum, mean.
 // Shapes, dtypes and attributes are checked here as the CPU kernels check them.
 #pragma once
 #include <cstring>
 
 #include "kernels/cuda/host.hpp"
+#include "oar/ops/assign.hpp"
 #include "oar/ops/elementwise.hpp"
 #include "oar/ops/elementwise_binary.hpp"
 #include "oar/ops/fill_constant.hpp"
@@ -139,6 +140,17 @@ inline void Scale::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   if (&dx != &dout) dx.resize(dout.shape(), dout.dtype());
   cuda_kernels::check(c, cuda_kernels::scale(t, dout.raw(), dx.raw(), dout.numel(), a.scale, 0.0, cuda_kernels::stream(c)));
   if (&dx != &dout) dx.set_lod(dout.lod());
+}
+
+inline void Increment::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  LoDTensor& ot = c.out(out);
+  c.check(xt.numel() == 1, "X must hold exactly one element, X is {}", xt.shape());
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype(), true);
+  if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
+  // An integer X adds the step cast to its type, as the CPU kernel does.
+  const double step = is_float(xt.dtype()) ? double(a.step) : std::trunc(double(a.step));
+  cuda_kernels::check(c, cuda_kernels::scale(t, xt.raw(), ot.raw(), 1, 1.0, step, cuda_kernels::stream(c)));
 }
 
 inline void FillConstant::eval_cuda(KernelContext& c, const Attrs& a) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "oar/ops/binary_list.hpp"
+#include "oar/ops/lr_formula.hpp"
 #include "oar/ops/unary_list.hpp"
 
 struct CUstream_st;
@@ -74,6 +75,17 @@ int top_k(Elem t, const void* x, void* out, int64_t* indices, int64_t rows, int6
 int accuracy(const int64_t* indices, const void* label, bool label_i32, int64_t rows, int64_t k, float* accuracy, int32_t* correct, int32_t* total,
              Stream s);
 
+// ---- norm.cu: batch_norm over x as [n, c, s] (s: the spatial size), the CPU kernel's semantics.
+/// y = (x - mean) istd scale + bias with the batch statistics (or, `global`, mean_in / var_in); writes the
+/// running statistics (mean_out / var_out, may be mean_in / var_in or null), saved mean and inverse std (may be
+/// null); ka, kb: scratch of c values.
+int batch_norm_forward(Elem t, const void* x, void* y, const void* scale, const void* bias, const void* mean_in, const void* var_in, void* mean_out,
+                       void* var_out, void* saved_mean, void* saved_istd, void* ka, void* kb, int64_t n, int64_t c, int64_t s, float momentum,
+                       double epsilon, bool global, Stream st);
+/// dx (may be null), dscale = sum(dy xhat), dbias = sum(dy) (either may be null) from the saved statistics.
+int batch_norm_backward(Elem t, const void* x, const void* dy, const void* scale, const void* saved_mean, const void* saved_istd, void* dx, void* dscale,
+                        void* dbias, int64_t n, int64_t c, int64_t s, bool global, Stream st);
+
 // ---- optim.cu (one parameter per call; lr is a device scalar of the parameter's type)
 /// p -= lr * g.
 int sgd(Elem t, void* p, const void* g, const void* lr, int64_t n, Stream s);
@@ -86,6 +98,10 @@ int adam(Elem t, void* p, void* m, void* v, const void* g, const void* lr, const
          float epsilon, float coeff, int64_t n, Stream s);
 /// pow_out[0] = pow[0] * beta (Adam's running powers).
 int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s);
+/// lr[0] = f.at(step[0]) for a one-value step of type `step_type`; piecewise with at most lr_max_pieces
+/// boundaries (f's host arrays are copied into the launch).
+inline constexpr int lr_max_pieces = 16;
+int lr_schedule(const ops::LrFormula& f, Elem step_type, const void* step, float* lr, Stream s);
 
 // ---- random.cu: the counter-based generator of kernels/random_counter.hpp, so a seed gives the CPU's values.
 /// out[i] = lo + (hi - lo) u_i, kept below hi in f32.

@@ -42,7 +42,32 @@ __global__ void scale_scalar_kernel(const T* in, T* out, T beta) {
   out[0] = T(double(in[0]) * double(beta));
 }
 
+struct LrArgs {
+  ops::LrFormula f;
+  float boundaries[lr_max_pieces];
+  float values[lr_max_pieces + 1];
+};
+template <class S>
+__global__ void lr_kernel(LrArgs a, const S* step, float* lr) {
+  ops::LrFormula f = a.f;
+  f.boundaries = a.boundaries;
+  f.values = a.values;
+  lr[0] = float(f.at(double(step[0])));
+}
+
 }  // namespace
+
+int lr_schedule(const ops::LrFormula& f, Elem step_type, const void* step, float* lr, Stream s) {
+  if (f.pieces > lr_max_pieces) return int(cudaErrorInvalidValue);
+  LrArgs a{f, {}, {}};
+  for (int i = 0; i < f.pieces; ++i) a.boundaries[i] = f.boundaries[i];
+  for (int i = 0; f.kind == ops::LrKind::piecewise && i <= f.pieces; ++i) a.values[i] = f.values[i];
+  return by_any(step_type, [&](auto z) {
+    using S = decltype(z);
+    lr_kernel<<<1, 1, 0, s>>>(a, static_cast<const S*>(step), lr);
+    return launched();
+  });
+}
 
 int sgd(Elem t, void* p, const void* g, const void* lr, int64_t n, Stream s) {
   if (n == 0) return 0;

@@ -1,8 +1,9 @@
-// kernels/cuda/optim.hpp: eval_cuda of sgd, momentum, adam and adamw (kernels/cuda/optim.cu). Each output
+// kernels/cuda/optim.hpp: eval_cuda of sgd, momentum, adam, adamw and lr_schedule (kernels/cuda/optim.cu). Each output
 // starts as its input (the same variable in a training program, or a device copy) and is updated in place;
 // the learning rate and Adam's powers stay on the device.
 #pragma once
 #include "kernels/cuda/host.hpp"
+#include "oar/ops/lr_schedule.hpp"
 #include "oar/ops/optimizers.hpp"
 
 namespace oar::cuda_kernels::update {
@@ -96,5 +97,20 @@ namespace oar::ops {
 
 inline void Adam::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adam_like<Adam>(c, a, 0.0f); }
 inline void AdamW::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adam_like<AdamW>(c, a, a.with_decay ? a.coeff : 0.0f); }
+
+inline void LrSchedule::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& st = c.in(step);
+  c.check(st.numel() == 1, "Step must have one element, got {}", st.shape());
+  if (a.kind == Kind::piecewise) {
+    c.check(!a.values.empty() && a.values.size() == a.boundaries.size() + 1,
+            "piecewise needs one more value than boundaries, got {} values and {} boundaries", a.values.size(), a.boundaries.size());
+    c.check(a.boundaries.size() <= size_t(cuda_kernels::lr_max_pieces), "piecewise on CUDA takes at most {} boundaries, got {}",
+            cuda_kernels::lr_max_pieces, a.boundaries.size());
+  }
+  LoDTensor& out = c.out(learning_rate);
+  out.resize(Shape{1}, DType::f32);
+  cuda_kernels::check(c, cuda_kernels::lr_schedule(formula(a), cuda_kernels::elem(c, st.dtype(), true), st.raw(), out.data<float>(),
+                                                   cuda_kernels::stream(c)));
+}
 
 }  // namespace oar::ops

@@ -51,3 +51,21 @@ TEST_CASE("names: one counter per prefix, from 0") {
   g.reset();
   CHECK(g("fc") == "fc_0");
 }
+
+TEST_CASE("place: parse_place and place_from_args read cpu, cuda and cuda:N; anything else is an oar::Error") {
+  CHECK(parse_place("cpu") == cpu());
+  CHECK(parse_place("cuda") == cuda(0));
+  CHECK(parse_place("cuda:3") == cuda(3));
+  CHECK(parse_place("cuda:3").str() == "cuda:3");
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "cuda:1x", "CPU", ""})
+    CHECK_THROWS_WITH_AS(parse_place(bad), doctest::Contains("is not a place: cpu, cuda or cuda:N"), Error);
+  std::string a0 = "prog", a1 = "--device", a2 = "cuda:1", a3 = "--device=cpu";
+  char* two[] = {a0.data(), a1.data(), a2.data()};
+  CHECK(place_from_args(3, two) == cuda(1));
+  char* eq[] = {a0.data(), a3.data()};
+  CHECK(place_from_args(2, eq) == cpu());
+  char* none[] = {a0.data()};
+  CHECK(place_from_args(1, none, cuda(2)) == cuda(2));
+  char* missing[] = {a0.data(), a1.data()};
+  CHECK_THROWS_WITH_AS(place_from_args(2, missing), doctest::Contains("--device needs a place"), Error);
+}

@@ -46,7 +46,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "elementwise_mul_grad", "elementwise_pow", "scale", "scale_grad", "fill_constant", "fill_constant_batch_size_like", "sum",
                        "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
                        "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "uniform_random", "gaussian_random",
-                       "truncated_gaussian_random"};
+                       "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad"};
   for (const char* op : ops) {
     CAPTURE(op);
     const KernelEntry* e = r.find(op);
@@ -231,5 +231,89 @@ TEST_CASE_TEMPLATE("cuda: a seeded random op fills a tensor with the CPU's value
     OpTest r(op);
     r.attr("shape", std::vector<int64_t>{1000, 3}).attr("dtype", int32_t(dtype_of<T>)).attr("seed", int32_t(1234));
     compare_on_cuda(r, op, 1e-6, 1e-6);
+  }
+}
+
+TEST_CASE("cuda: lr_schedule (every kind) and increment match the CPU") {
+  OAR_NEEDS_DEVICE();
+  for (const char* kind : {"constant", "exponential", "natural_exp", "inverse_time", "polynomial", "piecewise", "cosine", "noam", "linear_warmup"})
+    for (double step : {0.0, 7.0, 250.0}) {
+      OpTest t("lr_schedule");
+      t.input("Step", Tensor::from<int64_t>({int64_t(step)}, {1})).attr("kind", std::string(kind)).attr("learning_rate", 0.1f);
+      t.attr("decay_steps", 100.0f).attr("total_steps", 300.0f).attr("warmup_steps", 10.0f);
+      if (std::string(kind) == "piecewise") t.attr("boundaries", std::vector<float>{5, 100}).attr("values", std::vector<float>{0.1f, 0.01f, 0.001f});
+      compare_on_cuda(t, std::string(kind) + " at " + std::to_string(step), 1e-7, 1e-6);
+    }
+  OpTest f("lr_schedule");
+  f.input("Step", Tensor::from<float>({3.f}, {1})).attr("kind", std::string("exponential"));
+  compare_on_cuda(f, "exponential at an f32 step", 1e-7, 1e-6);
+  OpTest i64("increment");
+  i64.input("X", Tensor::from<int64_t>({41}, {1})).attr("step", 1.0f);
+  compare_on_cuda(i64, "increment i64", 0, 0);
+  OpTest f32("increment");
+  f32.input("X", Tensor::from<float>({2.5f}, {1})).attr("step", 0.25f);
+  compare_on_cuda(f32, "increment f32", 0, 0);
+}
+
+TEST_CASE_TEMPLATE("cuda: conv2d (cuDNN) with strides, padding, dilation and groups, and its gradients, match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  struct Case { Shape x, f; std::vector<int32_t> s, p, d; int g; };
+  for (const Case& k : {Case{{8, 1, 28, 28}, {20, 1, 5, 5}, {1, 1}, {0, 0}, {1, 1}, 1}, Case{{4, 20, 12, 12}, {50, 20, 5, 5}, {1, 1}, {0, 0}, {1, 1}, 1},
+                        Case{{2, 6, 9, 11}, {8, 3, 3, 3}, {2, 1}, {1, 2}, {1, 2}, 2}, Case{{3, 4, 7, 7}, {4, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 4}}) {
+    const std::string what = k.x.str() + " * " + k.f.str();
+    Tensor x = random_tensor<T>(k.x, -1, 1, 91), f = random_tensor<T>(k.f, -1, 1, 92);
+    OpTest fwd("conv2d");
+    fwd.input("Input", x).input("Filter", f).attr("strides", k.s).attr("paddings", k.p).attr("dilations", k.d).attr("groups", int32_t(k.g));
+    // Sums of up to 500 products.
+    const double t = std::is_same_v<T, double> ? 1e-11 : 1e-4;
+    compare_on_cuda(fwd, "conv2d " + what, t, t);
+    const LoDTensor y = fwd.run().at("Output");
+    OpTest g("conv2d_grad");
+    g.input("Input", x).input("Filter", f).input("Output@GRAD", random_tensor<T>(y.shape(), -1, 1, 93));
+    g.attr("strides", k.s).attr("paddings", k.p).attr("dilations", k.d).attr("groups", int32_t(k.g));
+    compare_on_cuda(g, "conv2d_grad " + what, 10 * t, 10 * t);
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: pool2d (cuDNN) max and avg, exclusive or not, global, and its gradient, match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  Tensor x = random_tensor<T>({2, 3, 9, 8}, -1, 1, 95);
+  struct Case { std::string type; std::vector<int32_t> k, s, p; bool exclusive, global; };
+  for (const Case& k : {Case{"max", {2, 2}, {2, 2}, {0, 0}, true, false}, Case{"max", {3, 3}, {2, 2}, {1, 1}, true, false},
+                        Case{"avg", {3, 3}, {2, 2}, {1, 1}, true, false}, Case{"avg", {3, 3}, {2, 2}, {1, 1}, false, false},
+                        Case{"avg", {1, 1}, {1, 1}, {0, 0}, true, true}, Case{"max", {1, 1}, {1, 1}, {0, 0}, true, true}}) {
+    const std::string what = k.type + (k.global ? " global" : "") + (k.exclusive ? "" : " inclusive") + " k" + std::to_string(k.k[0]);
+    OpTest f("pool2d");
+    f.input("X", x).attr("pooling_type", k.type).attr("ksize", k.k).attr("strides", k.s).attr("paddings", k.p).attr("exclusive", k.exclusive);
+    f.attr("global_pooling", k.global);
+    compare_on_cuda(f, "pool2d " + what, tol<T>(), tol<T>());
+    const LoDTensor y = f.run().at("Out");
+    OpTest g("pool2d_grad");
+    g.input("X", x).input("Out", y).input("Out@GRAD", random_tensor<T>(y.shape(), -1, 1, 96));
+    g.attr("pooling_type", k.type).attr("ksize", k.k).attr("strides", k.s).attr("paddings", k.p).attr("exclusive", k.exclusive);
+    g.attr("global_pooling", k.global);
+    compare_on_cuda(g, "pool2d_grad " + what, tol<T>(), tol<T>());
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: batch_norm in training and with global statistics, and its gradient, match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  for (const Shape& xs : {Shape{8, 5, 6, 7}, Shape{16, 10}}) {
+    const int64_t ch = xs[1];
+    Tensor x = random_tensor<T>(xs, 2, 5, 97);  // a large mean: the two-pass variance
+    Tensor scale = random_tensor<T>({ch}, 0.5, 1.5, 98), bias = random_tensor<T>({ch}, -1, 1, 99);
+    Tensor mean = random_tensor<T>({ch}, -1, 1, 100), var = random_tensor<T>({ch}, 0.5, 2, 101);
+    for (bool global : {false, true}) {
+      const std::string what = xs.str() + (global ? " global" : " batch");
+      OpTest f("batch_norm");
+      f.input("X", x).input("Scale", scale).input("Bias", bias).input("Mean", mean).input("Variance", var);
+      f.attr("momentum", 0.9f).attr("epsilon", 1e-5f).attr("use_global_stats", global);
+      compare_on_cuda(f, "batch_norm " + what, 10 * tol<T>(), 10 * tol<T>());
+      const auto out = f.run();
+      OpTest g("batch_norm_grad");
+      g.input("X", x).input("Scale", scale).input("SavedMean", out.at("SavedMean")).input("SavedVariance", out.at("SavedVariance"));
+      g.input("Y@GRAD", random_tensor<T>(xs, -1, 1, 102)).attr("epsilon", 1e-5f).attr("use_global_stats", global);
+      compare_on_cuda(g, "batch_norm_grad " + what, 10 * tol<T>(), 10 * tol<T>());
+    }
   }
 }

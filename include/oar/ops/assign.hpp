@@ -44,7 +44,8 @@ struct Increment {
     c.check(c.dtype(x) != DType::boolean, "X must be numeric, got bool");
     c.set_output(out, xs, c.dtype(x));
   }
-  static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/assign.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);   // kernels/cpu/assign.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/elementwise.hpp
 };
 
 /// out = static_cast<out_dtype>(x). X [any] of in_dtype -> Out [same] of out_dtype (bool, i32, i64, f32, f64;

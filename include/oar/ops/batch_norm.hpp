@@ -73,7 +73,9 @@ struct BatchNorm {
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/batch_norm.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/conv.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/batch_norm.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/conv.hpp
 };
 
 }  // namespace oar::ops

@@ -107,7 +107,9 @@ struct Conv2d {
   /// conv2d_grad(Input, Filter, Output@GRAD) -> Input@GRAD (col2im of Filter^T * dOutput), Filter@GRAD (dOutput * im2col(Input)^T)
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/conv2d.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/conv.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/conv2d.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/conv.hpp
 };
 
 }  // namespace oar::ops

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <optional>
 
+#include "oar/ops/lr_formula.hpp"
 #include "oar/ops/op.hpp"
 
 namespace oar::ops {
@@ -24,7 +25,7 @@ struct LrSchedule {
   static constexpr Attr<std::vector<float>> boundaries{"boundaries"}, values{"values"};
 
   /// The values of `kind`, in the order of `kind_names`.
-  enum class Kind : uint8_t { constant, exponential, natural_exp, inverse_time, polynomial, piecewise, cosine, noam, linear_warmup };
+  using Kind = LrKind;
   static constexpr std::array<std::string_view, 9> kind_names{"constant", "exponential", "natural_exp", "inverse_time", "polynomial",
                                                               "piecewise", "cosine", "noam", "linear_warmup"};
   static std::optional<Kind> find_kind(std::string_view k) {
@@ -92,42 +93,20 @@ struct LrSchedule {
               c.attr(d_model));
     c.set_output(learning_rate, Shape{1}, DType::f32);
   }
-  /// The formulas at step `at` (step counts from 0 as Fluid's counter does; noam uses step + 1).
-  static double lr_at(const Attrs& a, double at) {
-    double lr = a.learning_rate, ds = a.decay_steps, rate = a.decay_rate;
-    double ratio = at / ds;
-    if (a.staircase) ratio = std::floor(ratio);
-    switch (a.kind) {
-      case Kind::constant: return lr;
-      case Kind::exponential: return lr * std::pow(rate, ratio);    // lr * rate^(step / ds)
-      case Kind::natural_exp: return lr * std::exp(-rate * ratio);  // lr * e^(-rate step / ds)
-      case Kind::inverse_time: return lr / (1 + rate * ratio);      // lr / (1 + rate step / ds)
-      case Kind::polynomial: {  // (lr - end) (1 - min(step, ds) / ds)^power + end; cycle stretches ds
-        double end = a.end_learning_rate, p = a.power, s = at;
-        if (a.cycle) ds *= std::max(1.0, std::ceil(s / ds));
-        else s = std::min(s, ds);
-        return (lr - end) * std::pow(1 - s / ds, p) + end;
-      }
-      case Kind::piecewise: {  // values[i] while step < boundaries[i]; values.back() after
-        for (size_t i = 0; i < a.boundaries.size(); ++i)
-          if (at < a.boundaries[i]) return a.values[i];
-        return a.values.back();
-      }
-      case Kind::cosine: {  // lr/2 (1 + cos(pi min(step, T) / T))
-        double t = a.total_steps;
-        return lr * 0.5 * (1 + std::cos(M_PI * std::min(at, t) / t));
-      }
-      case Kind::noam: {  // d^-0.5 min(s^-0.5, warmup^-1.5 s), s = step + 1
-        double s = at + 1, w = a.warmup_steps;
-        return lr * std::pow(double(a.d_model), -0.5) * std::min(std::pow(s, -0.5), std::pow(w, -1.5) * s);
-      }
-      case Kind::linear_warmup: break;
-    }
-    // linear_warmup: start -> lr over warmup_steps, then lr
-    double w = a.warmup_steps, start = a.start_learning_rate;
-    return at < w ? start + (lr - start) * at / w : lr;
+  /// The schedule of `a` as the formula both kernels evaluate (ops/lr_formula.hpp); points into a's vectors.
+  static LrFormula formula(const Attrs& a) {
+    LrFormula f;
+    f.kind = a.kind;
+    f.learning_rate = a.learning_rate, f.decay_steps = a.decay_steps, f.decay_rate = a.decay_rate, f.end_learning_rate = a.end_learning_rate;
+    f.power = a.power, f.d_model = a.d_model, f.warmup_steps = a.warmup_steps, f.start_learning_rate = a.start_learning_rate;
+    f.total_steps = a.total_steps, f.staircase = a.staircase, f.cycle = a.cycle;
+    f.pieces = int(a.boundaries.size()), f.boundaries = a.boundaries.data(), f.values = a.values.data();
+    return f;
   }
-  static void eval_cpu(KernelContext& c, const Attrs& a);  // kernels/cpu/lr_schedule.hpp
+  /// The learning rate at step `at` (LrFormula::at).
+  static double lr_at(const Attrs& a, double at) { return formula(a).at(at); }
+  static void eval_cpu(KernelContext& c, const Attrs& a);   // kernels/cpu/lr_schedule.hpp
+  static void eval_cuda(KernelContext& c, const Attrs& a);  // kernels/cuda/optim.hpp
 };
 
 }  // namespace oar::ops

@@ -90,7 +90,9 @@ struct Pool2d {
   /// pool2d_grad(X, Out, Out@GRAD) -> X@GRAD: max sends each gradient to the window's first maximum, avg spreads it.
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(true)}; }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/pool2d.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/conv.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/pool2d.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/conv.hpp
 };
 
 }  // namespace oar::ops

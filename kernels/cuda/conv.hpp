@@ -1,0 +1,326 @@
+// kernels/cuda/conv.hpp: eval_cuda of conv2d and pool2d on cuDNN, and of batch_norm (kernels/cuda/norm.cu).
+// A convolution's algorithms (forward, data gradient, filter gradient) are chosen once per shape by cuDNN's
+// heuristics (the first that runs in full f32 math) and cached; workspaces come from the device's caching
+// allocator.
+#pragma once
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "kernels/cuda/host.hpp"
+#include "oar/ops/batch_norm.hpp"
+#include "oar/ops/conv2d.hpp"
+#include "oar/ops/pool2d.hpp"
+
+namespace oar::cuda_kernels {
+
+/// The four cuDNN descriptors of one convolution, for the life of one kernel call.
+class ConvDescs {
+ public:
+  ConvDescs(const KernelContext& c, DType t, const Shape& x, const Shape& f, const Shape& y, const ops::detail::ConvAttrs& a) : c_(&c) {
+    const cudnnDataType_t dt = t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    for (const Shape* s : {&x, &f, &y})
+      for (int i = 0; i < 4; ++i) c.check((*s)[i] <= INT32_MAX, "{} is beyond cuDNN's 32-bit sizes", *s);
+    check(c, cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
+    check(c, cudnnCreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
+    check(c, cudnnCreateFilterDescriptor(&f_), "cudnnCreateFilterDescriptor");
+    check(c, cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
+    check(c, cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, dt, int(x[0]), int(x[1]), int(x[2]), int(x[3])), "cudnnSetTensor4dDescriptor");
+    check(c, cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, dt, int(y[0]), int(y[1]), int(y[2]), int(y[3])), "cudnnSetTensor4dDescriptor");
+    check(c, cudnnSetFilter4dDescriptor(f_, dt, CUDNN_TENSOR_NCHW, int(f[0]), int(f[1]), int(f[2]), int(f[3])), "cudnnSetFilter4dDescriptor");
+    check(c,
+          cudnnSetConvolution2dDescriptor(conv_, a.paddings[0], a.paddings[1], a.strides[0], a.strides[1], a.dilations[0], a.dilations[1],
+                                          CUDNN_CROSS_CORRELATION, dt),
+          "cudnnSetConvolution2dDescriptor");
+    check(c, cudnnSetConvolutionGroupCount(conv_, a.groups), "cudnnSetConvolutionGroupCount");
+    // Full f32 math: no TF32 unless asked for (the CPU kernels' precision).
+    check(c, cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+  }
+  ~ConvDescs() {
+    cudnnDestroyConvolutionDescriptor(conv_);
+    cudnnDestroyFilterDescriptor(f_);
+    cudnnDestroyTensorDescriptor(y_);
+    cudnnDestroyTensorDescriptor(x_);
+  }
+  ConvDescs(const ConvDescs&) = delete;
+  ConvDescs& operator=(const ConvDescs&) = delete;
+
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
+  cudnnFilterDescriptor_t f_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+
+ private:
+  const KernelContext* c_;
+};
+
+/// Which pass of a convolution an algorithm serves.
+enum class ConvPass { forward, data, filter };
+
+/// The cached algorithm of (pass, shapes, window, dtype, device): cuDNN's heuristics' first choice that is
+/// supported in FMA math; chosen on first use of the shape.
+inline int conv_algorithm(const KernelContext& c, ConvPass pass, const ConvDescs& d, const Shape& x, const Shape& f, const ops::detail::ConvAttrs& a,
+                          DType t) {
+  using Key = std::tuple<int, int, int, std::array<int64_t, 4>, std::array<int64_t, 4>, std::array<int32_t, 7>>;
+  static std::mutex mu;
+  static std::map<Key, int> cache;
+  const Key key{int(pass), c.place().device, int(t), {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
+                {a.strides[0], a.strides[1], a.paddings[0], a.paddings[1], a.dilations[0], a.dilations[1], a.groups}};
+  {
+    std::lock_guard lock(mu);
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
+  }
+  cudnnHandle_t h = c.cuda().cudnn();
+  int algo = -1, got = 0;
+  auto pick = [&](const auto* perf) {
+    for (int i = 0; i < got && algo < 0; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH) algo = int(perf[i].algo);
+    for (int i = 0; i < got && algo < 0; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS) algo = int(perf[i].algo);
+  };
+  if (pass == ConvPass::forward) {
+    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    check(c, cudnnGetConvolutionForwardAlgorithm_v7(h, d.x_, d.f_, d.conv_, d.y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
+          "cudnnGetConvolutionForwardAlgorithm_v7");
+    pick(perf);
+  } else if (pass == ConvPass::data) {
+    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    check(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.f_, d.y_, d.conv_, d.x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
+          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    pick(perf);
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    check(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x_, d.y_, d.conv_, d.f_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
+          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    pick(perf);
+  }
+  c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
+  std::lock_guard lock(mu);
+  cache.emplace(key, algo);
+  return algo;
+}
+
+/// `bytes` of device scratch from the place's caching allocator (none for 0).
+inline Tensor workspace(const KernelContext& c, size_t bytes) { return bytes ? Tensor(Shape{int64_t(bytes)}, DType::u8, c.place()) : Tensor(); }
+
+template <class F>
+void conv_float_types(const KernelContext& c, DType t, F&& f) {
+  if (t == DType::f32) f(float{});
+  else if (t == DType::f64) f(double{});
+  else c.fail("no CUDA kernel for dtype {} (it has: float32, float64)", name(t));
+}
+
+}  // namespace oar::cuda_kernels
+
+namespace oar::ops {
+
+inline void Conv2d::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& x = c.in(input);
+  const LoDTensor& f = c.in(filter);
+  LoDTensor& out = c.out(output);
+  c.check(x.rank() == 4 && f.rank() == 4, "Input {} and Filter {} must both be rank 4", x.shape(), f.shape());
+  c.check(x.dim(1) == f.dim(1) * a.groups && f.dim(0) % a.groups == 0,
+          "Input {} has {} channels but Filter {} with groups = {} expects {} (and M a multiple of groups)", x.shape(), x.dim(1), f.shape(), a.groups,
+          f.dim(1) * a.groups);
+  c.check(x.dtype() == f.dtype(), "Input is {} but Filter is {}", name(x.dtype()), name(f.dtype()));
+  const int64_t oh = detail::conv_out_size(x.dim(2), f.dim(2), a.paddings[0], a.strides[0], a.dilations[0]);
+  const int64_t ow = detail::conv_out_size(x.dim(3), f.dim(3), a.paddings[1], a.strides[1], a.dilations[1]);
+  c.check(oh > 0 && ow > 0, "output size [{}, {}] <= 0 for Input {} and Filter {}", oh, ow, x.shape(), f.shape());
+  out.resize(Shape{x.dim(0), f.dim(0), oh, ow}, x.dtype());
+  if (out.numel() == 0) return;
+  cuda_kernels::conv_float_types(c, x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T one = 1, zero = 0;
+    cuda_kernels::ConvDescs d(c, x.dtype(), x.shape(), f.shape(), out.shape(), a);
+    const auto algo = cudnnConvolutionFwdAlgo_t(cuda_kernels::conv_algorithm(c, cuda_kernels::ConvPass::forward, d, x.shape(), f.shape(), a, x.dtype()));
+    cudnnHandle_t h = c.cuda().cudnn();
+    size_t bytes = 0;
+    cuda_kernels::check(c, cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.f_, d.conv_, d.y_, algo, &bytes), "cudnnGetConvolutionForwardWorkspaceSize");
+    Tensor ws = cuda_kernels::workspace(c, bytes);
+    cuda_kernels::check(c, cudnnConvolutionForward(h, &one, d.x_, x.raw(), d.f_, f.raw(), d.conv_, algo, ws.raw(), bytes, &zero, d.y_, out.raw()),
+                        "cudnnConvolutionForward");
+  });
+}
+
+inline void Conv2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& x = c.in(input);
+  const LoDTensor& f = c.in(filter);
+  const LoDTensor& dout = c.in(output_grad);
+  const int64_t oh = detail::conv_out_size(x.dim(2), f.dim(2), a.paddings[0], a.strides[0], a.dilations[0]);
+  const int64_t ow = detail::conv_out_size(x.dim(3), f.dim(3), a.paddings[1], a.strides[1], a.dilations[1]);
+  c.check(dout.shape() == Shape{x.dim(0), f.dim(0), oh, ow}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), x.dim(0), f.dim(0), oh, ow);
+  LoDTensor* dx = c.has_out(input_grad) ? &c.out(input_grad) : nullptr;
+  LoDTensor* df = c.has_out(filter_grad) ? &c.out(filter_grad) : nullptr;
+  if (dx) dx->resize(x.shape(), x.dtype());
+  if (df) df->resize(f.shape(), f.dtype());
+  if (dout.numel() == 0) {  // an empty batch: no gradient reaches the filter
+    if (df) cuda_kernels::check(c, cuda_kernels::fill(df->raw(), df->numel(), int(size_of(df->dtype())), 0, cuda_kernels::stream(c)));
+    return;
+  }
+  cuda_kernels::conv_float_types(c, x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T one = 1, zero = 0;
+    cuda_kernels::ConvDescs d(c, x.dtype(), x.shape(), f.shape(), dout.shape(), a);
+    cudnnHandle_t h = c.cuda().cudnn();
+    if (dx) {
+      const auto algo = cudnnConvolutionBwdDataAlgo_t(cuda_kernels::conv_algorithm(c, cuda_kernels::ConvPass::data, d, x.shape(), f.shape(), a, x.dtype()));
+      size_t bytes = 0;
+      cuda_kernels::check(c, cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.f_, d.y_, d.conv_, d.x_, algo, &bytes),
+                          "cudnnGetConvolutionBackwardDataWorkspaceSize");
+      Tensor ws = cuda_kernels::workspace(c, bytes);
+      cuda_kernels::check(
+          c, cudnnConvolutionBackwardData(h, &one, d.f_, f.raw(), d.y_, dout.raw(), d.conv_, algo, ws.raw(), bytes, &zero, d.x_, dx->raw()),
+          "cudnnConvolutionBackwardData");
+    }
+    if (df) {
+      const auto algo =
+          cudnnConvolutionBwdFilterAlgo_t(cuda_kernels::conv_algorithm(c, cuda_kernels::ConvPass::filter, d, x.shape(), f.shape(), a, x.dtype()));
+      size_t bytes = 0;
+      cuda_kernels::check(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.f_, algo, &bytes),
+                          "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+      Tensor ws = cuda_kernels::workspace(c, bytes);
+      cuda_kernels::check(
+          c, cudnnConvolutionBackwardFilter(h, &one, d.x_, x.raw(), d.y_, dout.raw(), d.conv_, algo, ws.raw(), bytes, &zero, d.f_, df->raw()),
+          "cudnnConvolutionBackwardFilter");
+    }
+  });
+}
+
+}  // namespace oar::ops
+
+namespace oar::cuda_kernels {
+
+/// A cuDNN pooling descriptor (and the window it pools) for pool2d's attributes on X; ceil_mode is an
+/// oar::Error here (cuDNN's windows end at the floor).
+class PoolDesc {
+ public:
+  PoolDesc(const KernelContext& c, const ops::Pool2d::Attrs& a, const Shape& x) {
+    c.check(x.rank() == 4, "X must be [N, C, H, W], got {}", x);
+    c.check(!a.ceil_mode, "ceil_mode is not supported on CUDA yet (cuDNN's pooling windows end at the floor)");
+    int kh = a.ksize[0], kw = a.ksize[1], ph = a.paddings[0], pw = a.paddings[1], sh = a.strides[0], sw = a.strides[1];
+    if (a.global_pooling) kh = int(x[2]), kw = int(x[3]), ph = pw = 0, sh = sw = 1;
+    oh = ops::Pool2d::out_size(x[2], kh, ph, sh, false);
+    ow = ops::Pool2d::out_size(x[3], kw, pw, sw, false);
+    c.check(oh > 0 && ow > 0, "output size [{}, {}] <= 0 for X {}", oh, ow, x);
+    const cudnnPoolingMode_t mode = a.pooling_type == ops::Pool2d::PoolingType::max
+                                        ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                        : (a.exclusive ? CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING : CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING);
+    check(c, cudnnCreatePoolingDescriptor(&d_), "cudnnCreatePoolingDescriptor");
+    check(c, cudnnSetPooling2dDescriptor(d_, mode, CUDNN_PROPAGATE_NAN, kh, kw, ph, pw, sh, sw), "cudnnSetPooling2dDescriptor");
+  }
+  ~PoolDesc() { cudnnDestroyPoolingDescriptor(d_); }
+  PoolDesc(const PoolDesc&) = delete;
+  PoolDesc& operator=(const PoolDesc&) = delete;
+  operator cudnnPoolingDescriptor_t() const { return d_; }
+  int64_t oh = 0, ow = 0;
+
+ private:
+  cudnnPoolingDescriptor_t d_ = nullptr;
+};
+
+}  // namespace oar::cuda_kernels
+
+namespace oar::ops {
+
+inline void Pool2d::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  LoDTensor& ot = c.out(out);
+  cuda_kernels::PoolDesc pd(c, a, xt.shape());
+  ot.resize(Shape{xt.dim(0), xt.dim(1), pd.oh, pd.ow}, xt.dtype());
+  if (ot.numel() == 0) return;
+  cuda_kernels::conv_float_types(c, xt.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T one = 1, zero = 0;
+    cuda_kernels::TensorDesc xd(c, xt.dtype(), int(xt.dim(0)), int(xt.dim(1)), int(xt.dim(2)), int(xt.dim(3)));
+    cuda_kernels::TensorDesc yd(c, xt.dtype(), int(xt.dim(0)), int(xt.dim(1)), int(pd.oh), int(pd.ow));
+    cuda_kernels::check(c, cudnnPoolingForward(c.cuda().cudnn(), pd, &one, xd, xt.raw(), &zero, yd, ot.raw()), "cudnnPoolingForward");
+  });
+}
+
+inline void Pool2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
+  if (!c.has_out(x_grad)) return;
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& yt = c.in(out);
+  const LoDTensor& dy = c.in(out_grad);
+  LoDTensor& dx = c.out(x_grad);
+  cuda_kernels::PoolDesc pd(c, a, xt.shape());
+  const Shape ys{xt.dim(0), xt.dim(1), pd.oh, pd.ow};
+  c.check(yt.shape() == ys && dy.shape() == ys, "Out {} and Out@GRAD {} must be {}", yt.shape(), dy.shape(), ys);
+  dx.resize(xt.shape(), xt.dtype());
+  if (xt.numel() == 0) return;
+  cuda_kernels::conv_float_types(c, xt.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T one = 1, zero = 0;
+    cuda_kernels::TensorDesc xd(c, xt.dtype(), int(xt.dim(0)), int(xt.dim(1)), int(xt.dim(2)), int(xt.dim(3)));
+    cuda_kernels::TensorDesc yd(c, xt.dtype(), int(xt.dim(0)), int(xt.dim(1)), int(pd.oh), int(pd.ow));
+    cuda_kernels::check(c, cudnnPoolingBackward(c.cuda().cudnn(), pd, &one, yd, yt.raw(), yd, dy.raw(), xd, xt.raw(), &zero, xd, dx.raw()),
+                        "cudnnPoolingBackward");
+  });
+  dx.set_lod(xt.lod());
+}
+
+inline void BatchNorm::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& scale_t = c.in(scale);
+  const LoDTensor& bias_t = c.in(bias);
+  const LoDTensor& mean_in = c.in(mean);
+  const LoDTensor& var_in = c.in(variance);
+  c.check(xt.rank() >= 2 && xt.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", xt.shape());
+  const int64_t n = xt.dim(0), ch = xt.dim(1), s = xt.shape().numel(2, xt.rank());
+  for (const LoDTensor* p : {&scale_t, &bias_t, &mean_in, &var_in}) {
+    c.check(p->rank() == 1 && p->dim(0) == ch, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", ch, xt.shape(), p->shape());
+    c.check(p->dtype() == xt.dtype(), "Scale, Bias, Mean and Variance must be {} as X is, got {}", name(xt.dtype()), name(p->dtype()));
+  }
+  const bool global = a.is_test || a.use_global_stats;
+  // The running statistics this run writes (as on the CPU: a test program leaves them alone).
+  const bool write_mean = c.has_out(mean_out) && !(a.is_test && c.out_value(mean_out) == c.in_value(mean));
+  const bool write_var = c.has_out(variance_out) && !(a.is_test && c.out_value(variance_out) == c.in_value(variance));
+  auto channel_out = [&](Slot slot, const LoDTensor& in) -> void* {
+    LoDTensor& o = c.out(slot);
+    if (&o != &in) o.resize(Shape{ch}, xt.dtype());
+    return o.raw();
+  };
+  void* mo = write_mean ? channel_out(mean_out, mean_in) : nullptr;
+  void* vo = write_var ? channel_out(variance_out, var_in) : nullptr;
+  auto saved = [&](Slot slot) -> void* {
+    if (!c.has_out(slot)) return nullptr;
+    LoDTensor& o = c.out(slot);
+    o.resize(Shape{ch}, xt.dtype());
+    return o.raw();
+  };
+  void* sm = saved(saved_mean);
+  void* si = saved(saved_variance);
+  LoDTensor& yt = c.out(y);
+  if (&yt != &xt) yt.resize(xt.shape(), xt.dtype());
+  Tensor k(Shape{2 * ch}, xt.dtype(), c.place());  // ka, kb
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
+  char* kp = static_cast<char*>(k.raw());
+  cuda_kernels::check(c, cuda_kernels::batch_norm_forward(t, xt.raw(), yt.raw(), scale_t.raw(), bias_t.raw(), mean_in.raw(), var_in.raw(), mo, vo, sm, si, kp,
+                                                          kp + ch * int64_t(size_of(xt.dtype())), n, ch, s, a.momentum, a.epsilon, global,
+                                                          cuda_kernels::stream(c)));
+  if (&yt != &xt) yt.set_lod(xt.lod());
+}
+
+inline void BatchNorm::eval_grad_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& scale_t = c.in(scale);
+  const LoDTensor& smean = c.in(saved_mean);
+  const LoDTensor& sistd = c.in(saved_variance);
+  const LoDTensor& dy = c.in(y_grad);
+  c.check(dy.shape() == xt.shape(), "Y@GRAD {} does not match X {}", dy.shape(), xt.shape());
+  const int64_t n = xt.dim(0), ch = xt.dim(1), s = xt.shape().numel(2, xt.rank());
+  auto grad_out = [&](Slot slot, const Shape& shape) -> void* {
+    if (!c.has_out(slot)) return nullptr;
+    LoDTensor& o = c.out(slot);
+    o.resize(shape, xt.dtype());
+    return o.raw();
+  };
+  void* dx = grad_out(x_grad, xt.shape());
+  void* ds = grad_out(scale_grad, Shape{ch});
+  void* db = grad_out(bias_grad, Shape{ch});
+  if (dx) c.out(x_grad).set_lod(xt.lod());
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
+  cuda_kernels::check(c, cuda_kernels::batch_norm_backward(t, xt.raw(), dy.raw(), scale_t.raw(), smean.raw(), sistd.raw(), dx, ds, db, n, ch, s,
+                                                           a.is_test || a.use_global_stats, cuda_kernels::stream(c)));
+}
+
+}  // namespace oar::ops
