@@ -1,0 +1,150 @@
+// bench/cuda_bench.cpp: oar_bench --device cuda: SGEMM through oar's mul kernel against cublasSgemm called
+// directly (the bound: oar adds nothing around it), and the MLP and the book conv net training on the GPU at
+// batch 64 and 512 (examples/s, the host's CPU time per step, peak device memory). LibTorch here is Debian's CPU build, so cuBLAS is the only
+// peer. Without a device (or in a build without CUDA) it says so and measures nothing.
+#include <oar/oar.hpp>
+#include <oar/ops/mul.hpp>
+
+#include <cstdio>
+#include <random>
+
+#include "common.hpp"
+
+#if OAR_WITH_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#endif
+
+namespace bench::cuda_bench {
+
+namespace {
+
+#if OAR_WITH_CUDA
+/// Seconds per call of `step` (which queues work on the device): blocks of `k` calls closed by a device
+/// synchronisation, until `min_time` has passed; the median of `reps` blocks.
+template <class F>
+double device_time(F&& step, int k, int reps, double min_time) {
+  for (int i = 0; i < 2; ++i) step();
+  cudaDeviceSynchronize();
+  std::vector<double> per;
+  for (int r = 0; r < reps; ++r) {
+    int n = 0;
+    const double t0 = now_s();
+    double t1;
+    do {
+      for (int i = 0; i < k; ++i) step();
+      cudaDeviceSynchronize();
+      n += k;
+      t1 = now_s();
+    } while (t1 - t0 < min_time);
+    per.push_back((t1 - t0) / n);
+  }
+  return median(per);
+}
+
+oar::Tensor device_random(oar::Shape s, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::vector<float> v(size_t(s.numel()));
+  for (auto& x : v) x = u(rng);
+  return oar::Tensor::from<float>(v, s).to(oar::cuda(0));
+}
+
+void sgemm(const std::function<void(const Line&)>& emit, int reps, double min_time) {
+  cublasHandle_t h = nullptr;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw oar::Error("cublasCreate failed");
+  for (int64_t n : {1024, 2048, 4096, 8192}) {
+    oar::Tensor a = device_random({n, n}, 1), b = device_random({n, n}, 2), c(oar::Shape{n, n}, oar::f32, oar::cuda(0));
+    const float one = 1, zero = 0;
+    const int ni = int(n);
+    const double direct = device_time(
+        [&] { cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, b.data<float>(), ni, a.data<float>(), ni, &zero, c.data<float>(), ni); }, 5, reps,
+        min_time);
+    // oar: one mul op in a prepared program, its inputs fed as device tensors (no copy).
+    oar::Program prog;
+    oar::Block& blk = prog.global_block();
+    using oar::ops::Mul;
+    for (const char* v : {"x", "y"}) blk.create_var(v, {.dtype = oar::f32, .shape = oar::Shape{n, n}});
+    oar::Operator op{std::string(Mul::type)};
+    op.set_input(Mul::x, {"x"}).set_input(Mul::y, {"y"}).set_output(Mul::out, {"out"});
+    oar::add_op(blk, std::move(op));
+    oar::Scope scope;
+    oar::Executor exe(oar::cuda(0));
+    auto prepared = exe.prepare(prog, scope);
+    oar::FeedMap feeds{{"x", oar::LoDTensor(a)}, {"y", oar::LoDTensor(b)}};
+    const double through_oar = device_time([&] { exe.run(*prepared, scope, feeds); }, 5, reps, min_time);
+    const double flop = 2.0 * double(n) * double(n) * double(n);
+    emit({"cuda_sgemm_n" + std::to_string(n), "GFLOP/s", flop / through_oar / 1e9, "cublas", flop / direct / 1e9, 1,
+          "oar: mul op through a prepared Executor on cuda:0, inputs fed on the device; cublas: cublasSgemm called directly "
+          "(default math mode, no TF32); wall time, blocks of 5 calls closed by cudaDeviceSynchronize"});
+  }
+  cublasDestroy(h);
+}
+
+void train(const std::function<void(const Line&)>& emit, const std::function<void(const std::string&)>& info, bool conv, int64_t batch, int reps,
+           double min_time) {
+  oar::Tape tape;
+  oar::Var img, pred;
+  if (conv) {
+    img = oar::data("img", oar::f32, {-1, 1, 28, 28});
+    auto conv_pool = [](const oar::Var& x, int filters) { return oar::pool2d(oar::conv2d(x, filters, 5).act(oar::relu), 2).type(oar::PoolType::max).stride(2); };
+    pred = oar::fc(conv_pool(oar::batch_norm(conv_pool(img, 20)), 50), 10).act(oar::softmax);
+  } else {
+    img = oar::data("img", oar::f32, {-1, 784});
+    pred = oar::fc(oar::fc(img, 200).act(oar::relu), 10).act(oar::softmax);
+  }
+  auto label = oar::data("label", oar::i64, {-1, 1});
+  auto cost = oar::mean(oar::cross_entropy(pred, label));
+  oar::reset_peak_memory(oar::cuda(0));
+  oar::Model model(tape.program({cost}), oar::cuda(0));
+  oar::Optimizer opt(model, cost, oar::optim::adam(1e-3));
+  Synthetic d = make_synthetic(batch, 784, 11);
+  oar::FeedMap feeds;
+  feeds[model.name_of(img)] = oar::LoDTensor(oar::Tensor::from<float>(d.images, conv ? oar::Shape{batch, 1, 28, 28} : oar::Shape{batch, 784}));
+  feeds[model.name_of(label)] = oar::LoDTensor(oar::Tensor::from<int64_t>(d.labels, {batch, 1}));
+  std::vector<oar::LoDTensor> out;
+  const double first = now_s();
+  opt.step(feeds, out);
+  info(std::string(conv ? "conv" : "mlp") + " batch " + std::to_string(batch) + ": first step (cuDNN/cuBLAS set-up included) " +
+       std::to_string((now_s() - first) * 1e3) + " ms, loss " + std::to_string(out.at(0).get(0)));
+  const double cpu0 = cpu_s(), wall0 = now_s();
+  const double per_step = device_time([&] { opt.step(feeds, out); }, 10, reps, min_time);
+  const double host_share = (cpu_s() - cpu0) / (now_s() - wall0);
+  const std::string name = std::string(conv ? "cuda_conv_train" : "cuda_mlp_train") + "_b" + std::to_string(batch);
+  emit({name, "examples/s", double(batch) / per_step, "", 0, 1,
+        std::string(conv ? "book conv net" : "MLP 784-200-10") + ", Adam 1e-3, oar::Optimizer::step (feeds copied from the host, loss fetched every step)"});
+  // With blocking synchronisation (set in run()) the host thread sleeps while it waits for the device, so its
+  // CPU time is the host's own work per step: the executor, the launches and the copies' set-up.
+  emit({name + "_host", "us/step", per_step * host_share * 1e6, "", 0, 1,
+        "process CPU time per step while the GPU trains (cudaDeviceScheduleBlockingSync: waiting does not count)", false});
+  emit({name + "_peak_mem", "MB", double(oar::memory_stats(oar::cuda(0)).peak.load()) / 1e6, "", 0, 1,
+        "peak bytes held by oar's cuda:0 allocator over model creation and training", false});
+}
+#endif
+
+}  // namespace
+
+bool run(const std::function<void(const Line&)>& emit, const std::function<void(const std::string&)>& info, int reps, double min_time) {
+#if OAR_WITH_CUDA
+  if (oar::cuda_device_count() == 0) {
+    info("--device cuda: no CUDA device on this machine: nothing measured");
+    return false;
+  }
+  // Before any context exists: waits block instead of spinning, so CPU time measures the host's own work.
+  cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync);
+  cudaDeviceProp prop{};
+  cudaGetDeviceProperties(&prop, 0);
+  info(std::string("cuda:0: ") + prop.name + ", " + std::to_string(prop.totalGlobalMem >> 20) + " MiB");
+  sgemm(emit, reps, min_time);
+  for (bool conv : {false, true})
+    for (int64_t batch : {64, 512}) train(emit, info, conv, batch, reps, min_time);
+  info("not measured yet: the share of the step's time spent in cuDNN/cuBLAS kernels (it needs CUPTI or Nsight Systems)");
+  return true;
+#else
+  (void)emit, (void)reps, (void)min_time;
+  info("--device cuda: oar_bench was built without CUDA: nothing measured");
+  return false;
+#endif
+}
+
+}  // namespace bench::cuda_bench
