@@ -1,6 +1,7 @@
-// kernels/cpu/concat.hpp: concat, concat_grad, split, stack and stack_grad on the CPU. All are one copy
-// pattern: a tensor seen as [outer, dim * inner] and pieces of it as [outer, dim_i * inner], byte-wise
-// (every dtype), parallel over outer rows when there are many.
+// kernels/cpu/concat.hpp: concat, concat_grad, split, stack and stack_grad, on the CPU and, the same code, on
+// CUDA (the ops are `any_place`). All are one copy pattern: a tensor seen as [outer, dim * inner] and pieces of
+// it as [outer, dim_i * inner], byte-wise (every dtype), parallel over outer rows when there are many; on a GPU
+// one 2-D copy per piece.
 // Hand-written: faster than xt::concatenate, which walks views element by element (oar_bench nd_concat).
 #pragma once
 #include <cstring>
@@ -25,10 +26,21 @@ inline Piece* piece_scratch(size_t n) { return thread_scratch<Piece, 50>(n); }
 /// join = true: whole[o] = piece0[o] | piece1[o] | ... ; false: the reverse (split). Rows are `outer`;
 /// whole's row is the sum of the pieces' rows. A piece with data == nullptr is skipped (split) or must not
 /// occur (join).
-inline void join_rows(char* whole, int64_t outer, std::span<const Piece> pieces, bool join) {
+inline void join_rows(const KernelContext& c, char* whole, int64_t outer, std::span<const Piece> pieces, bool join) {
   size_t row = 0;
   for (auto& p : pieces) row += p.row_bytes;
   if (outer == 0 || row == 0) return;
+  if (c.place().is_cuda()) {  // one 2-D copy per piece on the kernel's stream: these kernels serve CUDA as they are
+    size_t at = 0;
+    for (auto& p : pieces) {
+      if (p.data && p.row_bytes) {
+        if (join) oar::detail::cuda_copy_rows(c.cuda(), whole + at, row, p.data, p.row_bytes, p.row_bytes, size_t(outer));
+        else oar::detail::cuda_copy_rows(c.cuda(), p.data, p.row_bytes, whole + at, row, p.row_bytes, size_t(outer));
+      }
+      at += p.row_bytes;
+    }
+    return;
+  }
   int64_t grain = std::max<int64_t>(1, int64_t((size_t(1) << 16) / row));
   parallel_for(0, outer, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t o = lo; o < hi; ++o) {
@@ -71,7 +83,7 @@ inline void Concat::eval_cpu(KernelContext& c, const Attrs& a) {
   LoDTensor& ot = c.out(out);
   for (size_t i = 0; i < n; ++i) c.check(&c.in(x, i) != &ot, "concat cannot write into one of its inputs");
   ot.resize(os, x0.dtype());
-  cpu_kernels::join_rows(static_cast<char*>(ot.raw()), s0.numel(0, ax), {pieces, n}, true);
+  cpu_kernels::join_rows(c, static_cast<char*>(ot.raw()), s0.numel(0, ax), {pieces, n}, true);
   if (ax != 0) ot.set_lod(x0.lod());
   else ot.clear_lod();
 }
@@ -99,7 +111,7 @@ inline void Concat::eval_grad_cpu(KernelContext& c, const Attrs& a) {
     pieces[i] = {p, size_t(xi.dim(ax) * inner) * es};
   }
   c.check(dout.rank() == s0.rank() && dout.dim(ax) == total, "Out@GRAD {} does not match the inputs joined on axis {}", dout.shape(), ax);
-  cpu_kernels::join_rows(static_cast<char*>(dout.raw()), s0.numel(0, ax), {pieces, n}, false);
+  cpu_kernels::join_rows(c, static_cast<char*>(dout.raw()), s0.numel(0, ax), {pieces, n}, false);
 }
 
 inline void Split::eval_cpu(KernelContext& c, const Attrs& a) {
@@ -125,7 +137,7 @@ inline void Split::eval_cpu(KernelContext& c, const Attrs& a) {
     }
     pieces[i] = {p, size_t(sizes[i] * inner) * es};
   }
-  cpu_kernels::join_rows(static_cast<char*>(xt.raw()), xt.shape().numel(0, ax), {pieces, n}, false);
+  cpu_kernels::join_rows(c, static_cast<char*>(xt.raw()), xt.shape().numel(0, ax), {pieces, n}, false);
 }
 
 inline void Stack::eval_cpu(KernelContext& c, const Attrs& a) {
@@ -147,7 +159,7 @@ inline void Stack::eval_cpu(KernelContext& c, const Attrs& a) {
   for (size_t i = 0; i < n; ++i) c.check(&c.in(x, i) != &yt, "stack cannot write into one of its inputs");
   yt.resize(ys, x0.dtype());
   yt.clear_lod();
-  cpu_kernels::join_rows(static_cast<char*>(yt.raw()), s0.numel(0, ax), {pieces, n}, true);
+  cpu_kernels::join_rows(c, static_cast<char*>(yt.raw()), s0.numel(0, ax), {pieces, n}, true);
 }
 
 /// X@GRAD[i] = Y@GRAD[..., i, ...] along axis.
@@ -171,7 +183,7 @@ inline void Stack::eval_grad_cpu(KernelContext& c, const Attrs& a) {
     }
     pieces[i] = {p, row};
   }
-  cpu_kernels::join_rows(static_cast<char*>(dy.raw()), xs.numel(0, ax), {pieces, n}, false);
+  cpu_kernels::join_rows(c, static_cast<char*>(dy.raw()), xs.numel(0, ax), {pieces, n}, false);
 }
 
 }  // namespace oar::ops

@@ -1,24 +1,14 @@
-// kernels/cpu/dropout.hpp: dropout and dropout_grad on the CPU. The mask is drawn in fixed blocks of 16K
-// elements, each from its own generator seeded by (seed, block), so it does not depend on the thread count.
+// kernels/cpu/dropout.hpp: dropout and dropout_grad on the CPU. The mask comes from the counter-based stream of
+// kernels/random_counter.hpp, so it depends on the seed alone: not on the thread count, nor on the device.
 #pragma once
-#include <random>
-
+#include "kernels/random_counter.hpp"
 #include "oar/ops/dropout.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
-inline constexpr int64_t kDropoutBlock = int64_t(1) << 14;
 inline constexpr int64_t kDropoutGrain = int64_t(1) << 14;
-
-/// splitmix64: a well-mixed 64-bit value from (seed, block).
-inline uint64_t mix_seed(uint64_t seed, uint64_t block) {
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (block + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 }  // namespace oar::cpu_kernels
 
@@ -50,17 +40,14 @@ inline void Dropout::eval_cpu(KernelContext& c, const Attrs& a) {
       return;
     }
     const T f = upscale ? (p < 1 ? T(1 / (1 - p)) : T(0)) : T(1);
-    const int64_t blocks = (n + cpu_kernels::kDropoutBlock - 1) / cpu_kernels::kDropoutBlock;
-    parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t bl = lo; bl < hi; ++bl) {
-        std::mt19937_64 rng(cpu_kernels::mix_seed(rng_seed, uint64_t(bl)));
-        std::uniform_real_distribution<double> u(0.0, 1.0);
-        const int64_t e = std::min(n, (bl + 1) * cpu_kernels::kDropoutBlock);
-        for (int64_t i = bl * cpu_kernels::kDropoutBlock; i < e; ++i) {
-          const T keep = u(rng) < p ? T(0) : T(1);
-          if (pk) pk[i] = keep;
-          po[i] = px[i] * keep * f;
-        }
+    // Element i is kept when draw i of the counter-based stream is >= p: a function of (seed, i) alone, so the
+    // mask is the same for any thread count, and on CUDA (kernels/cuda/nn.cu draws the same stream).
+    const fn::CounterRng rng(rng_seed);
+    parallel_for(0, n, cpu_kernels::kDropoutGrain, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const T keep = rng.uniform(uint64_t(i)) < p ? T(0) : T(1);
+        if (pk) pk[i] = keep;
+        po[i] = px[i] * keep * f;
       }
     });
   });

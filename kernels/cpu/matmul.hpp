@@ -34,6 +34,21 @@ void matmul_batch_sum(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha
     gemm<T>(ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, i ? T(1) : T(0), c, ldc);
 }
 
+/// The CPU's products for the matmul kernels below; kernels/cuda/nn.hpp has the same two on cuBLAS, so that
+/// one kernel (ops::detail::matmul_forward / matmul_backward) plans the products for both places.
+struct CpuMatmul {
+  template <class T>
+  static void batched(const KernelContext&, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, int64_t sa,
+                      const T* b, int64_t ldb, int64_t sb, T* c, int64_t ldc, int64_t sc, int64_t batch) {
+    matmul_batched<T>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, c, ldc, sc, batch);
+  }
+  template <class T>
+  static void batch_sum(const KernelContext&, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, int64_t sa,
+                        const T* b, int64_t ldb, int64_t sb, T* c, int64_t ldc, int64_t batch) {
+    matmul_batch_sum<T>(ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, c, ldc, batch);
+  }
+};
+
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
@@ -60,7 +75,9 @@ inline MatmulPlan matmul_plan(const KernelContext& c, const Matmul::Attrs& a, co
 }
 }  // namespace detail
 
-inline void Matmul::eval_cpu(KernelContext& c, const Attrs& attrs) {
+/// Out = alpha op(X) op(Y), batched, with the products of `P` (cpu_kernels::CpuMatmul or CUDA's).
+template <class P>
+void matmul_forward(KernelContext& c, const Matmul::Attrs& attrs) {
   const LoDTensor& x = c.in(Matmul::x);
   const LoDTensor& y = c.in(Matmul::y);
   LoDTensor& out = c.out(Matmul::out);
@@ -69,7 +86,7 @@ inline void Matmul::eval_cpu(KernelContext& c, const Attrs& attrs) {
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     out.resize(p.out, x.dtype());
-    cpu_kernels::matmul_batched<T>(p.x.trans, p.y.trans, p.m, p.n, p.k, T(alpha), x.data<T>(), p.x.cols, p.sx, y.data<T>(), p.y.cols, p.sy,
+    P::template batched<T>(c, p.x.trans, p.y.trans, p.m, p.n, p.k, T(alpha), x.data<T>(), p.x.cols, p.sx, y.data<T>(), p.y.cols, p.sy,
                            out.data<T>(), p.n, p.sout, p.batch);
   });
 }
@@ -78,7 +95,9 @@ inline void Matmul::eval_cpu(KernelContext& c, const Attrs& attrs) {
 ///   dX = alpha * dOut op(Y)^T  (stored transposed when transpose_X: op(Y) dOut^T)
 ///   dY = alpha * op(X)^T dOut  (stored transposed when transpose_Y: dOut^T op(X))
 /// An operand shared by every batch gets the sum over the batch.
-inline void Matmul::eval_grad_cpu(KernelContext& c, const Attrs& attrs) {
+/// X@GRAD and Y@GRAD with the products of `P`; a shared (unbatched) operand's gradient sums over the batch.
+template <class P>
+void matmul_backward(KernelContext& c, const Matmul::Attrs& attrs) {
   const LoDTensor& x = c.in(Matmul::x);
   const LoDTensor& y = c.in(Matmul::y);
   const LoDTensor& dout = c.in(Matmul::out_grad);
@@ -96,11 +115,11 @@ inline void Matmul::eval_grad_cpu(KernelContext& c, const Attrs& attrs) {
       T* g = dx.data<T>();
       const bool shared = p.x.batch == 0 && p.y.batch != 0;
       if (!tx) {  // [M, K] = dOut [M, N] * op(Y)^T
-        if (shared) cpu_kernels::matmul_batch_sum<T>(false, !ty, p.m, p.k, p.n, a, pd, p.n, p.sout, py, p.y.cols, p.sy, g, p.x.cols, p.batch);
-        else cpu_kernels::matmul_batched<T>(false, !ty, p.m, p.k, p.n, a, pd, p.n, p.sout, py, p.y.cols, p.sy, g, p.x.cols, p.sx, p.batch);
+        if (shared) P::template batch_sum<T>(c, false, !ty, p.m, p.k, p.n, a, pd, p.n, p.sout, py, p.y.cols, p.sy, g, p.x.cols, p.batch);
+        else P::template batched<T>(c, false, !ty, p.m, p.k, p.n, a, pd, p.n, p.sout, py, p.y.cols, p.sy, g, p.x.cols, p.sx, p.batch);
       } else {  // [K, M] = op(Y) [K, N] * dOut^T
-        if (shared) cpu_kernels::matmul_batch_sum<T>(ty, true, p.k, p.m, p.n, a, py, p.y.cols, p.sy, pd, p.n, p.sout, g, p.x.cols, p.batch);
-        else cpu_kernels::matmul_batched<T>(ty, true, p.k, p.m, p.n, a, py, p.y.cols, p.sy, pd, p.n, p.sout, g, p.x.cols, p.sx, p.batch);
+        if (shared) P::template batch_sum<T>(c, ty, true, p.k, p.m, p.n, a, py, p.y.cols, p.sy, pd, p.n, p.sout, g, p.x.cols, p.batch);
+        else P::template batched<T>(c, ty, true, p.k, p.m, p.n, a, py, p.y.cols, p.sy, pd, p.n, p.sout, g, p.x.cols, p.sx, p.batch);
       }
       dx.set_lod(x.lod());
     }
@@ -110,15 +129,18 @@ inline void Matmul::eval_grad_cpu(KernelContext& c, const Attrs& attrs) {
       T* g = dy.data<T>();
       const bool shared = p.y.batch == 0 && p.x.batch != 0;
       if (!ty) {  // [K, N] = op(X)^T [K, M] * dOut [M, N]
-        if (shared) cpu_kernels::matmul_batch_sum<T>(!tx, false, p.k, p.n, p.m, a, px, p.x.cols, p.sx, pd, p.n, p.sout, g, p.y.cols, p.batch);
-        else cpu_kernels::matmul_batched<T>(!tx, false, p.k, p.n, p.m, a, px, p.x.cols, p.sx, pd, p.n, p.sout, g, p.y.cols, p.sy, p.batch);
+        if (shared) P::template batch_sum<T>(c, !tx, false, p.k, p.n, p.m, a, px, p.x.cols, p.sx, pd, p.n, p.sout, g, p.y.cols, p.batch);
+        else P::template batched<T>(c, !tx, false, p.k, p.n, p.m, a, px, p.x.cols, p.sx, pd, p.n, p.sout, g, p.y.cols, p.sy, p.batch);
       } else {  // [N, K] = dOut^T [N, M] * op(X) [M, K]
-        if (shared) cpu_kernels::matmul_batch_sum<T>(true, tx, p.n, p.k, p.m, a, pd, p.n, p.sout, px, p.x.cols, p.sx, g, p.y.cols, p.batch);
-        else cpu_kernels::matmul_batched<T>(true, tx, p.n, p.k, p.m, a, pd, p.n, p.sout, px, p.x.cols, p.sx, g, p.y.cols, p.sy, p.batch);
+        if (shared) P::template batch_sum<T>(c, true, tx, p.n, p.k, p.m, a, pd, p.n, p.sout, px, p.x.cols, p.sx, g, p.y.cols, p.batch);
+        else P::template batched<T>(c, true, tx, p.n, p.k, p.m, a, pd, p.n, p.sout, px, p.x.cols, p.sx, g, p.y.cols, p.sy, p.batch);
       }
       dy.set_lod(y.lod());
     }
   });
 }
+
+inline void Matmul::eval_cpu(KernelContext& c, const Attrs& a) { matmul_forward<cpu_kernels::CpuMatmul>(c, a); }
+inline void Matmul::eval_grad_cpu(KernelContext& c, const Attrs& a) { matmul_backward<cpu_kernels::CpuMatmul>(c, a); }
 
 }  // namespace oar::ops

@@ -7,3 +7,4 @@
 #include "kernels/cuda/nn.hpp"
 #include "kernels/cuda/optim.hpp"
 #include "kernels/cuda/random.hpp"
+#include "kernels/cuda/tensor.hpp"

@@ -38,6 +38,7 @@ int by_any(Elem t, F&& f) {
     case Elem::f64: return f(double{});
     case Elem::i32: return f(int32_t{});
     case Elem::i64: return f(int64_t{});
+    case Elem::b8: break;  // cast alone takes bool
   }
   return bad_type();
 }

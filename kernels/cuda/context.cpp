@@ -164,4 +164,10 @@ void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t by
   cuda_check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy");
 }
 
+void detail::cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
+  if (!width || !rows) return;
+  DeviceGuard g(ctx.device());
+  cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice, ctx.stream()), "cudaMemcpy2DAsync");
+}
+
 }  // namespace oar

@@ -17,8 +17,8 @@ namespace oar::cuda_kernels {
 
 using Stream = CUstream_st*;
 
-/// The element types the device kernels are instantiated for.
-enum class Elem : int { f32, f64, i32, i64 };
+/// The element types the device kernels are instantiated for (b8: bool, for cast only).
+enum class Elem : int { f32, f64, i32, i64, b8 };
 
 /// The unary and binary element-wise ops, in the order of their lists.
 enum class Unary : int {
@@ -58,6 +58,19 @@ int mean(Elem t, const void* x, void* out, int64_t n, Stream s);
 /// dx[i] = dout[0] / n (f32, f64).
 int mean_grad(Elem t, const void* dout, void* dx, int64_t n, Stream s);
 
+// ---- tensor.cu
+/// out = static_cast<To>(x) for n elements between f32, f64, i32, i64 and b8 (bool: x != 0).
+int cast(Elem from, Elem to, const void* x, void* out, int64_t n, Stream s);
+/// The dims of a permuted copy: out has `dims`, and out's element at index i reads the source at the sum of
+/// i's coordinates times `strides` (the source's stride of each out dim).
+struct Permute {
+  static constexpr int max_rank = 9;
+  int rank = 0;
+  int64_t dims[max_rank] = {}, strides[max_rank] = {};
+};
+/// out = x permuted (transpose), elements of `bytes` bytes (1, 2, 4 or 8), n of them.
+int permute(int bytes, const Permute& p, const void* x, void* out, int64_t n, Stream s);
+
 // ---- nn.cu
 /// out[r] = -log(x[r, label[r]]) for hard labels (i64), 0 where label == ignore_index, NaN for a label outside
 /// [0, cols) (the CPU's oar::Error for it would need the labels on the host, a copy every step);
@@ -67,6 +80,16 @@ int cross_entropy(Elem t, bool soft, const void* x, const void* label, void* out
 /// dx[r, j] = -dout[r] / x[r, label[r]] at the label, 0 elsewhere (hard); -dout[r] label[r, j] / x[r, j] (soft).
 int cross_entropy_grad(Elem t, bool soft, const void* x, const void* label, const void* dout, void* dx, int64_t rows, int64_t cols,
                        int64_t ignore_index, Stream s);
+/// softmax_with_cross_entropy of logits x [rows, cols]: sm = softmax(x) per row, loss[r] = lse - (x[r, label] - max)
+/// for hard i64 labels (0 at ignore_index, NaN outside [0, cols)), or sum_j label[r, j] (lse - (x[r, j] - max)) (soft).
+int softmax_cross_entropy(Elem t, bool soft, const void* x, const void* label, void* sm, void* loss, int64_t rows, int64_t cols, int64_t ignore_index,
+                          Stream s);
+/// dx = (sm - onehot(label)) dloss per row (hard; 0 at ignore_index), or (sm sum(label) - label) dloss (soft).
+int softmax_cross_entropy_grad(Elem t, bool soft, const void* sm, const void* label, const void* dloss, void* dx, int64_t rows, int64_t cols,
+                               int64_t ignore_index, Stream s);
+/// dropout in training: keep_i = (draw i of the counter stream of `seed`) >= p; out = x keep scale; mask = keep
+/// (may be null). The CPU kernel draws the same stream, so a seed gives the same mask on both.
+int dropout(Elem t, const void* x, void* out, void* mask, int64_t n, uint64_t seed, double p, double scale, Stream s);
 /// The k largest of each row of x [rows, cols] (f32, f64, i32, i64), largest first (NaN before numbers, equal
 /// values by index, as the CPU kernel orders them): out [rows, k] of x's type, indices [rows, k] i64.
 int top_k(Elem t, const void* x, void* out, int64_t* indices, int64_t rows, int64_t cols, int64_t k, Stream s);

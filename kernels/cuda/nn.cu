@@ -1,7 +1,10 @@
-// kernels/cuda/nn.cu: the loss and metric kernels: cross_entropy and its gradient, top_k and accuracy.
+// kernels/cuda/nn.cu: the loss and metric kernels (cross_entropy, softmax_with_cross_entropy and their gradients,
+// top_k, accuracy) and dropout's mask.
 #include <cub/block/block_reduce.cuh>
+#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/random_counter.hpp"
 
 namespace oar::cuda_kernels {
 
@@ -98,6 +101,77 @@ __global__ void accuracy_kernel(const int64_t* indices, const L* label, int64_t 
   }
 }
 
+// One block per row: the row's max, log-sum-exp, softmax and loss; sums in double.
+template <class T>
+__global__ void softmax_ce_kernel(const T* x, const void* label, bool soft, T* sm, T* loss, int64_t rows, int64_t cols, int64_t ignore) {
+  using Reduce = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  __shared__ double max_s, lse_s;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * cols;
+    double m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmax(m, double(xr[j]));
+    const double mall = Reduce(tmp).Reduce(m, [](double a, double b) { return fmax(a, b); });
+    if (threadIdx.x == 0) max_s = mall;
+    __syncthreads();
+    double e = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) e += exp(double(xr[j]) - max_s);
+    const double sum = Reduce(tmp).Sum(e);
+    if (threadIdx.x == 0) lse_s = log(sum);
+    __syncthreads();
+    double l = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const double z = double(xr[j]) - max_s;
+      sm[r * cols + j] = T(exp(z - lse_s));
+      if (soft) l += double(static_cast<const T*>(label)[r * cols + j]) * (lse_s - z);
+    }
+    if (soft) {
+      const double ls = Reduce(tmp).Sum(l);
+      if (threadIdx.x == 0) loss[r] = T(ls);
+    } else if (threadIdx.x == 0) {
+      const int64_t lb = static_cast<const int64_t*>(label)[r];
+      loss[r] = lb == ignore ? T(0) : (lb < 0 || lb >= cols ? T(NAN) : T(lse_s - (double(xr[lb]) - max_s)));
+    }
+    __syncthreads();
+  }
+}
+template <class T>
+__global__ void softmax_ce_grad_hard(const T* sm, const int64_t* label, const T* dloss, T* dx, int64_t rows, int64_t cols, int64_t ignore) {
+  OAR_GRID_STRIDE(e, rows * cols) {
+    const int64_t r = e / cols, j = e % cols, l = label[r];
+    dx[e] = l == ignore ? T(0) : (sm[e] - (j == l ? T(1) : T(0))) * dloss[r];
+  }
+}
+// One block per row: sum(label), then dx.
+template <class T>
+__global__ void softmax_ce_grad_soft(const T* sm, const T* label, const T* dloss, T* dx, int64_t rows, int64_t cols) {
+  using Reduce = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  __shared__ double sl_s;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    double acc = 0;
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) acc += double(label[r * cols + j]);
+    const double sl = Reduce(tmp).Sum(acc);
+    if (threadIdx.x == 0) sl_s = sl;
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+      const int64_t e = r * cols + j;
+      dx[e] = (sm[e] * T(sl_s) - label[e]) * dloss[r];
+    }
+    __syncthreads();
+  }
+}
+
+template <class T>
+__global__ void dropout_kernel(const T* x, T* out, T* mask, int64_t n, uint64_t seed, double p, T scale) {
+  const fn::CounterRng rng(seed);
+  OAR_GRID_STRIDE(i, n) {
+    const T keep = rng.uniform(uint64_t(i)) < p ? T(0) : T(1);
+    if (mask) mask[i] = keep;
+    out[i] = x[i] * keep * scale;
+  }
+}
+
 unsigned row_blocks(int64_t rows) { return unsigned(rows < 4096 ? (rows > 0 ? rows : 1) : 4096); }
 
 }  // namespace
@@ -126,6 +200,41 @@ int cross_entropy_grad(Elem t, bool soft, const void* x, const void* label, cons
     else
       cross_entropy_grad_hard<<<blocks_for(rows * cols), kThreads, 0, s>>>(px, static_cast<const int64_t*>(label), pd, static_cast<T*>(dx), rows, cols,
                                                                             ignore_index);
+    return launched();
+  });
+}
+
+int softmax_cross_entropy(Elem t, bool soft, const void* x, const void* label, void* sm, void* loss, int64_t rows, int64_t cols, int64_t ignore_index,
+                          Stream s) {
+  if (rows == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    softmax_ce_kernel<<<row_blocks(rows), kThreads, 0, s>>>(static_cast<const T*>(x), label, soft, static_cast<T*>(sm), static_cast<T*>(loss), rows, cols,
+                                                             ignore_index);
+    return launched();
+  });
+}
+
+int softmax_cross_entropy_grad(Elem t, bool soft, const void* sm, const void* label, const void* dloss, void* dx, int64_t rows, int64_t cols,
+                               int64_t ignore_index, Stream s) {
+  if (rows * cols == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    const T *ps = static_cast<const T*>(sm), *pd = static_cast<const T*>(dloss);
+    if (soft)
+      softmax_ce_grad_soft<<<row_blocks(rows), kThreads, 0, s>>>(ps, static_cast<const T*>(label), pd, static_cast<T*>(dx), rows, cols);
+    else
+      softmax_ce_grad_hard<<<blocks_for(rows * cols), kThreads, 0, s>>>(ps, static_cast<const int64_t*>(label), pd, static_cast<T*>(dx), rows, cols,
+                                                                         ignore_index);
+    return launched();
+  });
+}
+
+int dropout(Elem t, const void* x, void* out, void* mask, int64_t n, uint64_t seed, double p, double scale, Stream s) {
+  if (n == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    dropout_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(out), static_cast<T*>(mask), n, seed, p, T(scale));
     return launched();
   });
 }

@@ -1,12 +1,18 @@
-// kernels/cuda/nn.hpp: eval_cuda of mul (cuBLAS), softmax and log_softmax (cuDNN), cross_entropy, top_k and
-// accuracy (kernels/cuda/nn.cu).
+// kernels/cuda/nn.hpp: eval_cuda of mul and matmul (cuBLAS), softmax and log_softmax (cuDNN), cross_entropy,
+// softmax_with_cross_entropy, top_k, accuracy and dropout (kernels/cuda/nn.cu).
 #pragma once
+#include <cstring>
+
+#include "kernels/cpu/matmul.hpp"  // matmul_forward / matmul_backward: the kernel both places run, with their products
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/accuracy.hpp"
 #include "oar/ops/arg_max.hpp"
 #include "oar/ops/cross_entropy.hpp"
+#include "oar/ops/dropout.hpp"
+#include "oar/ops/matmul.hpp"
 #include "oar/ops/mul.hpp"
 #include "oar/ops/softmax.hpp"
+#include "oar/ops/softmax_with_cross_entropy.hpp"
 
 namespace oar::cuda_kernels {
 
@@ -61,6 +67,38 @@ void softmax_backward(KernelContext& c, int axis) {
     });
   dx.set_lod(y.lod());
 }
+
+/// matmul's products on cuBLAS (cpu_kernels::CpuMatmul's counterpart): strided batches, one call each.
+struct CudaMatmul {
+  template <class T>
+  static void batched(const KernelContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, int64_t sa,
+                      const T* b, int64_t ldb, int64_t sb, T* out, int64_t ldc, int64_t sc, int64_t batch) {
+    if (batch <= 0 || m == 0 || n == 0) return;
+    if (batch == 1) return gemm<T>(c, ta, tb, m, n, k, alpha, a, lda, b, ldb, T(0), out, ldc);
+    c.check(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && batch <= INT32_MAX, "a batch of {} x {} x {} products is beyond cuBLAS's 32-bit sizes", m,
+            k, n);
+    const T zero = 0;
+    // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first (as gemm in host.hpp).
+    const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasHandle_t h = c.cuda().cublas();
+    if constexpr (std::is_same_v<T, float>)
+      check(c, cublasSgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, int(ldb), sb, a, int(lda), sa, &zero, out, int(ldc), sc, int(batch)),
+            "cublasSgemmStridedBatched");
+    else
+      check(c, cublasDgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, int(ldb), sb, a, int(lda), sa, &zero, out, int(ldc), sc, int(batch)),
+            "cublasDgemmStridedBatched");
+  }
+  /// C = sum over the batch of alpha op(A_b) op(B_b): the products accumulate into C.
+  template <class T>
+  static void batch_sum(const KernelContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, int64_t sa,
+                        const T* b, int64_t ldb, int64_t sb, T* out, int64_t ldc, int64_t batch) {
+    if (batch <= 0) {
+      check(c, fill(out, m * ldc, int(sizeof(T)), 0, stream(c)));
+      return;
+    }
+    for (int64_t i = 0; i < batch; ++i) gemm<T>(c, ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, i ? T(1) : T(0), out, ldc);
+  }
+};
 
 /// [rows, cols] of X: the last dim against the rest.
 inline std::pair<int64_t, int64_t> rows_cols(const Shape& s) {
@@ -120,6 +158,9 @@ inline void Mul::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   });
 }
 
+inline void Matmul::eval_cuda(KernelContext& c, const Attrs& a) { matmul_forward<cuda_kernels::CudaMatmul>(c, a); }
+inline void Matmul::eval_grad_cuda(KernelContext& c, const Attrs& a) { matmul_backward<cuda_kernels::CudaMatmul>(c, a); }
+
 inline void Softmax::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::softmax_forward<false, Softmax>(c, a.axis); }
 inline void Softmax::eval_grad_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::softmax_backward<false, Softmax>(c, a.axis); }
 inline void LogSoftmax::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::softmax_forward<true, LogSoftmax>(c, a.axis); }
@@ -154,6 +195,85 @@ inline void CrossEntropy::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   cuda_kernels::check(
       c, cuda_kernels::cross_entropy_grad(t, a.soft_label, xt.raw(), lt.raw(), dy.raw(), dx.raw(), n, d, a.ignore_index, cuda_kernels::stream(c)));
   dx.set_lod(xt.lod());
+}
+
+inline void SoftmaxWithCrossEntropy::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& x = c.in(logits);
+  const LoDTensor& lt = c.in(label);
+  LoDTensor& sm = c.out(softmax);
+  LoDTensor& loss_t = c.out(loss);
+  auto [n, d] = cuda_kernels::rows_cols(x.shape());
+  if (a.soft_label) c.check(lt.shape() == x.shape() && lt.dtype() == x.dtype(), "soft_label needs Label {} shaped like Logits {}", lt.shape(), x.shape());
+  else cuda_kernels::check_hard_labels(c, lt, n);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, x.dtype());
+  Shape ls = x.shape();
+  ls[ls.rank() - 1] = 1;
+  sm.resize(x.shape(), x.dtype());
+  loss_t.resize(ls, x.dtype());
+  cuda_kernels::check(c, cuda_kernels::softmax_cross_entropy(t, a.soft_label, x.raw(), lt.raw(), sm.raw(), loss_t.raw(), n, d, a.ignore_index,
+                                                             cuda_kernels::stream(c)));
+  sm.set_lod(x.lod());
+  loss_t.set_lod(x.lod());
+}
+
+inline void SoftmaxWithCrossEntropy::eval_grad_cuda(KernelContext& c, const Attrs& a) {
+  if (!c.has_out(logits_grad)) return;
+  const LoDTensor& sm = c.in(softmax);
+  const LoDTensor& lt = c.in(label);
+  const LoDTensor& dl = c.in(loss_grad);
+  LoDTensor& dx = c.out(logits_grad);
+  auto [n, d] = cuda_kernels::rows_cols(sm.shape());
+  c.check(dl.numel() == n, "Loss@GRAD {} must hold one value per row of Softmax {}", dl.shape(), sm.shape());
+  if (!a.soft_label) cuda_kernels::check_hard_labels(c, lt, n);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, sm.dtype());
+  dx.resize(sm.shape(), sm.dtype());
+  cuda_kernels::check(c, cuda_kernels::softmax_cross_entropy_grad(t, a.soft_label, sm.raw(), lt.raw(), dl.raw(), dx.raw(), n, d, a.ignore_index,
+                                                                  cuda_kernels::stream(c)));
+  dx.set_lod(sm.lod());
+}
+
+inline void Dropout::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  LoDTensor& ot = c.out(out);
+  const double p = a.dropout_prob;
+  c.check(p >= 0 && p <= 1, "dropout_prob = {} must be in [0, 1]", p);
+  const bool upscale = a.dropout_implementation == Implementation::upscale_in_train;
+  const uint64_t seed = a.fix_seed ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();  // drawn even in test, as on the CPU
+  LoDTensor* mask_t = c.has_out(mask) ? &c.out(mask) : nullptr;
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
+  if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
+  if (mask_t) mask_t->resize(xt.shape(), xt.dtype());
+  const int64_t n = xt.numel();
+  if (a.is_test) {
+    cuda_kernels::check(c, cuda_kernels::scale(t, xt.raw(), ot.raw(), n, upscale ? 1.0 : 1.0 - p, 0.0, cuda_kernels::stream(c)));
+    if (mask_t) {
+      uint64_t one = 0;
+      if (t == cuda_kernels::Elem::f32) { const float v = 1; std::memcpy(&one, &v, sizeof v); }
+      else { const double v = 1; std::memcpy(&one, &v, sizeof v); }
+      cuda_kernels::check(c, cuda_kernels::fill(mask_t->raw(), n, int(size_of(xt.dtype())), one, cuda_kernels::stream(c)));
+    }
+  } else {
+    const double f = upscale ? (p < 1 ? 1 / (1 - p) : 0.0) : 1.0;
+    cuda_kernels::check(c, cuda_kernels::dropout(t, xt.raw(), ot.raw(), mask_t ? mask_t->raw() : nullptr, n, seed, p, f, cuda_kernels::stream(c)));
+  }
+  if (&ot != &xt) ot.set_lod(xt.lod());
+}
+
+inline void Dropout::eval_grad_cuda(KernelContext& c, const Attrs& a) {
+  if (!c.has_out(x_grad)) return;
+  const LoDTensor& mask_t = c.in(mask);
+  const LoDTensor& dout = c.in(out_grad);
+  LoDTensor& dx = c.out(x_grad);
+  c.check(dout.shape() == mask_t.shape(), "Out@GRAD {} does not match Mask {}", dout.shape(), mask_t.shape());
+  const double p = a.dropout_prob;
+  const bool upscale = a.dropout_implementation == Implementation::upscale_in_train;
+  const double f = a.is_test ? (upscale ? 1.0 : 1.0 - p) : (upscale ? (p < 1 ? 1.0 / (1.0 - p) : 0.0) : 1.0);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, dout.dtype());
+  dx.resize(dout.shape(), dout.dtype());
+  const cuda_kernels::Broadcast same{1, dout.numel(), 1, true};
+  cuda_kernels::check(c, cuda_kernels::binary(cuda_kernels::Binary::Mul, t, same, dout.raw(), mask_t.raw(), dx.raw(), cuda_kernels::stream(c)));
+  cuda_kernels::check(c, cuda_kernels::scale(t, dx.raw(), dx.raw(), dx.numel(), f, 0.0, cuda_kernels::stream(c)));
+  dx.set_lod(dout.lod());
 }
 
 inline void TopK::eval_cuda(KernelContext& c, const Attrs& a) {

@@ -46,7 +46,8 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "elementwise_mul_grad", "elementwise_pow", "scale", "scale_grad", "fill_constant", "fill_constant_batch_size_like", "sum",
                        "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
                        "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "uniform_random", "gaussian_random",
-                       "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad"};
+                       "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
+                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad"};
   for (const char* op : ops) {
     CAPTURE(op);
     const KernelEntry* e = r.find(op);
@@ -316,4 +317,100 @@ TEST_CASE_TEMPLATE("cuda: batch_norm in training and with global statistics, and
       compare_on_cuda(g, "batch_norm_grad " + what, 10 * tol<T>(), 10 * tol<T>());
     }
   }
+}
+
+TEST_CASE("cuda: fill_zeros_like, cast, transpose, the shape ops, assign, concat, split and stack match the CPU") {
+  OAR_NEEDS_DEVICE();
+  Tensor x = random_tensor<float>({3, 4, 5}, -2, 2, 111);
+  OpTest z("fill_zeros_like");
+  z.input("X", x);
+  compare_on_cuda(z, "fill_zeros_like", 0, 0);
+  for (auto [from, to] : {std::pair{f32, i64}, std::pair{f32, boolean}, std::pair{f32, f64}, std::pair{i64, f32}, std::pair{f32, f32}}) {
+    OpTest t("cast");
+    t.input("X", from == i64 ? random_tensor<int64_t>({7, 3}, -9, 9, 112) : random_tensor<float>({7, 3}, -3, 3, 113));
+    t.attr("in_dtype", int32_t(from)).attr("out_dtype", int32_t(to));
+    compare_on_cuda(t, std::string("cast ") + std::string(name(from)) + " -> " + std::string(name(to)), 0, 0);
+  }
+  for (const std::vector<int32_t>& perm : {std::vector<int32_t>{2, 0, 1}, std::vector<int32_t>{1, 0, 2}, std::vector<int32_t>{0, 1, 2}}) {
+    OpTest t("transpose");
+    t.input("X", x).attr("axis", perm);
+    compare_on_cuda(t, "transpose", 0, 0);
+    OpTest g("transpose_grad");
+    g.input("X", x).input("Out@GRAD", t.run().at("Out")).attr("axis", perm);
+    compare_on_cuda(g, "transpose_grad", 0, 0);
+  }
+  OpTest r("reshape");
+  r.input("X", x).attr("shape", std::vector<int32_t>{-1, 10});
+  compare_on_cuda(r, "reshape", 0, 0);
+  OpTest a("assign");
+  a.input("X", x);
+  compare_on_cuda(a, "assign", 0, 0);
+  Tensor y = random_tensor<float>({3, 2, 5}, -2, 2, 114);
+  for (int axis : {0, 1, 2}) {
+    OpTest cc("concat");
+    cc.inputs("X", {x, axis == 1 ? y : x}).attr("axis", int32_t(axis));
+    compare_on_cuda(cc, "concat axis " + std::to_string(axis), 0, 0);
+    OpTest sp("split");
+    sp.input("X", x).attr("axis", int32_t(axis)).attr("num", int32_t(axis == 1 ? 2 : 1)).outputs("Out", axis == 1 ? 2 : 1);
+    compare_on_cuda(sp, "split axis " + std::to_string(axis), 0, 0);
+  }
+  OpTest st("stack");
+  st.inputs("X", {x, x, x}).attr("axis", int32_t(1));
+  compare_on_cuda(st, "stack", 0, 0);
+}
+
+TEST_CASE_TEMPLATE("cuda: matmul (cuBLAS, batched, transposed, broadcast) and its gradients match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  struct Case { Shape x, y; bool tx, ty; };
+  for (const Case& k : {Case{{5, 7}, {7, 3}, false, false}, Case{{4, 5, 7}, {4, 7, 3}, false, false}, Case{{4, 7, 5}, {3, 7}, true, true},
+                        Case{{4, 5, 7}, {7, 3}, false, false}, Case{{7}, {2, 7, 3}, false, false}, Case{{6, 7}, {7}, false, false}}) {
+    const std::string what = k.x.str() + (k.tx ? "^T" : "") + " x " + k.y.str() + (k.ty ? "^T" : "");
+    Tensor x = random_tensor<T>(k.x, -1, 1, 121), y = random_tensor<T>(k.y, -1, 1, 122);
+    OpTest f("matmul");
+    f.input("X", x).input("Y", y).attr("transpose_X", k.tx).attr("transpose_Y", k.ty).attr("alpha", 1.5f);
+    compare_on_cuda(f, "matmul " + what, 10 * tol<T>(), 10 * tol<T>());
+    const LoDTensor out = f.run().at("Out");
+    OpTest g("matmul_grad");
+    g.input("X", x).input("Y", y).input("Out@GRAD", random_tensor<T>(out.shape(), -1, 1, 123));
+    g.attr("transpose_X", k.tx).attr("transpose_Y", k.ty).attr("alpha", 1.5f);
+    compare_on_cuda(g, "matmul_grad " + what, 10 * tol<T>(), 10 * tol<T>());
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: softmax_with_cross_entropy (hard, soft, ignore_index) and its gradient match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  for (int64_t d : {10, 1000}) {
+    const int64_t n = 33;
+    Tensor logits = random_tensor<T>({n, d}, -4, 4, 131);
+    Tensor label = random_tensor<int64_t>({n, 1}, 0, d, 132);
+    label.data<int64_t>()[2] = -100;
+    Tensor soft = random_tensor<T>({n, d}, 0, 1, 133);
+    for (bool is_soft : {false, true}) {
+      const std::string what = std::string(is_soft ? "soft" : "hard") + " d " + std::to_string(d);
+      OpTest f("softmax_with_cross_entropy");
+      f.input("Logits", logits).input("Label", is_soft ? soft : label).attr("soft_label", is_soft).attr("ignore_index", int32_t(-100));
+      compare_on_cuda(f, "softmax_with_cross_entropy " + what, 10 * tol<T>(), 10 * tol<T>());
+      OpTest g("softmax_with_cross_entropy_grad");
+      g.input("Softmax", f.run().at("Softmax")).input("Label", is_soft ? soft : label).input("Loss@GRAD", random_tensor<T>({n, 1}, -1, 1, 134));
+      g.attr("soft_label", is_soft).attr("ignore_index", int32_t(-100));
+      compare_on_cuda(g, "softmax_with_cross_entropy_grad " + what, 10 * tol<T>(), 10 * tol<T>());
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: dropout draws the CPU's mask for a seed; test mode and the gradient match the CPU", T, float, double) {
+  OAR_NEEDS_DEVICE();
+  Tensor x = random_tensor<T>({50, 40}, -1, 1, 141);
+  for (const char* impl : {"downgrade_in_infer", "upscale_in_train"})
+    for (bool test : {false, true}) {
+      const std::string what = std::string(impl) + (test ? " test" : " train");
+      OpTest f("dropout");
+      f.input("X", x).attr("dropout_prob", 0.3f).attr("fix_seed", true).attr("seed", int32_t(17)).attr("is_test", test);
+      f.attr("dropout_implementation", std::string(impl));
+      compare_on_cuda(f, "dropout " + what, tol<T>(), tol<T>());
+      OpTest g("dropout_grad");
+      g.input("Mask", f.run().at("Mask")).input("Out@GRAD", random_tensor<T>({50, 40}, -1, 1, 142)).attr("dropout_prob", 0.3f).attr("is_test", test);
+      g.attr("dropout_implementation", std::string(impl));
+      compare_on_cuda(g, "dropout_grad " + what, tol<T>(), tol<T>());
+    }
 }

@@ -17,6 +17,9 @@ OAR_FUNC cudnnContext* CudaContext::cudnn() const { return nullptr; }
 OAR_FUNC void detail::cuda_copy(void*, Place dst, const void*, Place src, size_t) {
   throw Error(fmt::format("cannot copy {} -> {}: oar was built without CUDA", src.str(), dst.str()));
 }
+OAR_FUNC void detail::cuda_copy_rows(const CudaContext&, void*, size_t, const void*, size_t, size_t, size_t) {
+  throw Error("cannot copy on a CUDA device: oar was built without CUDA");
+}
 #endif
 
 OAR_FUNC std::unique_ptr<DeviceContext> make_device_context(Place place, uint64_t seed) {

@@ -45,6 +45,9 @@ namespace detail {
 /// Copies `bytes` between any two places (host <-> device, device <-> device); waits for the copy, so the
 /// source may be released and the destination read on the host right after.
 void cuda_copy(void* dst, Place dst_place, const void* src, Place src_place, size_t bytes);
+/// Queues on `ctx`'s stream a copy of `rows` rows of `width` bytes within the device's memory, row r from
+/// src + r * src_pitch to dst + r * dst_pitch (a column block of a row-major matrix: concat, split).
+void cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);
 }  // namespace detail
 
 /// The context kernels on `place` run with: a CpuContext, or a CudaContext for that device.

@@ -9,6 +9,8 @@ namespace oar::ops {
 /// X [any] -> Out [same], any dtype; LoD copied. Grad: X@GRAD = assign(Out@GRAD).
 struct Assign {
   static constexpr std::string_view type = "assign";
+  /// Its kernels make views or copy through the place: they serve every place (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Slot x{"X"}, out{"Out"};
   static OpDef def() { return OpDef(type, "Out = a copy of X").in(x).out(out); }
   static void infer_shape(InferShapeContext& c) {
@@ -83,6 +85,7 @@ struct Cast {
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/assign.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/tensor.hpp
 };
 
 }  // namespace oar::ops

@@ -11,6 +11,8 @@ namespace oar::ops {
 /// X [[2, 3], [2, 5]], {axis=1} -> Out [2, 8]. Any dtype. Grad: concat_grad(X, Out@GRAD) -> X@GRAD[] (the pieces).
 struct Concat {
   static constexpr std::string_view type = "concat";
+  /// Its kernels make views or copy through the place: they serve every place (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Slot x{"X"}, out{"Out"};
   static constexpr Slot x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
   static constexpr Attr<int32_t> axis{"axis"};
@@ -50,6 +52,8 @@ struct Concat {
 /// X [2, 8], {sections=[3, 5], axis=1} -> Out [[2, 3], [2, 5]]. Any dtype. Grad: X@GRAD = concat(Out@GRAD[]).
 struct Split {
   static constexpr std::string_view type = "split";
+  /// Its kernels make views or copy through the place: they serve every place (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Slot x{"X"}, out{"Out"};
   static constexpr Attr<int32_t> num{"num"}, axis{"axis"};
   static constexpr Attr<std::vector<int32_t>> sections{"sections"};
@@ -125,6 +129,8 @@ struct Split {
 /// X [[2, 3] x 4], {axis=1} -> Y [2, 4, 3]. Any dtype. Grad: stack_grad(Y@GRAD) -> X@GRAD[] (the slices).
 struct Stack {
   static constexpr std::string_view type = "stack";
+  /// Its kernels make views or copy through the place: they serve every place (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Slot x{"X"}, y{"Y"};
   static constexpr Slot x_grad{"X@GRAD"}, y_grad{"Y@GRAD"};
   static constexpr Attr<int32_t> axis{"axis"};

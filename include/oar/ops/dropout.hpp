@@ -68,7 +68,9 @@ struct Dropout {
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/dropout.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/dropout.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/nn.hpp
 };
 
 }  // namespace oar::ops

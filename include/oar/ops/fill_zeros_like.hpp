@@ -17,6 +17,7 @@ struct FillZerosLike {
     if (c.input_var(x).kind() == VarKind::lod_tensor_array) c.output_var(out).set_kind(VarKind::lod_tensor_array).set_lod_level(c.lod_level(x));
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/fill_zeros_like.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/tensor.hpp
 };
 
 }  // namespace oar::ops

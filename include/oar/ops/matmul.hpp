@@ -85,7 +85,9 @@ struct Matmul {
   /// matmul_grad(X, Y, Out@GRAD) -> X@GRAD, Y@GRAD (a shared rank-2 operand gets the sum over the batch)
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/matmul.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/matmul.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/nn.hpp
 };
 
 }  // namespace oar::ops

@@ -117,6 +117,8 @@ inline std::vector<Operator> shape_op_grad(const GradContext& g) {
 /// X [2, 3, 4], {shape=[0, -1]} -> Out [2, 12]. Out shares X's storage. Grad: X@GRAD = Out@GRAD reshaped.
 struct Reshape : tensor_detail::ShapeOpNames {
   static constexpr std::string_view type = "reshape";
+  /// Its kernels make views or copy through the place: they serve every place (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Attr<std::vector<int32_t>> shape{"shape"};
   static constexpr Attr<bool> inplace{"inplace"};
   /// `shape` widened to int64 once, as reshape_shape reads it.
@@ -149,6 +151,8 @@ struct Reshape : tensor_detail::ShapeOpNames {
 /// X [2, 3, 4], {axis=1} -> Out [2, 12]. Out shares X's storage. Grad: Out@GRAD reshaped to X.
 struct Flatten : tensor_detail::ShapeOpNames {
   static constexpr std::string_view type = "flatten";
+  /// Its kernels make views or copy through the place: they serve every place (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Attr<int32_t> axis{"axis"};
   struct Attrs {
     int32_t axis;
@@ -169,6 +173,8 @@ struct Flatten : tensor_detail::ShapeOpNames {
 /// turns out to be 1, as in Fluid; name the axes to avoid that.
 struct Squeeze : tensor_detail::ShapeOpNames {
   static constexpr std::string_view type = "squeeze";
+  /// Its kernels make views or copy through the place: they serve every place (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Attr<std::vector<int32_t>> axes{"axes"};
   struct Attrs {
     std::vector<int32_t> axes;
@@ -187,6 +193,8 @@ struct Squeeze : tensor_detail::ShapeOpNames {
 /// X [3, 4], {axes=[0, -1]} -> Out [1, 3, 4, 1]. Out shares X's storage. Grad: Out@GRAD reshaped to X.
 struct Unsqueeze : tensor_detail::ShapeOpNames {
   static constexpr std::string_view type = "unsqueeze";
+  /// Its kernels make views or copy through the place: they serve every place (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Attr<std::vector<int32_t>> axes{"axes"};
   struct Attrs {
     std::vector<int32_t> axes;

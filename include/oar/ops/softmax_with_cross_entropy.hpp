@@ -48,7 +48,9 @@ struct SoftmaxWithCrossEntropy {
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/softmax_with_cross_entropy.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/softmax_with_cross_entropy.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/nn.hpp
 };
 
 }  // namespace oar::ops

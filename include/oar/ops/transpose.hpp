@@ -41,7 +41,9 @@ struct Transpose {
     return {g.default_grad(false)};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/transpose.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/tensor.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/transpose.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/tensor.hpp
 };
 
 }  // namespace oar::ops

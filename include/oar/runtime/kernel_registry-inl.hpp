@@ -67,6 +67,12 @@ OAR_FUNC KernelRegistry::KernelRegistry() {
 #if OAR_WITH_CUDA
     if constexpr (requires(KernelContext& c, const A& a) { Op::eval_cuda(c, a); }) fwd.cuda = &detail::run_cuda<Op>;
     if constexpr (requires(KernelContext& c, const A& a) { Op::eval_grad_cuda(c, a); }) grad.cuda = &detail::run_grad_cuda<Op>;
+    // An op whose kernels only make views, copy whole tensors or copy through KernelContext's place serves
+    // every place with its one set of kernels (it says so: `static constexpr bool any_place = true;`).
+    if constexpr (requires { requires Op::any_place; }) {
+      fwd.cuda = fwd.cpu;
+      grad.cuda = grad.cpu;
+    }
 #endif
     if (fwd.cpu || fwd.cuda) kernels_[type] = fwd;
     if (grad.cpu || grad.cuda) kernels_[type + "_grad"] = grad;

@@ -1,6 +1,8 @@
 // oar/runtime/kernel_registry.hpp: kernels by (op type, device kind), built on first use from the op list: an
 // op's eval_cpu / eval_cuda serve `<op>`, its eval_grad_cpu / eval_grad_cuda serve `<op>_grad`; each takes the
-// KernelContext and the op's decoded Attrs. The kernel picks the dtype (KernelContext::dispatch).
+// KernelContext and the op's decoded Attrs. The kernel picks the dtype (KernelContext::dispatch). An op with
+// `static constexpr bool any_place = true;` has kernels that never touch tensor memory on the host (views, whole
+// copies, copies through the place): its eval_cpu / eval_grad_cpu serve CUDA too.
 // Only runtime/kernel_registry-inl.hpp sees the op list and the kernels: compiled, they are built once, in liboar.
 #pragma once
 #include <memory>
