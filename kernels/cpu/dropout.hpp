@@ -19,7 +19,6 @@ inline void Dropout::eval_cpu(KernelContext& c, const Attrs& a) {
   LoDTensor& ot = c.out(out);
   const double p = a.dropout_prob;
   c.check(p >= 0 && p <= 1, "dropout_prob = {} must be in [0, 1]", p);
-  const bool upscale = a.dropout_implementation == Implementation::upscale_in_train;
   const bool test = a.is_test;
   const uint64_t rng_seed = a.fix_seed ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();
   const int64_t n = xt.numel();
@@ -32,14 +31,14 @@ inline void Dropout::eval_cpu(KernelContext& c, const Attrs& a) {
     T* po = ot.data<T>();
     T* pk = mask_t ? mask_t->data<T>() : nullptr;
     if (test) {
-      const T f = upscale ? T(1) : T(1 - p);
+      const T f = T(keep_scale(a));
       parallel_for(0, n, cpu_kernels::kDropoutGrain, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) po[i] = px[i] * f;
         if (pk) for (int64_t i = lo; i < hi; ++i) pk[i] = T(1);
       });
       return;
     }
-    const T f = upscale ? (p < 1 ? T(1 / (1 - p)) : T(0)) : T(1);
+    const T f = T(keep_scale(a));
     // Element i is kept when draw i of the counter-based stream is >= p: a function of (seed, i) alone, so the
     // mask is the same for any thread count, and on CUDA (kernels/cuda/nn.cu draws the same stream).
     const fn::CounterRng rng(rng_seed);
@@ -60,10 +59,7 @@ inline void Dropout::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& dout = c.in(out_grad);
   LoDTensor& dx = c.out(x_grad);
   c.check(dout.shape() == mask_t.shape(), "Out@GRAD {} does not match Mask {}", dout.shape(), mask_t.shape());
-  const double p = a.dropout_prob;
-  const bool upscale = a.dropout_implementation == Implementation::upscale_in_train;
-  const bool test = a.is_test;
-  const double f = test ? (upscale ? 1.0 : 1.0 - p) : (upscale ? (p < 1 ? 1.0 / (1.0 - p) : 0.0) : 1.0);
+  const double f = keep_scale(a);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(dout.shape(), dout.dtype());

@@ -77,8 +77,7 @@ inline void Transpose::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& dout = c.in(out_grad);
   check_perm(c, dout.shape(), a.axis);
-  std::array<int32_t, Shape::kMaxRank> inv;
-  for (size_t k = 0; k < a.axis.size(); ++k) inv[size_t(a.axis[k])] = int32_t(k);
+  const std::array<int32_t, Shape::kMaxRank> inv = inverse(a.axis);
   LoDTensor& dx = c.out(x_grad);
   cpu_kernels::transpose(dout, std::span<const int32_t>(inv.data(), a.axis.size()), dx);
   dx.set_lod(c.in(x).lod());

@@ -237,7 +237,6 @@ inline void Dropout::eval_cuda(KernelContext& c, const Attrs& a) {
   LoDTensor& ot = c.out(out);
   const double p = a.dropout_prob;
   c.check(p >= 0 && p <= 1, "dropout_prob = {} must be in [0, 1]", p);
-  const bool upscale = a.dropout_implementation == Implementation::upscale_in_train;
   const uint64_t seed = a.fix_seed ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();  // drawn even in test, as on the CPU
   LoDTensor* mask_t = c.has_out(mask) ? &c.out(mask) : nullptr;
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
@@ -245,7 +244,7 @@ inline void Dropout::eval_cuda(KernelContext& c, const Attrs& a) {
   if (mask_t) mask_t->resize(xt.shape(), xt.dtype());
   const int64_t n = xt.numel();
   if (a.is_test) {
-    cuda_kernels::check(c, cuda_kernels::scale(t, xt.raw(), ot.raw(), n, upscale ? 1.0 : 1.0 - p, 0.0, cuda_kernels::stream(c)));
+    cuda_kernels::check(c, cuda_kernels::scale(t, xt.raw(), ot.raw(), n, keep_scale(a), 0.0, cuda_kernels::stream(c)));
     if (mask_t) {
       uint64_t one = 0;
       if (t == cuda_kernels::Elem::f32) { const float v = 1; std::memcpy(&one, &v, sizeof v); }
@@ -253,8 +252,8 @@ inline void Dropout::eval_cuda(KernelContext& c, const Attrs& a) {
       cuda_kernels::check(c, cuda_kernels::fill(mask_t->raw(), n, int(size_of(xt.dtype())), one, cuda_kernels::stream(c)));
     }
   } else {
-    const double f = upscale ? (p < 1 ? 1 / (1 - p) : 0.0) : 1.0;
-    cuda_kernels::check(c, cuda_kernels::dropout(t, xt.raw(), ot.raw(), mask_t ? mask_t->raw() : nullptr, n, seed, p, f, cuda_kernels::stream(c)));
+    cuda_kernels::check(c, cuda_kernels::dropout(t, xt.raw(), ot.raw(), mask_t ? mask_t->raw() : nullptr, n, seed, p, keep_scale(a),
+                                                 cuda_kernels::stream(c)));
   }
   if (&ot != &xt) ot.set_lod(xt.lod());
 }
@@ -265,9 +264,7 @@ inline void Dropout::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& dout = c.in(out_grad);
   LoDTensor& dx = c.out(x_grad);
   c.check(dout.shape() == mask_t.shape(), "Out@GRAD {} does not match Mask {}", dout.shape(), mask_t.shape());
-  const double p = a.dropout_prob;
-  const bool upscale = a.dropout_implementation == Implementation::upscale_in_train;
-  const double f = a.is_test ? (upscale ? 1.0 : 1.0 - p) : (upscale ? (p < 1 ? 1.0 / (1.0 - p) : 0.0) : 1.0);
+  const double f = keep_scale(a);
   const cuda_kernels::Elem t = cuda_kernels::elem(c, dout.dtype());
   dx.resize(dout.shape(), dout.dtype());
   const cuda_kernels::Broadcast same{1, dout.numel(), 1, true};

@@ -2,24 +2,16 @@
 // starts as its input (the same variable in a training program, or a device copy) and is updated in place;
 // the learning rate and Adam's powers stay on the device.
 #pragma once
+#include "kernels/cpu/optimizers.hpp"  // param_update::like_param, dense_grad
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/lr_schedule.hpp"
 #include "oar/ops/optimizers.hpp"
 
 namespace oar::cuda_kernels::update {
 
-/// The tensor in `slot` shaped and typed like Param.
-inline const LoDTensor& like_param(const KernelContext& c, Slot slot, const LoDTensor& p) {
-  const LoDTensor& t = c.in(slot);
-  c.check(t.shape() == p.shape(), "{} {} must have Param's shape {}", slot.name, t.shape(), p.shape());
-  c.check(t.dtype() == p.dtype(), "{} is {} but Param is {}", slot.name, name(t.dtype()), name(p.dtype()));
-  return t;
-}
-inline const LoDTensor& dense_grad(const KernelContext& c, Slot grad, const LoDTensor& p) {
-  Value* v = c.in_value(grad);
-  c.check(!(v && v->is_selected_rows()), "Grad is SelectedRows: {} on CUDA takes dense gradients only for now", c.op().type());
-  return like_param(c, grad, p);
-}
+using cpu_kernels::param_update::dense_grad;  // shape and dtype checks only: they serve every place
+using cpu_kernels::param_update::like_param;
+
 /// A one-value device scalar of Param's dtype (the kernels read it as that type).
 inline const LoDTensor& scalar(const KernelContext& c, Slot slot, const LoDTensor& p) {
   const LoDTensor& t = c.in(slot);

@@ -32,6 +32,14 @@ struct Dropout {
           seed(r(Dropout::seed)),
           dropout_implementation(decode_implementation(r)) {}
   };
+  /// What a kept element is multiplied by (in the forward and in the gradient): 1 - p at test time for
+  /// downgrade_in_infer, 1 / (1 - p) in training for upscale_in_train (0 when p = 1), else 1.
+  static double keep_scale(const Attrs& a) {
+    const double p = a.dropout_prob;
+    const bool upscale = a.dropout_implementation == Implementation::upscale_in_train;
+    if (a.is_test) return upscale ? 1.0 : 1.0 - p;
+    return upscale ? (p < 1 ? 1.0 / (1.0 - p) : 0.0) : 1.0;
+  }
   static Implementation decode_implementation(const AttrReader& r) {
     const std::string s = r(Dropout::dropout_implementation);
     if (s == "downgrade_in_infer") return Implementation::downgrade_in_infer;

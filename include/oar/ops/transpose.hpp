@@ -1,5 +1,7 @@
 // oar/ops/transpose.hpp: transpose, a permutation of a tensor's dims (a copy in the new layout).
 #pragma once
+#include <array>
+
 #include "oar/ops/op.hpp"
 
 namespace oar::ops {
@@ -25,6 +27,12 @@ struct Transpose {
     Shape os;
     for (int32_t a : perm) os.push_back(xs[a]);
     c.set_output(out, os, c.dtype(x));
+  }
+  /// The permutation that undoes `perm` (the gradient's).
+  static std::array<int32_t, Shape::kMaxRank> inverse(const std::vector<int32_t>& perm) {
+    std::array<int32_t, Shape::kMaxRank> inv{};
+    for (size_t k = 0; k < perm.size(); ++k) inv[size_t(perm[k])] = int32_t(k);
+    return inv;
   }
   template <class Ctx>
   static void check_perm(const Ctx& c, const Shape& xs, const std::vector<int32_t>& perm) {
