@@ -17,6 +17,27 @@ struct NcsDims {
 };
 inline NcsDims ncs(const Shape& x) { return {x[0], x[1], x.numel(2, x.rank())}; }
 
+/// batch_norm's checks of X against Scale, Bias, Mean and Variance, and which running statistics a run writes:
+/// under is_test not MeanOut / VarianceOut that are Mean / Variance themselves (a test program, run by many
+/// evaluator threads at once, must not write the shared running statistics). Both devices' kernels start here.
+struct BnPlan {
+  NcsDims dm;
+  bool write_mean, write_var;
+};
+inline BnPlan bn_plan(const KernelContext& c, const ops::BatchNorm::Attrs& a) {
+  using B = ops::BatchNorm;
+  const LoDTensor& xt = c.in(B::x);
+  c.check(xt.rank() >= 2 && xt.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", xt.shape());
+  const NcsDims dm = ncs(xt.shape());
+  for (Slot s : {B::scale, B::bias, B::mean, B::variance}) {
+    const LoDTensor& p = c.in(s);
+    c.check(p.rank() == 1 && p.dim(0) == dm.c, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", dm.c, xt.shape(), p.shape());
+    c.check(p.dtype() == xt.dtype(), "Scale, Bias, Mean and Variance must be {} as X is, got {}", name(xt.dtype()), name(p.dtype()));
+  }
+  return {dm, c.has_out(B::mean_out) && !(a.is_test && c.out_value(B::mean_out) == c.in_value(B::mean)),
+          c.has_out(B::variance_out) && !(a.is_test && c.out_value(B::variance_out) == c.in_value(B::variance))};
+}
+
 /// The calling thread's scratch buffer #`I` of `n` doubles (slots 10.. so as not to share conv's buffers).
 template <int I>
 inline double* bn_scratch(int64_t n) { return thread_scratch<double, 10 + I>(size_t(n)); }
@@ -56,17 +77,13 @@ inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& bias_t = c.in(bias);
   const LoDTensor& mean_in = c.in(mean);
   const LoDTensor& var_in = c.in(variance);
-  c.check(xt.rank() >= 2 && xt.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", xt.shape());
-  const cpu_kernels::NcsDims dm = cpu_kernels::ncs(xt.shape());
-  for (auto* p : {&scale_t, &bias_t, &mean_in, &var_in})
-    c.check(p->rank() == 1 && p->dim(0) == dm.c, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", dm.c, xt.shape(), p->shape());
+  const cpu_kernels::BnPlan plan = cpu_kernels::bn_plan(c, a);
+  const cpu_kernels::NcsDims dm = plan.dm;
   const float mom = a.momentum;
   const double eps = a.epsilon;
   const bool global = a.is_test || a.use_global_stats;
   const int64_t m = dm.n * dm.s;
-  // The running statistics' outputs this run writes (see above).
-  const bool write_mean = c.has_out(mean_out) && !(a.is_test && c.out_value(mean_out) == c.in_value(mean));
-  const bool write_var = c.has_out(variance_out) && !(a.is_test && c.out_value(variance_out) == c.in_value(variance));
+  const bool write_mean = plan.write_mean, write_var = plan.write_var;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     double* run_mean = cpu_kernels::bn_scratch<0>(dm.c);

@@ -46,6 +46,26 @@ inline void sum(KernelContext& c) {
 
 }  // namespace oar::cpu_kernels::array
 
+namespace oar::cpu_kernels {
+
+/// Checks every X[i] against X[0] (shape and dtype) and returns the index of the input that Out is (summing in
+/// place), or the input count when Out is none of them. The CPU and CUDA kernels both start here.
+inline size_t sum_inputs(const KernelContext& c, const LoDTensor& out) {
+  using S = ops::Sum;
+  const size_t k = c.num_in(S::x);
+  const LoDTensor& x0 = c.in(S::x, 0);
+  size_t first = k;
+  for (size_t i = 0; i < k; ++i) {
+    const LoDTensor& xi = c.in(S::x, i);
+    c.check(xi.shape() == x0.shape(), "X[{}] {} does not have the shape of X[0] {}", i, xi.shape(), x0.shape());
+    c.check(xi.dtype() == x0.dtype(), "X[{}] is {} but X[0] is {}", i, name(xi.dtype()), name(x0.dtype()));
+    if (&xi == &out) first = i;
+  }
+  return first;
+}
+
+}  // namespace oar::cpu_kernels
+
 namespace oar::ops {
 
 /// requires: every X[i] has X[0]'s shape and dtype. Out may be one of the X (in place): that input is the start
@@ -56,13 +76,7 @@ inline void Sum::eval_cpu(KernelContext& c, const NoAttrs&) {
   const size_t k = c.num_in(Sum::x);
   const LoDTensor& x0 = c.in(Sum::x, 0);
   LoDTensor& o = c.out(Sum::out);
-  size_t first = k;  // the input that Out aliases starts the sum; without one, X[0] is copied first
-  for (size_t i = 0; i < k; ++i) {
-    const LoDTensor& xi = c.in(Sum::x, i);
-    c.check(xi.shape() == x0.shape(), "X[{}] {} does not have the shape of X[0] {}", i, xi.shape(), x0.shape());
-    c.check(xi.dtype() == x0.dtype(), "X[{}] is {} but X[0] is {}", i, name(xi.dtype()), name(x0.dtype()));
-    if (&xi == &o) first = i;
-  }
+  size_t first = cpu_kernels::sum_inputs(c, o);  // the input Out aliases starts the sum; without one, X[0] is copied first
   const bool copy_first = first == k;
   if (copy_first) {
     o.resize(x0.shape(), x0.dtype());

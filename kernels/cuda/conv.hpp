@@ -7,6 +7,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "kernels/cpu/batch_norm.hpp"  // bn_plan: the checks both devices make
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/batch_norm.hpp"
 #include "oar/ops/conv2d.hpp"
@@ -264,23 +265,16 @@ inline void BatchNorm::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& bias_t = c.in(bias);
   const LoDTensor& mean_in = c.in(mean);
   const LoDTensor& var_in = c.in(variance);
-  c.check(xt.rank() >= 2 && xt.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", xt.shape());
-  const int64_t n = xt.dim(0), ch = xt.dim(1), s = xt.shape().numel(2, xt.rank());
-  for (const LoDTensor* p : {&scale_t, &bias_t, &mean_in, &var_in}) {
-    c.check(p->rank() == 1 && p->dim(0) == ch, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", ch, xt.shape(), p->shape());
-    c.check(p->dtype() == xt.dtype(), "Scale, Bias, Mean and Variance must be {} as X is, got {}", name(xt.dtype()), name(p->dtype()));
-  }
+  const cpu_kernels::BnPlan plan = cpu_kernels::bn_plan(c, a);
+  const int64_t n = plan.dm.n, ch = plan.dm.c, s = plan.dm.s;
   const bool global = a.is_test || a.use_global_stats;
-  // The running statistics this run writes (as on the CPU: a test program leaves them alone).
-  const bool write_mean = c.has_out(mean_out) && !(a.is_test && c.out_value(mean_out) == c.in_value(mean));
-  const bool write_var = c.has_out(variance_out) && !(a.is_test && c.out_value(variance_out) == c.in_value(variance));
   auto channel_out = [&](Slot slot, const LoDTensor& in) -> void* {
     LoDTensor& o = c.out(slot);
     if (&o != &in) o.resize(Shape{ch}, xt.dtype());
     return o.raw();
   };
-  void* mo = write_mean ? channel_out(mean_out, mean_in) : nullptr;
-  void* vo = write_var ? channel_out(variance_out, var_in) : nullptr;
+  void* mo = plan.write_mean ? channel_out(mean_out, mean_in) : nullptr;
+  void* vo = plan.write_var ? channel_out(variance_out, var_in) : nullptr;
   auto saved = [&](Slot slot) -> void* {
     if (!c.has_out(slot)) return nullptr;
     LoDTensor& o = c.out(slot);

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstring>
 
+#include "kernels/cpu/sum.hpp"  // sum_inputs: the checks both devices make
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/assign.hpp"
 #include "oar/ops/elementwise.hpp"
@@ -172,13 +173,7 @@ inline void Sum::eval_cuda(KernelContext& c, const NoAttrs&) {
   const size_t k = c.num_in(Sum::x);
   const LoDTensor& x0 = c.in(Sum::x, 0);
   LoDTensor& o = c.out(Sum::out);
-  size_t first = k;  // the input that Out aliases starts the sum; without one, X[0] is copied first
-  for (size_t i = 0; i < k; ++i) {
-    const LoDTensor& xi = c.in(Sum::x, i);
-    c.check(xi.shape() == x0.shape(), "X[{}] {} does not have the shape of X[0] {}", i, xi.shape(), x0.shape());
-    c.check(xi.dtype() == x0.dtype(), "X[{}] is {} but X[0] is {}", i, name(xi.dtype()), name(x0.dtype()));
-    if (&xi == &o) first = i;
-  }
+  size_t first = cpu_kernels::sum_inputs(c, o);  // the input Out aliases starts the sum; without one, X[0] is copied first
   const cuda_kernels::Elem t = cuda_kernels::elem(c, x0.dtype(), true);
   if (first == k) {
     o.resize(x0.shape(), x0.dtype());
