@@ -7,4 +7,5 @@
 #include "kernels/cuda/nn.hpp"
 #include "kernels/cuda/optim.hpp"
 #include "kernels/cuda/random.hpp"
+#include "kernels/cuda/reduce.hpp"
 #include "kernels/cuda/tensor.hpp"

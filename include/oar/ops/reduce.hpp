@@ -91,6 +91,8 @@ struct ReduceOp {
     static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(with_out)}; }          \
     static void eval_cpu(KernelContext&, const Attrs&);      /* kernels/cpu/reduce.hpp */                   \
     static void eval_grad_cpu(KernelContext&, const Attrs&); /* kernels/cpu/reduce.hpp */                   \
+    static void eval_cuda(KernelContext&, const Attrs&);     /* kernels/cuda/reduce.hpp */                  \
+    static void eval_grad_cuda(KernelContext&, const Attrs&); /* kernels/cuda/reduce.hpp */                 \
   };
 OAR_REDUCE_OPS(OAR_DECLARE_REDUCE_OP)
 #undef OAR_DECLARE_REDUCE_OP
