@@ -1,7 +1,7 @@
 // kernels/cuda/conv.hpp: eval_cuda of conv2d and pool2d on cuDNN, and of batch_norm (kernels/cuda/norm.cu).
 // A convolution's algorithms (forward, data gradient, filter gradient) are chosen once per shape by cuDNN's
-// heuristics (the first that runs in full f32 math) and cached; workspaces come from the device's caching
-// allocator.
+// heuristics (the first in full f32 math, or TF32 under set_cuda_tf32) and cached; workspaces come from the
+// device's caching allocator.
 #pragma once
 #include <map>
 #include <mutex>
@@ -34,9 +34,11 @@ class ConvDescs {
                                           CUDNN_CROSS_CORRELATION, dt),
           "cudnnSetConvolution2dDescriptor");
     check(c, cudnnSetConvolutionGroupCount(conv_, a.groups), "cudnnSetConvolutionGroupCount");
-    // Full f32 math: no TF32 unless asked for (the CPU kernels' precision).
-    check(c, cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+    // Full f32 math unless set_cuda_tf32 allows TF32 (the CPU kernels' precision by default).
+    check(c, cudnnSetConvolutionMathType(conv_, math()), "cudnnSetConvolutionMathType");
   }
+  /// The math type convolutions run in: FMA (full f32), or the default (TF32 allowed) under set_cuda_tf32.
+  static cudnnMathType_t math() { return cuda_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
   ~ConvDescs() {
     cudnnDestroyConvolutionDescriptor(conv_);
     cudnnDestroyFilterDescriptor(f_);
@@ -57,14 +59,14 @@ class ConvDescs {
 /// Which pass of a convolution an algorithm serves.
 enum class ConvPass { forward, data, filter };
 
-/// The cached algorithm of (pass, shapes, window, dtype, device): cuDNN's heuristics' first choice that is
-/// supported in FMA math; chosen on first use of the shape.
+/// The cached algorithm of (pass, shapes, window, dtype, device, TF32 setting): cuDNN's heuristics' first choice
+/// in the math type ConvDescs::math() asks for; chosen on first use of the shape.
 inline int conv_algorithm(const KernelContext& c, ConvPass pass, const ConvDescs& d, const Shape& x, const Shape& f, const ops::detail::ConvAttrs& a,
                           DType t) {
-  using Key = std::tuple<int, int, int, std::array<int64_t, 4>, std::array<int64_t, 4>, std::array<int32_t, 7>>;
+  using Key = std::tuple<int, int, int, bool, std::array<int64_t, 4>, std::array<int64_t, 4>, std::array<int32_t, 7>>;
   static std::mutex mu;
   static std::map<Key, int> cache;
-  const Key key{int(pass), c.place().device, int(t), {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
+  const Key key{int(pass), c.place().device, int(t), cuda_tf32(), {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
                 {a.strides[0], a.strides[1], a.paddings[0], a.paddings[1], a.dilations[0], a.dilations[1], a.groups}};
   {
     std::lock_guard lock(mu);
@@ -74,7 +76,7 @@ inline int conv_algorithm(const KernelContext& c, ConvPass pass, const ConvDescs
   int algo = -1, got = 0;
   auto pick = [&](const auto* perf) {
     for (int i = 0; i < got && algo < 0; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH) algo = int(perf[i].algo);
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == ConvDescs::math()) algo = int(perf[i].algo);
     for (int i = 0; i < got && algo < 0; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS) algo = int(perf[i].algo);
   };

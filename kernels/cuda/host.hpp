@@ -56,6 +56,13 @@ class TensorDesc {
   cudnnTensorDescriptor_t d_ = nullptr;
 };
 
+/// The context's cuBLAS handle in the math mode set_cuda_tf32 asks for (TF32 tensor cores, or full f32).
+inline cublasHandle_t cublas(const KernelContext& c) {
+  cublasHandle_t h = c.cuda().cublas();
+  check(c, cublasSetMathMode(h, cuda_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  return h;
+}
+
 /// Row-major C[m, n] = alpha op(A) op(B) + beta C on cuBLAS (float or double): the column-major product
 /// C^T = op(B)^T op(A)^T, so B goes first.
 template <class T>
@@ -64,7 +71,7 @@ void gemm(const KernelContext& c, bool trans_a, bool trans_b, int64_t m, int64_t
   if (m == 0 || n == 0) return;
   c.check(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && lda <= INT32_MAX && ldb <= INT32_MAX && ldc <= INT32_MAX,
           "a product of {} x {} x {} is beyond cuBLAS's 32-bit sizes", m, k, n);
-  cublasHandle_t h = c.cuda().cublas();
+  cublasHandle_t h = cublas(c);
   const cublasOperation_t ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   if constexpr (std::is_same_v<T, float>)
     check(c, cublasSgemm(h, ta, tb, int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, out, int(ldc)), "cublasSgemm");

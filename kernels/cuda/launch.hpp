@@ -109,6 +109,9 @@ int dropout(Elem t, const void* x, void* out, void* mask, int64_t n, uint64_t se
 /// The k largest of each row of x [rows, cols] (f32, f64, i32, i64), largest first (NaN before numbers, equal
 /// values by index, as the CPU kernel orders them): out [rows, k] of x's type, indices [rows, k] i64.
 int top_k(Elem t, const void* x, void* out, int64_t* indices, int64_t rows, int64_t cols, int64_t k, Stream s);
+/// out[r] (i64) = the index along the middle dim of x seen as [outer, n, inner] of the largest (`max`) or the
+/// smallest element, the first on ties; NaN wins both, as on the CPU.
+int arg_reduce(Elem t, bool max, const void* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, Stream s);
 /// accuracy of indices [rows, k] (i64) against labels [rows] (i64, or i32 when `label_i32`): a row is correct
 /// when one of its k indices is its label. Writes accuracy (f32 [1]), correct and total (i32 [1]).
 int accuracy(const int64_t* indices, const void* label, bool label_i32, int64_t rows, int64_t k, float* accuracy, int32_t* correct, int32_t* total,

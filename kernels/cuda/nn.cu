@@ -82,6 +82,19 @@ __global__ void top_k_kernel(const T* x, T* out, int64_t* indices, int64_t rows,
     }
   }
 }
+template <class T>
+__global__ void arg_reduce_kernel(const T* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, bool max) {
+  OAR_GRID_STRIDE(r, outer * inner) {
+    const T* p = x + (r / inner) * n * inner + r % inner;
+    int64_t best = 0;
+    for (int64_t j = 1; j < n; ++j) {
+      const T v = p[j * inner], b = p[best * inner];
+      const bool better = max ? before_desc(v, j, b, best) : (is_nan_value(v) ? !is_nan_value(b) : (!is_nan_value(b) && v < b));
+      if (better) best = j;
+    }
+    out[r] = best;
+  }
+}
 template <class L>
 __global__ void accuracy_kernel(const int64_t* indices, const L* label, int64_t rows, int64_t k, float* accuracy, int32_t* correct, int32_t* total) {
   using Reduce = cub::BlockReduce<int64_t, 1024>;
@@ -244,6 +257,15 @@ int top_k(Elem t, const void* x, void* out, int64_t* indices, int64_t rows, int6
   return by_any(t, [&](auto z) {
     using T = decltype(z);
     top_k_kernel<<<blocks_for(rows), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(out), indices, rows, cols, k);
+    return launched();
+  });
+}
+
+int arg_reduce(Elem t, bool max, const void* x, int64_t* out, int64_t outer, int64_t n, int64_t inner, Stream s) {
+  if (outer * inner == 0) return 0;
+  return by_any(t, [&](auto z) {
+    using T = decltype(z);
+    arg_reduce_kernel<<<blocks_for(outer * inner), kThreads, 0, s>>>(static_cast<const T*>(x), out, outer, n, inner, max);
     return launched();
   });
 }

@@ -80,7 +80,7 @@ struct CudaMatmul {
     const T zero = 0;
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first (as gemm in host.hpp).
     const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasHandle_t h = c.cuda().cublas();
+    cublasHandle_t h = cublas(c);
     if constexpr (std::is_same_v<T, float>)
       check(c, cublasSgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, int(ldb), sb, a, int(lda), sa, &zero, out, int(ldc), sc, int(batch)),
             "cublasSgemmStridedBatched");
@@ -289,6 +289,35 @@ inline void TopK::eval_cuda(KernelContext& c, const Attrs& a) {
   ot.set_lod(xt.lod());
   ind.set_lod(xt.lod());
 }
+
+}  // namespace oar::ops
+
+namespace oar::cuda_kernels {
+
+template <bool Max>
+void arg_reduce(KernelContext& c, const ops::tensor_detail::ArgAttrs& a) {
+  using N = ops::tensor_detail::ArgNames;
+  const LoDTensor& x = c.in(N::x);
+  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
+  const int axis = ops::tensor_detail::normalize_axis(c, a.axis, x.rank(), N::axis, x.shape());
+  const int64_t outer = x.shape().numel(0, axis), n = x.dim(axis), inner = x.shape().numel(axis + 1, x.rank());
+  c.check(n > 0 || outer * inner == 0, "{} over an empty axis {} of X {}", c.op().type(), axis, x.shape());
+  Shape os = x.shape();
+  if (a.keepdims) os[axis] = 1;
+  else os.erase(axis);
+  LoDTensor& out = c.out(N::out);
+  const Elem t = elem(c, x.dtype(), true);
+  out.resize(os, DType::i64);
+  check(c, cuda_kernels::arg_reduce(t, Max, x.raw(), out.data<int64_t>(), outer, n, inner, stream(c)));
+  out.clear_lod();
+}
+
+}  // namespace oar::cuda_kernels
+
+namespace oar::ops {
+
+inline void ArgMax::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::arg_reduce<true>(c, a); }
+inline void ArgMin::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::arg_reduce<false>(c, a); }
 
 inline void Accuracy::eval_cuda(KernelContext& c, const NoAttrs&) {
   const LoDTensor& ind = c.in(indices);

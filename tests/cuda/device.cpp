@@ -18,3 +18,11 @@ TEST_CASE("cuda: the backend links and reports its devices") {
   CHECK(ctx.cudnn() != nullptr);
   ctx.synchronize();
 }
+
+TEST_CASE("cuda: TF32 is off until set_cuda_tf32(true), and can be turned off again") {
+  CHECK_FALSE(oar::cuda_tf32());
+  oar::set_cuda_tf32(true);
+  CHECK(oar::cuda_tf32());
+  oar::set_cuda_tf32(false);
+  CHECK_FALSE(oar::cuda_tf32());
+}

@@ -48,7 +48,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
                        "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "uniform_random", "gaussian_random",
                        "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
-                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad"};
+                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min"};
   for (const char* op : ops) {
     CAPTURE(op);
     const KernelEntry* e = r.find(op);
@@ -436,6 +436,22 @@ TEST_CASE_TEMPLATE("cuda: reduce_sum / mean / max / min over any dims, and their
   OpTest i("reduce_sum");
   i.input("X", random_tensor<int64_t>({7, 9}, -50, 50, 153)).attr("dim", std::vector<int32_t>{1});
   compare_on_cuda(i, "reduce_sum i64", 0, 0);
+}
+
+TEST_CASE("cuda: arg_max and arg_min along any axis (ties, NaN) match the CPU") {
+  Tensor x = random_tensor<float>({4, 6, 5}, -2, 2, 161);
+  x.data<float>()[3] = x.data<float>()[8];               // a tie along axis 1
+  x.data<float>()[17] = std::numeric_limits<float>::quiet_NaN();
+  for (const char* op : {"arg_max", "arg_min"})
+    for (int64_t axis : {0, 1, -1})
+      for (bool keep : {false, true}) {
+        OpTest t(op);
+        t.input("X", x).attr("axis", axis).attr("keepdims", keep);
+        compare_on_cuda(t, std::string(op) + " axis " + std::to_string(axis), 0, 0);
+      }
+  OpTest i("arg_max");
+  i.input("X", random_tensor<int32_t>({9, 4}, -5, 5, 162)).attr("axis", int64_t(1));
+  compare_on_cuda(i, "arg_max i32", 0, 0);
 }
 
 // Last in the file, so it runs after the cases above (doctest's default order).

@@ -3,6 +3,7 @@
 // Defined in kernels/cuda/context.cpp when oar is built with CUDA; without it (device/cuda-inl.hpp) there are
 // no devices and asking for one is an oar::Error. No CUDA header is needed to include this one.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <memory>
 
@@ -18,6 +19,18 @@ namespace oar {
 
 /// Number of usable CUDA devices; 0 without a driver, without a GPU, or in a build without CUDA.
 int cuda_device_count();
+
+namespace detail {
+inline std::atomic<bool>& tf32_flag() {
+  static std::atomic<bool> allowed{false};
+  return allowed;
+}
+}  // namespace detail
+/// Lets cuBLAS and cuDNN compute f32 products in TF32 on tensor cores (inputs rounded to 10-bit mantissas,
+/// f32 accumulation: several times the speed, about 1e-3 relative error). Off by default, so that a GPU's f32
+/// results stay within f32 rounding of the CPU's; it applies to the kernels launched after the call.
+inline void set_cuda_tf32(bool allowed) { detail::tf32_flag() = allowed; }
+inline bool cuda_tf32() { return detail::tf32_flag(); }
 
 /// One CUDA device as kernels see it. Kernels launch on stream(); the handles are bound to that stream.
 class CudaContext final : public DeviceContext {

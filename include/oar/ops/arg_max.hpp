@@ -41,6 +41,7 @@ struct ArgMax : tensor_detail::ArgNames {
   static OpDef def() { return tensor_detail::arg_def(type, "index of the largest element along axis"); }
   static void infer_shape(InferShapeContext& c) { tensor_detail::arg_infer_shape(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/arg_max.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/nn.hpp
 };
 
 /// out = the index of the smallest x along `axis` (the first one on ties; NaN counts as smallest).
@@ -50,6 +51,7 @@ struct ArgMin : tensor_detail::ArgNames {
   static OpDef def() { return tensor_detail::arg_def(type, "index of the smallest element along axis"); }
   static void infer_shape(InferShapeContext& c) { tensor_detail::arg_infer_shape(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/arg_max.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/nn.hpp
 };
 
 /// out, indices = the k largest x along the last dim, sorted descending (lower index first on ties; NaN
