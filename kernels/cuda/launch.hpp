@@ -106,6 +106,12 @@ int softmax_cross_entropy_grad(Elem t, bool soft, const void* sm, const void* la
 /// dropout in training: keep_i = (draw i of the counter stream of `seed`) >= p; out = x keep scale; mask = keep
 /// (may be null). The CPU kernel draws the same stream, so a seed gives the same mask on both.
 int dropout(Elem t, const void* x, void* out, void* mask, int64_t n, uint64_t seed, double p, double scale, Stream s);
+/// lookup_table: out[i] = w[ids[i]] ([n, d] rows), zeros at `pad`, NaN for an id outside [0, v) (the CPU's
+/// oar::Error would need the ids on the host).
+int lookup_rows(Elem t, const void* w, const int64_t* ids, void* out, int64_t n, int64_t d, int64_t v, int64_t pad, Stream s);
+/// Its dense gradient: dw = zeros [v, d], dw[ids[i]] += dout[i] in the order of i (one thread per column, as the
+/// CPU kernel sums, so the result is the CPU's), skipping `pad` and ids outside [0, v).
+int lookup_rows_grad(Elem t, const int64_t* ids, const void* dout, void* dw, int64_t n, int64_t d, int64_t v, int64_t pad, Stream s);
 /// The k largest of each row of x [rows, cols] (f32, f64, i32, i64), largest first (NaN before numbers, equal
 /// values by index, as the CPU kernel orders them): out [rows, k] of x's type, indices [rows, k] i64.
 int top_k(Elem t, const void* x, void* out, int64_t* indices, int64_t rows, int64_t cols, int64_t k, Stream s);

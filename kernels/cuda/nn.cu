@@ -185,6 +185,24 @@ __global__ void dropout_kernel(const T* x, T* out, T* mask, int64_t n, uint64_t 
   }
 }
 
+template <class T>
+__global__ void lookup_kernel(const T* w, const int64_t* ids, T* out, int64_t n, int64_t d, int64_t v, int64_t pad) {
+  OAR_GRID_STRIDE(e, n * d) {
+    const int64_t id = ids[e / d];
+    out[e] = id == pad ? T(0) : (id < 0 || id >= v ? T(NAN) : w[id * d + e % d]);
+  }
+}
+template <class T>
+__global__ void lookup_grad_kernel(const int64_t* ids, const T* dout, T* dw, int64_t n, int64_t d, int64_t v, int64_t pad) {
+  OAR_GRID_STRIDE(j, d) {
+    for (int64_t r = 0; r < v; ++r) dw[r * d + j] = T(0);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t id = ids[i];
+      if (id != pad && id >= 0 && id < v) dw[id * d + j] += dout[i * d + j];
+    }
+  }
+}
+
 unsigned row_blocks(int64_t rows) { return unsigned(rows < 4096 ? (rows > 0 ? rows : 1) : 4096); }
 
 }  // namespace
@@ -257,6 +275,24 @@ int top_k(Elem t, const void* x, void* out, int64_t* indices, int64_t rows, int6
   return by_any(t, [&](auto z) {
     using T = decltype(z);
     top_k_kernel<<<blocks_for(rows), kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(out), indices, rows, cols, k);
+    return launched();
+  });
+}
+
+int lookup_rows(Elem t, const void* w, const int64_t* ids, void* out, int64_t n, int64_t d, int64_t v, int64_t pad, Stream s) {
+  if (n * d == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    lookup_kernel<<<blocks_for(n * d), kThreads, 0, s>>>(static_cast<const T*>(w), ids, static_cast<T*>(out), n, d, v, pad);
+    return launched();
+  });
+}
+
+int lookup_rows_grad(Elem t, const int64_t* ids, const void* dout, void* dw, int64_t n, int64_t d, int64_t v, int64_t pad, Stream s) {
+  if (d == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    lookup_grad_kernel<<<blocks_for(d), kThreads, 0, s>>>(ids, static_cast<const T*>(dout), static_cast<T*>(dw), n, d, v, pad);
     return launched();
   });
 }

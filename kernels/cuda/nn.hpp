@@ -1,14 +1,16 @@
 // kernels/cuda/nn.hpp: eval_cuda of mul and matmul (cuBLAS), softmax and log_softmax (cuDNN), cross_entropy,
-// softmax_with_cross_entropy, top_k, accuracy and dropout (kernels/cuda/nn.cu).
+// softmax_with_cross_entropy, top_k, accuracy, dropout and lookup_table with its dense gradient (kernels/cuda/nn.cu).
 #pragma once
 #include <cstring>
 
+#include "kernels/cpu/lookup_table.hpp"  // padding_row
 #include "kernels/cpu/matmul.hpp"  // matmul_forward / matmul_backward: the kernel both places run, with their products
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/accuracy.hpp"
 #include "oar/ops/arg_max.hpp"
 #include "oar/ops/cross_entropy.hpp"
 #include "oar/ops/dropout.hpp"
+#include "oar/ops/lookup_table.hpp"
 #include "oar/ops/matmul.hpp"
 #include "oar/ops/mul.hpp"
 #include "oar/ops/softmax.hpp"
@@ -271,6 +273,39 @@ inline void Dropout::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   cuda_kernels::check(c, cuda_kernels::binary(cuda_kernels::Binary::Mul, t, same, dout.raw(), mask_t.raw(), dx.raw(), cuda_kernels::stream(c)));
   cuda_kernels::check(c, cuda_kernels::scale(t, dx.raw(), dx.raw(), dx.numel(), f, 0.0, cuda_kernels::stream(c)));
   dx.set_lod(dout.lod());
+}
+
+inline void LookupTable::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& wt = c.in(w);
+  const LoDTensor& ids_t = c.in(ids);
+  c.check(wt.rank() == 2, "W must be [V, D], got {}", wt.shape());
+  c.check(ids_t.dtype() == DType::i64, "Ids must be i64, got {}", name(ids_t.dtype()));
+  const int64_t v = wt.dim(0), d = wt.dim(1), pad = cpu_kernels::padding_row(a.padding_idx, v);
+  Shape os = ids_t.shape();
+  c.check(os.rank() >= 1 && os[os.rank() - 1] == 1, "Ids must end in a dim of 1 ([N, 1]), got {}", os);
+  os[os.rank() - 1] = d;
+  LoDTensor& ot = c.out(out);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, wt.dtype());
+  ot.resize(os, wt.dtype());
+  cuda_kernels::check(c, cuda_kernels::lookup_rows(t, wt.raw(), ids_t.data<int64_t>(), ot.raw(), ids_t.numel(), d, v, pad, cuda_kernels::stream(c)));
+  ot.set_lod(ids_t.lod());
+}
+
+inline void LookupTable::eval_grad_cuda(KernelContext& c, const Attrs& a) {
+  Value* gv = c.out_value(w_grad);
+  if (!gv) return;
+  c.check(!a.is_sparse, "is_sparse: the SelectedRows gradient is on the CPU only for now (on CUDA it would copy the ids to the host)");
+  const LoDTensor& wt = c.in(w);
+  const LoDTensor& ids_t = c.in(ids);
+  const LoDTensor& dout = c.in(out_grad);
+  c.check(ids_t.dtype() == DType::i64, "Ids must be i64, got {}", name(ids_t.dtype()));
+  const int64_t v = wt.dim(0), d = wt.dim(1), pad = cpu_kernels::padding_row(a.padding_idx, v), n = ids_t.numel();
+  c.check(dout.numel() == n * d, "Out@GRAD {} does not hold {} rows of {}", dout.shape(), n, d);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, wt.dtype());
+  LoDTensor& dw = gv->tensor();
+  dw.set_place(c.place());
+  dw.resize(wt.shape(), wt.dtype());
+  cuda_kernels::check(c, cuda_kernels::lookup_rows_grad(t, ids_t.data<int64_t>(), dout.raw(), dw.raw(), n, d, v, pad, cuda_kernels::stream(c)));
 }
 
 inline void TopK::eval_cuda(KernelContext& c, const Attrs& a) {

@@ -48,7 +48,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
                        "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "uniform_random", "gaussian_random",
                        "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
-                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min"};
+                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad"};
   for (const char* op : ops) {
     CAPTURE(op);
     const KernelEntry* e = r.find(op);
@@ -452,6 +452,20 @@ TEST_CASE("cuda: arg_max and arg_min along any axis (ties, NaN) match the CPU") 
   OpTest i("arg_max");
   i.input("X", random_tensor<int32_t>({9, 4}, -5, 5, 162)).attr("axis", int64_t(1));
   compare_on_cuda(i, "arg_max i32", 0, 0);
+}
+
+TEST_CASE_TEMPLATE("cuda: lookup_table (padding_idx, repeated ids) and its dense gradient match the CPU exactly", T, float, double) {
+  Tensor w = random_tensor<T>({20, 7}, -1, 1, 171);
+  Tensor ids = Tensor::from<int64_t>({3, 0, 19, 3, 5, 3, 12, 5}, {8, 1});
+  for (int64_t pad : {int64_t(-1), int64_t(5)}) {
+    OpTest f("lookup_table");
+    f.input("W", w).input("Ids", ids).attr("padding_idx", pad);
+    compare_on_cuda(f, "lookup_table pad " + std::to_string(pad), 0, 0);
+    OpTest g("lookup_table_grad");
+    g.skip_inferred_check();
+    g.input("W", w).input("Ids", ids).input("Out@GRAD", random_tensor<T>({8, 7}, -1, 1, 172)).attr("padding_idx", pad);
+    compare_on_cuda(g, "lookup_table_grad pad " + std::to_string(pad), 0, 0);  // the CPU's summation order
+  }
 }
 
 // Last in the file, so it runs after the cases above (doctest's default order).
