@@ -25,18 +25,30 @@ bool before_desc(T va, int64_t a, T vb, int64_t b) {
   return va != vb ? va > vb : a < b;
 }
 
+/// X seen as [outer, n, inner] around arg_max / arg_min's axis, and Out's shape; both devices' kernels start here.
+struct ArgPlan {
+  int64_t outer, n, inner;
+  Shape out;
+};
+inline ArgPlan arg_plan(const KernelContext& c, const Tensor& x, const ops::tensor_detail::ArgAttrs& a) {
+  using N = ops::tensor_detail::ArgNames;
+  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
+  const int axis = ops::tensor_detail::normalize_axis(c, a.axis, x.rank(), N::axis, x.shape());
+  ArgPlan p{x.shape().numel(0, axis), x.dim(axis), x.shape().numel(axis + 1, x.rank()), x.shape()};
+  c.check(p.n > 0 || p.outer * p.inner == 0, "{} over an empty axis {} of X {}", c.op().type(), axis, x.shape());
+  if (a.keepdims) p.out[axis] = 1;
+  else p.out.erase(axis);
+  return p;
+}
+
 /// Out[o, i] = index along the middle dim of x seen as [outer, n, inner] of the max (Max) or min element.
 template <bool Max>
 void arg_reduce(KernelContext& c, const ops::tensor_detail::ArgAttrs& a) {
   using N = ops::tensor_detail::ArgNames;
   const LoDTensor& x = c.in(N::x);
-  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
-  int axis = ops::tensor_detail::normalize_axis(c, a.axis, x.rank(), N::axis, x.shape());
-  const int64_t outer = x.shape().numel(0, axis), n = x.dim(axis), inner = x.shape().numel(axis + 1, x.rank());
-  c.check(n > 0 || outer * inner == 0, "{} over an empty axis {} of X {}", c.op().type(), axis, x.shape());
-  Shape os = x.shape();
-  if (a.keepdims) os[axis] = 1;
-  else os.erase(axis);
+  const ArgPlan pl = arg_plan(c, x, a);
+  const int64_t outer = pl.outer, n = pl.n, inner = pl.inner;
+  const Shape& os = pl.out;
   LoDTensor& out = c.out(N::out);
   c.dispatch(type_list<float, double, int32_t, int64_t>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstring>
 
+#include "kernels/cpu/arg_max.hpp"       // arg_plan
 #include "kernels/cpu/lookup_table.hpp"  // padding_row
 #include "kernels/cpu/matmul.hpp"  // matmul_forward / matmul_backward: the kernel both places run, with their products
 #include "kernels/cuda/host.hpp"
@@ -333,17 +334,11 @@ template <bool Max>
 void arg_reduce(KernelContext& c, const ops::tensor_detail::ArgAttrs& a) {
   using N = ops::tensor_detail::ArgNames;
   const LoDTensor& x = c.in(N::x);
-  c.check(x.rank() >= 1, "X must have rank >= 1, got {}", x.shape());
-  const int axis = ops::tensor_detail::normalize_axis(c, a.axis, x.rank(), N::axis, x.shape());
-  const int64_t outer = x.shape().numel(0, axis), n = x.dim(axis), inner = x.shape().numel(axis + 1, x.rank());
-  c.check(n > 0 || outer * inner == 0, "{} over an empty axis {} of X {}", c.op().type(), axis, x.shape());
-  Shape os = x.shape();
-  if (a.keepdims) os[axis] = 1;
-  else os.erase(axis);
+  const cpu_kernels::ArgPlan p = cpu_kernels::arg_plan(c, x, a);
   LoDTensor& out = c.out(N::out);
   const Elem t = elem(c, x.dtype(), true);
-  out.resize(os, DType::i64);
-  check(c, cuda_kernels::arg_reduce(t, Max, x.raw(), out.data<int64_t>(), outer, n, inner, stream(c)));
+  out.resize(p.out, DType::i64);
+  check(c, cuda_kernels::arg_reduce(t, Max, x.raw(), out.data<int64_t>(), p.outer, p.n, p.inner, stream(c)));
   out.clear_lod();
 }
 
