@@ -170,4 +170,10 @@ void detail::cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch,
   cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice, ctx.stream()), "cudaMemcpy2DAsync");
 }
 
+void detail::cuda_zero(const CudaContext& ctx, void* dst, size_t bytes) {
+  if (!bytes) return;
+  DeviceGuard g(ctx.device());
+  cuda_check(cudaMemsetAsync(dst, 0, bytes, ctx.stream()), "cudaMemsetAsync");
+}
+
 }  // namespace oar

@@ -48,7 +48,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
                        "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "uniform_random", "gaussian_random",
                        "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
-                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad"};
+                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad", "slice", "slice_grad"};
   for (const char* op : ops) {
     CAPTURE(op);
     const KernelEntry* e = r.find(op);
@@ -465,6 +465,21 @@ TEST_CASE_TEMPLATE("cuda: lookup_table (padding_idx, repeated ids) and its dense
     g.skip_inferred_check();
     g.input("W", w).input("Ids", ids).input("Out@GRAD", random_tensor<T>({8, 7}, -1, 1, 172)).attr("padding_idx", pad);
     compare_on_cuda(g, "lookup_table_grad pad " + std::to_string(pad), 0, 0);  // the CPU's summation order
+  }
+}
+
+TEST_CASE("cuda: slice on one or several axes (negative bounds, ranks 1 to 4) and its gradient match the CPU") {
+  struct Case { Shape x; std::vector<int32_t> axes, starts, ends; };
+  for (const Case& k : {Case{{10}, {0}, {2}, {7}}, Case{{6, 8}, {1}, {3}, {-1}}, Case{{5, 6, 7}, {0, 2}, {1, 2}, {4, 6}},
+                        Case{{3, 4, 5, 6}, {1, 3}, {1, 0}, {3, 4}}, Case{{4, 5}, {0}, {0}, {4}}}) {
+    Tensor x = random_tensor<float>(k.x, -1, 1, 181);
+    OpTest f("slice");
+    f.input("Input", x).attr("axes", k.axes).attr("starts", k.starts).attr("ends", k.ends);
+    compare_on_cuda(f, "slice " + k.x.str(), 0, 0);
+    OpTest g("slice_grad");
+    g.skip_inferred_check();
+    g.input("Input", x).input("Out@GRAD", f.run().at("Out")).attr("axes", k.axes).attr("starts", k.starts).attr("ends", k.ends);
+    compare_on_cuda(g, "slice_grad " + k.x.str(), 0, 0);
   }
 }
 

@@ -20,6 +20,7 @@ OAR_FUNC void detail::cuda_copy(void*, Place dst, const void*, Place src, size_t
 OAR_FUNC void detail::cuda_copy_rows(const CudaContext&, void*, size_t, const void*, size_t, size_t, size_t) {
   throw Error("cannot copy on a CUDA device: oar was built without CUDA");
 }
+OAR_FUNC void detail::cuda_zero(const CudaContext&, void*, size_t) { throw Error("cannot write on a CUDA device: oar was built without CUDA"); }
 #endif
 
 OAR_FUNC std::unique_ptr<DeviceContext> make_device_context(Place place, uint64_t seed) {

@@ -61,6 +61,8 @@ void cuda_copy(void* dst, Place dst_place, const void* src, Place src_place, siz
 /// Queues on `ctx`'s stream a copy of `rows` rows of `width` bytes within the device's memory, row r from
 /// src + r * src_pitch to dst + r * dst_pitch (a column block of a row-major matrix: concat, split).
 void cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);
+/// Queues on `ctx`'s stream the zeroing of `bytes` of the device's memory at `dst`.
+void cuda_zero(const CudaContext& ctx, void* dst, size_t bytes);
 }  // namespace detail
 
 /// The context kernels on `place` run with: a CpuContext, or a CudaContext for that device.

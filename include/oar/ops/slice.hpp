@@ -9,6 +9,8 @@ namespace oar::ops {
 /// Input [4, 5], {axes=[1], starts=[1], ends=[-1]} -> Out [4, 3]. Any dtype. Grad: zeros with Out@GRAD in the box.
 struct Slice {
   static constexpr std::string_view type = "slice";
+  /// Its kernels make views or copy through the place: they serve every place (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Slot input{"Input"}, out{"Out"};
   static constexpr Slot input_grad{"Input@GRAD"}, out_grad{"Out@GRAD"};
   static constexpr Attr<std::vector<int32_t>> axes{"axes"}, starts{"starts"}, ends{"ends"};
