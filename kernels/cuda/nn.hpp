@@ -11,6 +11,7 @@
 #include "oar/ops/arg_max.hpp"
 #include "oar/ops/cross_entropy.hpp"
 #include "oar/ops/dropout.hpp"
+#include "oar/ops/gather.hpp"
 #include "oar/ops/lookup_table.hpp"
 #include "oar/ops/matmul.hpp"
 #include "oar/ops/mul.hpp"
@@ -307,6 +308,57 @@ inline void LookupTable::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   dw.set_place(c.place());
   dw.resize(wt.shape(), wt.dtype());
   cuda_kernels::check(c, cuda_kernels::lookup_rows_grad(t, ids_t.data<int64_t>(), dout.raw(), dw.raw(), n, d, v, pad, cuda_kernels::stream(c)));
+}
+
+}  // namespace oar::ops
+
+namespace oar::cuda_kernels {
+
+/// An index tensor (i32 or i64) as int64 on the device: its own memory, or an i32 one converted into `wide`.
+inline const int64_t* index_i64(const KernelContext& c, const Tensor& idx, Tensor& wide) {
+  c.check(idx.dtype() == DType::i64 || idx.dtype() == DType::i32, "Index must be i32 or i64, got {}", name(idx.dtype()));
+  if (idx.dtype() == DType::i64) return idx.data<int64_t>();
+  wide = Tensor(idx.shape(), DType::i64, c.place());
+  check(c, cast(Elem::i32, Elem::i64, idx.raw(), wide.raw(), idx.numel(), stream(c)));
+  return wide.data<int64_t>();
+}
+
+}  // namespace oar::cuda_kernels
+
+namespace oar::ops {
+
+// gather is lookup_table without padding: rows of X by Index, and the gradient summed in the CPU's order. An
+// index outside [0, rows) gives a NaN row (the CPU's oar::Error would need the indices on the host).
+inline void Gather::eval_cuda(KernelContext& c, const NoAttrs&) {
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& it = c.in(index);
+  c.check(xt.rank() >= 1, "X must have rank >= 1, got {}", xt.shape());
+  LoDTensor& ot = c.out(out);
+  c.check(&ot != &xt, "gather cannot run in place");
+  Tensor wide;
+  const int64_t* idx = cuda_kernels::index_i64(c, it, wide);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
+  Shape os = xt.shape();
+  os[0] = it.numel();
+  ot.resize(os, xt.dtype());
+  ot.clear_lod();
+  cuda_kernels::check(c, cuda_kernels::lookup_rows(t, xt.raw(), idx, ot.raw(), it.numel(), xt.shape().numel(1, xt.rank()), xt.dim(0), -1,
+                                                   cuda_kernels::stream(c)));
+}
+
+inline void Gather::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
+  if (!c.has_out(x_grad)) return;
+  const LoDTensor& xt = c.in(x);
+  const LoDTensor& it = c.in(index);
+  const LoDTensor& dout = c.in(out_grad);
+  const int64_t d = xt.shape().numel(1, xt.rank());
+  c.check(dout.numel() == it.numel() * d, "Out@GRAD {} does not match {} rows of X {}", dout.shape(), it.numel(), xt.shape());
+  Tensor wide;
+  const int64_t* idx = cuda_kernels::index_i64(c, it, wide);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
+  LoDTensor& dx = c.out(x_grad);
+  dx.resize(xt.shape(), xt.dtype());
+  cuda_kernels::check(c, cuda_kernels::lookup_rows_grad(t, idx, dout.raw(), dx.raw(), it.numel(), d, xt.dim(0), -1, cuda_kernels::stream(c)));
 }
 
 inline void TopK::eval_cuda(KernelContext& c, const Attrs& a) {

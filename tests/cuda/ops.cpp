@@ -48,7 +48,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
                        "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "uniform_random", "gaussian_random",
                        "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
-                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad", "slice", "slice_grad"};
+                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad", "slice", "slice_grad", "gather", "gather_grad"};
   for (const char* op : ops) {
     CAPTURE(op);
     const KernelEntry* e = r.find(op);
@@ -480,6 +480,20 @@ TEST_CASE("cuda: slice on one or several axes (negative bounds, ranks 1 to 4) an
     g.skip_inferred_check();
     g.input("Input", x).input("Out@GRAD", f.run().at("Out")).attr("axes", k.axes).attr("starts", k.starts).attr("ends", k.ends);
     compare_on_cuda(g, "slice_grad " + k.x.str(), 0, 0);
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: gather (i32 and i64 indices, repeated rows) and its gradient match the CPU exactly", T, float, double) {
+  Tensor x = random_tensor<T>({9, 3, 4}, -1, 1, 191);
+  for (bool i32 : {false, true}) {
+    Tensor idx = i32 ? Tensor::from<int32_t>({8, 0, 3, 3, 5}, {5}) : Tensor::from<int64_t>({8, 0, 3, 3, 5}, {5});
+    OpTest f("gather");
+    f.input("X", x).input("Index", idx);
+    compare_on_cuda(f, i32 ? "gather i32" : "gather i64", 0, 0);
+    OpTest g("gather_grad");
+    g.skip_inferred_check();
+    g.input("X", x).input("Index", idx).input("Out@GRAD", random_tensor<T>({5, 3, 4}, -1, 1, 192));
+    compare_on_cuda(g, i32 ? "gather_grad i32" : "gather_grad i64", 0, 0);
   }
 }
 

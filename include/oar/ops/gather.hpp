@@ -32,7 +32,9 @@ struct Gather {
     return {op};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/gather.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);      // kernels/cuda/nn.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/gather.hpp
+  static void eval_grad_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/nn.hpp
 };
 
 }  // namespace oar::ops
