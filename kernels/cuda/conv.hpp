@@ -18,7 +18,7 @@ namespace oar::cuda_kernels {
 /// The four cuDNN descriptors of one convolution, for the life of one kernel call.
 class ConvDescs {
  public:
-  ConvDescs(const KernelContext& c, DType t, const Shape& x, const Shape& f, const Shape& y, const ops::detail::ConvAttrs& a) : c_(&c) {
+  ConvDescs(const KernelContext& c, DType t, const Shape& x, const Shape& f, const Shape& y, const ops::detail::ConvAttrs& a) {
     const cudnnDataType_t dt = t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
     for (const Shape* s : {&x, &f, &y})
       for (int i = 0; i < 4; ++i) c.check((*s)[i] <= INT32_MAX, "{} is beyond cuDNN's 32-bit sizes", *s);
@@ -51,9 +51,6 @@ class ConvDescs {
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t f_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
-
- private:
-  const KernelContext* c_;
 };
 
 /// Which pass of a convolution an algorithm serves.
@@ -105,13 +102,6 @@ inline int conv_algorithm(const KernelContext& c, ConvPass pass, const ConvDescs
 /// `bytes` of device scratch from the place's caching allocator (none for 0).
 inline Tensor workspace(const KernelContext& c, size_t bytes) { return bytes ? Tensor(Shape{int64_t(bytes)}, DType::u8, c.place()) : Tensor(); }
 
-template <class F>
-void conv_float_types(const KernelContext& c, DType t, F&& f) {
-  if (t == DType::f32) f(float{});
-  else if (t == DType::f64) f(double{});
-  else c.fail("no CUDA kernel for dtype {} (it has: float32, float64)", name(t));
-}
-
 }  // namespace oar::cuda_kernels
 
 namespace oar::ops {
@@ -130,7 +120,7 @@ inline void Conv2d::eval_cuda(KernelContext& c, const Attrs& a) {
   c.check(oh > 0 && ow > 0, "output size [{}, {}] <= 0 for Input {} and Filter {}", oh, ow, x.shape(), f.shape());
   out.resize(Shape{x.dim(0), f.dim(0), oh, ow}, x.dtype());
   if (out.numel() == 0) return;
-  cuda_kernels::conv_float_types(c, x.dtype(), [&](auto z) {
+  cuda_kernels::float_types(c, x.dtype(), [&](auto z) {
     using T = decltype(z);
     const T one = 1, zero = 0;
     cuda_kernels::ConvDescs d(c, x.dtype(), x.shape(), f.shape(), out.shape(), a);
@@ -159,7 +149,7 @@ inline void Conv2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
     if (df) cuda_kernels::check(c, cuda_kernels::fill(df->raw(), df->numel(), int(size_of(df->dtype())), 0, cuda_kernels::stream(c)));
     return;
   }
-  cuda_kernels::conv_float_types(c, x.dtype(), [&](auto z) {
+  cuda_kernels::float_types(c, x.dtype(), [&](auto z) {
     using T = decltype(z);
     const T one = 1, zero = 0;
     cuda_kernels::ConvDescs d(c, x.dtype(), x.shape(), f.shape(), dout.shape(), a);
@@ -230,7 +220,7 @@ inline void Pool2d::eval_cuda(KernelContext& c, const Attrs& a) {
   cuda_kernels::PoolDesc pd(c, a, xt.shape());
   ot.resize(Shape{xt.dim(0), xt.dim(1), pd.oh, pd.ow}, xt.dtype());
   if (ot.numel() == 0) return;
-  cuda_kernels::conv_float_types(c, xt.dtype(), [&](auto z) {
+  cuda_kernels::float_types(c, xt.dtype(), [&](auto z) {
     using T = decltype(z);
     const T one = 1, zero = 0;
     cuda_kernels::TensorDesc xd(c, xt.dtype(), int(xt.dim(0)), int(xt.dim(1)), int(xt.dim(2)), int(xt.dim(3)));
@@ -250,7 +240,7 @@ inline void Pool2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   c.check(yt.shape() == ys && dy.shape() == ys, "Out {} and Out@GRAD {} must be {}", yt.shape(), dy.shape(), ys);
   dx.resize(xt.shape(), xt.dtype());
   if (xt.numel() == 0) return;
-  cuda_kernels::conv_float_types(c, xt.dtype(), [&](auto z) {
+  cuda_kernels::float_types(c, xt.dtype(), [&](auto z) {
     using T = decltype(z);
     const T one = 1, zero = 0;
     cuda_kernels::TensorDesc xd(c, xt.dtype(), int(xt.dim(0)), int(xt.dim(1)), int(xt.dim(2)), int(xt.dim(3)));

@@ -25,6 +25,14 @@ inline Elem elem(const KernelContext& c, DType t, bool integers = false) {
   c.fail("no CUDA kernel for dtype {} (it has: float32, float64{})", name(t), integers ? ", int32, int64" : "");
 }
 
+/// Calls f(T{}) for f32 or f64 `t`, else an oar::Error naming the op.
+template <class F>
+void float_types(const KernelContext& c, DType t, F&& f) {
+  if (t == DType::f32) f(float{});
+  else if (t == DType::f64) f(double{});
+  else c.fail("no CUDA kernel for dtype {} (it has: float32, float64)", name(t));
+}
+
 /// An oar::Error naming the op when a launch failed (`err`: a cudaError_t, 0 for none).
 inline void check(const KernelContext& c, int err) {
   if (err != 0) [[unlikely]]

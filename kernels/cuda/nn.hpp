@@ -20,14 +20,6 @@
 
 namespace oar::cuda_kernels {
 
-/// Calls f(T{}) for f32 or f64 `t`, else an oar::Error naming the op.
-template <class F>
-void float_types(const KernelContext& c, DType t, F&& f) {
-  if (t == DType::f32) f(float{});
-  else if (t == DType::f64) f(double{});
-  else c.fail("no CUDA kernel for dtype {} (it has: float32, float64)", name(t));
-}
-
 /// softmax or log_softmax along `axis` through cuDNN: X as NCHW [pre, n, post, 1], one softmax per (N, H).
 template <bool log, class Op>
 void softmax_forward(KernelContext& c, int axis) {
