@@ -1,6 +1,7 @@
 // bench/cuda_bench.cpp: oar_bench --device cuda: SGEMM through oar's mul kernel against cublasSgemm called
 // directly (the bound: oar adds nothing around it), and the MLP and the book conv net training on the GPU at
-// batch 64 and 512 (examples/s, the host's CPU time per step, peak device memory). LibTorch here is Debian's CPU build, so cuBLAS is the only
+// batch 64 and 512 (examples/s, the host's CPU time per step, the share of the step in cuDNN/cuBLAS kernels and in
+// oar's own from CUPTI, peak device memory). LibTorch here is Debian's CPU build, so cuBLAS is the only
 // peer. Without a device (or in a build without CUDA) it says so and measures nothing.
 #include <oar/oar.hpp>
 #include <oar/ops/mul.hpp>
@@ -13,6 +14,10 @@
 #if OAR_WITH_CUDA
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <cupti.h>
+
+#include <cstdlib>
+#include <mutex>
 #endif
 
 namespace bench::cuda_bench {
@@ -41,6 +46,59 @@ double device_time(F&& step, int k, int reps, double min_time) {
   }
   return median(per);
 }
+
+struct KernelTotals {
+  double vendor_s = 0, oar_s = 0;
+  int64_t vendor_kernels = 0, oar_kernels = 0;
+};
+
+/// Kernel time on the device while a KernelLog lives, from CUPTI's activity records: the vendor libraries'
+/// kernels (cuDNN, cuBLAS: every kernel not in oar's namespace) apart from oar's own. One at a time.
+class KernelLog {
+ public:
+  KernelLog() {
+    totals_ = {};
+    ok_ = cuptiActivityRegisterCallbacks(&requested, &completed) == CUPTI_SUCCESS &&
+          cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
+  }
+  ~KernelLog() {
+    if (ok_) cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  }
+  KernelLog(const KernelLog&) = delete;
+  KernelLog& operator=(const KernelLog&) = delete;
+
+  bool ok() const { return ok_; }
+  /// What has run so far (flushes CUPTI's buffers; the device must be synchronised first).
+  KernelTotals totals() const {
+    cuptiActivityFlushAll(1);
+    std::lock_guard lock(mu_);
+    return totals_;
+  }
+
+ private:
+  static void CUPTIAPI requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+    *size = size_t(8) << 20;
+    *buffer = static_cast<uint8_t*>(std::aligned_alloc(8, *size));
+    *max_records = 0;
+  }
+  static void CUPTIAPI completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+    CUpti_Activity* rec = nullptr;
+    std::lock_guard lock(mu_);
+    while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
+      const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+      const double s = double(k->end - k->start) * 1e-9;
+      // Mangled names: oar's kernels live in oar::cuda_kernels ("_ZN3oar12cuda_kernels...").
+      const bool ours = k->name && std::string_view(k->name).find("3oar") != std::string_view::npos;
+      (ours ? totals_.oar_s : totals_.vendor_s) += s;
+      ++(ours ? totals_.oar_kernels : totals_.vendor_kernels);
+    }
+    std::free(buffer);
+  }
+  static inline std::mutex mu_;
+  static inline KernelTotals totals_;
+  bool ok_ = false;
+};
 
 oar::Tensor device_random(oar::Shape s, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -117,6 +175,29 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
   // CPU time is the host's own work per step: the executor, the launches and the copies' set-up.
   emit({name + "_host", "us/step", per_step * host_share * 1e6, "", 0, 1,
         "process CPU time per step while the GPU trains (cudaDeviceScheduleBlockingSync: waiting does not count)", false});
+  {
+    // Where the step's wall time goes on the device, over `n` steps after the timing above.
+    KernelLog log;
+    if (!log.ok()) {
+      info(name + ": CUPTI's activity API is not available here: the kernel share is not measured");
+    } else {
+      cudaDeviceSynchronize();
+      const int n = 50;
+      const double t0 = now_s();
+      for (int i = 0; i < n; ++i) opt.step(feeds, out);
+      cudaDeviceSynchronize();
+      const double wall = now_s() - t0;
+      const KernelTotals t = log.totals();
+      emit({name + "_vendor_kernels", "% of step", 100 * t.vendor_s / wall, "", 0, 1,
+            "time in cuDNN/cuBLAS kernels over 50 steps' wall time (CUPTI activity records; " + std::to_string(t.vendor_kernels / n) +
+                " launches/step)",
+            false});
+      emit({name + "_oar_kernels", "% of step", 100 * t.oar_s / wall, "", 0, 1,
+            "time in oar's own kernels (element-wise, reductions, optimizer) over the same wall time (" + std::to_string(t.oar_kernels / n) +
+                " launches/step)",
+            false});
+    }
+  }
   emit({name + "_peak_mem", "MB", double(oar::memory_stats(oar::cuda(0)).peak.load()) / 1e6, "", 0, 1,
         "peak bytes held by oar's cuda:0 allocator over model creation and training", false});
 }
@@ -138,7 +219,6 @@ bool run(const std::function<void(const Line&)>& emit, const std::function<void(
   sgemm(emit, reps, min_time);
   for (bool conv : {false, true})
     for (int64_t batch : {64, 512}) train(emit, info, conv, batch, reps, min_time);
-  info("not measured yet: the share of the step's time spent in cuDNN/cuBLAS kernels (it needs CUPTI or Nsight Systems)");
   return true;
 #else
   (void)emit, (void)reps, (void)min_time;

@@ -1,0 +1,151 @@
+// tests/cuda/model.cpp: the user's view on a GPU: a Model, Optimizer and Evaluator on cuda:0 train as they do
+// on the CPU (same initial weights, the same losses to f32 rounding, the same accuracy), a checkpoint moves
+// between the two places either way, and running out of device memory is an oar::Error naming the op and the
+// user's line. Each case skips, saying so, without a device.
+#include <doctest/doctest.h>
+
+#include <oar/oar.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+using namespace oar;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool no_device() {
+  if (cuda_device_count() > 0) return false;
+  MESSAGE("no CUDA device: skipped");
+  return true;
+}
+
+/// Three classes from sums of the 8 inputs: learnable by a small MLP.
+io::Reader toy(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> x(size_t(n * 8));
+  std::vector<int64_t> y(static_cast<size_t>(n));
+  for (auto& v : x) v = d(rng);
+  for (int64_t i = 0; i < n; ++i) {
+    float s[3] = {0, 0, 0};
+    for (int j = 0; j < 8; ++j) s[j % 3] += x[size_t(i * 8 + j)];
+    y[size_t(i)] = std::max_element(s, s + 3) - s;
+  }
+  return io::Reader::from_tensors({Tensor::from<float>(x, {n, 8}), Tensor::from<int64_t>(y, {n, 1})});
+}
+
+struct Net {
+  Var x, label, pred, cost, acc;
+  Net() {
+    x = data("x", f32, {-1, 8});
+    label = data("label", i64, {-1, 1});
+    Var h = dropout(fc(x, 32).act(relu), 0.1);  // the counter-based masks are the same on both places
+    pred = fc(h, 3).act(softmax);
+    cost = mean(cross_entropy(pred, label));
+    acc = accuracy(pred, label);
+  }
+};
+
+std::vector<double> train(Optimizer& opt, const Net& n, int epochs, uint64_t shuffle_seed = 5) {
+  auto r = toy(1024, 1).shuffle(256, shuffle_seed).batch(64);
+  std::vector<double> losses;
+  opt.train(r, {n.x, n.label}, epochs, [&](const Event& e) {
+    if (e.kind == Event::Kind::end_iteration) losses.push_back(e.loss);
+  });
+  return losses;
+}
+
+void check_losses_close(const std::vector<double>& cpu_l, const std::vector<double>& gpu_l) {
+  REQUIRE(cpu_l.size() == gpu_l.size());
+  for (size_t i = 0; i < cpu_l.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(gpu_l[i] - cpu_l[i]) <= 1e-3 * std::max(1.0, std::abs(cpu_l[i])));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a model trains on cuda:0 as on the CPU: same initial weights, the same losses, the same accuracy") {
+  if (no_device()) return;
+  std::vector<double> per_place[2];
+  double accuracy[2] = {0, 0};
+  const Place places[2] = {cpu(), cuda(0)};
+  for (int p = 0; p < 2; ++p) {
+    Tape tape;
+    Net n;
+    Model model(tape.program({n.cost, n.acc}), places[p], 7);
+    CHECK(model.place() == places[p]);
+    Optimizer opt(model, n.cost, optim::adam(0.01).with_schedule(optim::cosine_decay(80)));
+    per_place[p] = train(opt, n, 5);
+    Evaluator ev(model);
+    accuracy[p] = ev.test(toy(512, 99).batch(128)).at(model.name_of(n.acc));
+  }
+  check_losses_close(per_place[0], per_place[1]);
+  CHECK(per_place[1].back() < 0.5 * per_place[1].front());
+  CHECK(accuracy[1] > 0.85);
+  CHECK(std::abs(accuracy[1] - accuracy[0]) <= 0.01);
+}
+
+TEST_CASE("cuda: a checkpoint written on cuda:0 resumes on the CPU, and one from the CPU resumes on cuda:0") {
+  if (no_device()) return;
+  const fs::path dir = fs::temp_directory_path() / "oar_cuda_ckpt";
+  fs::create_directories(dir);
+  for (const bool from_gpu : {true, false}) {
+    CAPTURE(from_gpu);
+    const Place first = from_gpu ? cuda(0) : cpu(), second = from_gpu ? cpu() : cuda(0);
+    std::vector<double> straight, resumed;
+    std::vector<std::pair<std::string, Tensor>> saved;
+    {
+      Tape tape;
+      Net n;
+      Model model(tape.program({n.cost, n.acc}), first, 3);
+      Optimizer opt(model, n.cost, optim::adam(0.01));
+      train(opt, n, 2);
+      opt.checkpoint(dir / "c.ckpt");
+      for (const std::string& name : model.parameter_names()) saved.emplace_back(name, model.parameter(name).to(cpu(), /*copy=*/true));
+      straight = train(opt, n, 3, 9);  // the third epoch (train() continues from the epoch reached)
+    }
+    {
+      Tape tape;
+      Net n;
+      Model model(tape.program({n.cost, n.acc}), second, 1234);  // other initial values: resume overwrites them
+      Optimizer opt(model, n.cost, optim::adam(0.01));
+      opt.resume(dir / "c.ckpt");
+      for (auto& [name, want] : saved) {
+        CAPTURE(name);
+        const Tensor got = model.parameter(name).to(cpu());
+        REQUIRE(got.bytes() == want.bytes());
+        CHECK(std::memcmp(got.raw(), want.raw(), want.bytes()) == 0);  // moved exactly
+      }
+      resumed = train(opt, n, 3, 9);
+    }
+    REQUIRE(straight.size() == 16);
+    check_losses_close(straight, resumed);
+  }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cuda: a model too large for the device is an oar::Error naming the op and the user's line, and the device stays usable") {
+  if (no_device()) return;
+  {
+    Tape tape;
+    auto x = data("x", f32, {-1, 1 << 20});
+    auto y = fc(x, 1 << 20);  // 4 TiB of weights: no GPU holds them
+    CHECK_THROWS_WITH_AS(Model(tape.program(y), cuda(0)), doctest::Contains("out of memory on cuda:0"), Error);
+    try {
+      Model m(tape.program(y), cuda(0));
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      CHECK_MESSAGE(what.find("model.cpp") != std::string::npos, what);   // the line of the fc above
+      CHECK_MESSAGE(what.find("random") != std::string::npos, what);      // its initializer op
+    }
+  }
+  Tape tape;
+  Net n;
+  Model model(tape.program({n.cost, n.acc}), cuda(0));
+  Optimizer opt(model, n.cost, optim::adam(0.01));
+  CHECK(train(opt, n, 1).size() == 16);
+}
