@@ -145,6 +145,7 @@ OAR_FUNC void Optimizer::resume(const std::filesystem::path& path, io::Reader* r
     if (!v) throw Error(fmt::format("checkpoint '{}' holds '{}', which this model does not have", path.string(), n));
     if (v->tensor().initialized() && v->tensor().shape() != t.shape())
       throw Error(fmt::format("checkpoint '{}': '{}' has shape {} but the model's is {}", path.string(), n, t.shape().str(), v->tensor().shape().str()));
+    if (!v->tensor().initialized()) v->tensor().resize(t.shape(), t.dtype(), model_->place());  // on the model's place, not the file's
     v->tensor().copy_from(t);
   }
   epoch_ = num("epoch");

@@ -67,6 +67,7 @@ OAR_FUNC void Initializer::emit(Program& startup, const Variable& var) const {
     case Kind::msra_normal: gaussian(ops::GaussianRandom{}, 0.0, std::sqrt(2.0 / fin)); break;
   }
   validate_op(op);
+  op.set_origin(var.origin());  // the layer that made the variable: where a failed initialisation (out of memory) points
   startup.global_block().prepend_op(std::move(op));
 }
 

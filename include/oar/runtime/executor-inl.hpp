@@ -140,7 +140,7 @@ OAR_FUNC void Executor::run(PreparedBlock& p, Scope& scope, const FeedMap& feeds
       val->tensor() = t;  // shares storage: no copy
     } else {  // into the variable's own storage on this place, reused from run to run
       LoDTensor& dst = val->tensor();
-      dst.set_place(place_);
+      dst.resize(t.shape(), t.dtype(), place_);  // here, not on the feed's place (what copy_from picks for an empty tensor)
       dst.copy_from(t);
       dst.set_lod(t.lod());
     }

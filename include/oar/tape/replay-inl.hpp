@@ -119,6 +119,7 @@ OAR_FUNC Variable& LayerHelper::create_parameter(const ParamAttr& attr, Shape sh
   Variable& p = g.create_parameter(pname, dtype, shape, info);
   p.set_origin(c_.origin);
   Variable& sp = startup().global_block().create_parameter(pname, dtype, shape, info);
+  sp.set_origin(c_.origin);
   init.emit(startup(), sp);
   ctx_.shared_owner[pname] = c_.origin.str();
   return p;
@@ -134,6 +135,7 @@ OAR_FUNC Variable& LayerHelper::create_global(const std::string& var_name, Shape
   Variable& v = main().global_block().create_var(var_name, {.dtype = dtype, .shape = shape, .persistable = true});
   v.set_stop_gradient(true);
   Variable& sv = startup().global_block().create_var(var_name, {.dtype = dtype, .shape = shape, .persistable = true});
+  sv.set_origin(c_.origin);
   init.emit(startup(), sv);
   return v;
 }
