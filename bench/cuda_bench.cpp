@@ -6,6 +6,8 @@
 #include <oar/oar.hpp>
 #include <oar/ops/mul.hpp>
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <random>
 
@@ -16,7 +18,11 @@
 #include <cuda_runtime.h>
 #include <cupti.h>
 
+#include <cxxabi.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #endif
 
@@ -50,6 +56,7 @@ double device_time(F&& step, int k, int reps, double min_time) {
 struct KernelTotals {
   double vendor_s = 0, oar_s = 0;
   int64_t vendor_kernels = 0, oar_kernels = 0;
+  std::map<std::string, std::pair<double, int64_t>> by_name;  ///< demangled name -> seconds, launches
 };
 
 /// Kernel time on the device while a KernelLog lives, from CUPTI's activity records: the vendor libraries'
@@ -92,6 +99,14 @@ class KernelLog {
       const bool ours = k->name && std::string_view(k->name).find("3oar") != std::string_view::npos;
       (ours ? totals_.oar_s : totals_.vendor_s) += s;
       ++(ours ? totals_.oar_kernels : totals_.vendor_kernels);
+      if (k->name) {
+        int status = 0;
+        char* d = abi::__cxa_demangle(k->name, nullptr, nullptr, &status);
+        auto& [t, n] = totals_.by_name[status == 0 && d ? std::string(d).substr(0, 110) : std::string(k->name).substr(0, 110)];
+        std::free(d);
+        t += s;
+        ++n;
+      }
     }
     std::free(buffer);
   }
@@ -175,6 +190,14 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
   // CPU time is the host's own work per step: the executor, the launches and the copies' set-up.
   emit({name + "_host", "us/step", per_step * host_share * 1e6, "", 0, 1,
         "process CPU time per step while the GPU trains (cudaDeviceScheduleBlockingSync: waiting does not count)", false});
+  if (batch == 512 || !conv) {
+    // The host's side: wall time per op type while the kernels are queued (the executor, launches, copies).
+    oar::Profiler prof;
+    for (int i = 0; i < 50; ++i) opt.step(feeds, out);
+    cudaDeviceSynchronize();
+    for (const oar::OpTime& o : prof.times())
+      if (o.total_ns > 0) info(fmt::format("{} host/step: {:8.1f} us  {} ({} calls/step)", name, o.total_ns / 50e3, o.op, o.calls / 50));
+  }
   {
     // Where the step's wall time goes on the device, over `n` steps after the timing above.
     KernelLog log;
@@ -188,6 +211,12 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
       cudaDeviceSynchronize();
       const double wall = now_s() - t0;
       const KernelTotals t = log.totals();
+      if (batch == 512 || !conv) {  // where the device's time goes: the kernels taking most of it
+        std::vector<std::pair<double, std::string>> top;
+        for (auto& [k, v] : t.by_name) top.emplace_back(v.first, fmt::format("{:6.1f} us x{:<3} {}", 1e6 * v.first / n, v.second / n, k));
+        std::sort(top.rbegin(), top.rend());
+        for (size_t i = 0; i < std::min<size_t>(top.size(), 10); ++i) info(name + " kernel/step: " + top[i].second);
+      }
       emit({name + "_vendor_kernels", "% of step", 100 * t.vendor_s / wall, "", 0, 1,
             "time in cuDNN/cuBLAS kernels over 50 steps' wall time (CUPTI activity records; " + std::to_string(t.vendor_kernels / n) +
                 " launches/step)",

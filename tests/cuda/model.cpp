@@ -149,3 +149,23 @@ TEST_CASE("cuda: a model too large for the device is an oar::Error naming the op
   Optimizer opt(model, n.cost, optim::adam(0.01));
   CHECK(train(opt, n, 1).size() == 16);
 }
+
+TEST_CASE("cuda: an inference model saved from cuda:0 loads on the CPU and predicts the same") {
+  if (no_device()) return;
+  const fs::path dir = fs::temp_directory_path() / "oar_cuda_inference";
+  Tape tape;
+  Net n;
+  Model model(tape.program({n.cost, n.acc}), cuda(0), 5);
+  Optimizer opt(model, n.cost, optim::adam(0.01));
+  train(opt, n, 1);
+  Model infer(tape.program(n.pred), cuda(0));  // shares the trained weights
+  infer.save_inference(dir);
+  Model loaded = Model::load_inference(dir, cpu());
+  auto batch = *toy(64, 42).batch(64).next();
+  auto a = Evaluator(infer).forward({{model.name_of(n.x), batch[0]}});
+  auto b = Evaluator(loaded).forward({{model.name_of(n.x), batch[0]}});
+  REQUIRE(a.size() == 1);
+  REQUIRE(a[0].numel() == b[0].numel());
+  for (int64_t i = 0; i < a[0].numel(); ++i) CHECK(std::abs(a[0].get(i) - b[0].get(i)) <= 1e-5);
+  fs::remove_all(dir);
+}

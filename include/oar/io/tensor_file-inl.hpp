@@ -64,7 +64,7 @@ struct ByteReader {
 
 OAR_FUNC void write_lod_tensor(std::string& out, const LoDTensor& t) {
   OAR_CHECK(t.initialized(), "write_lod_tensor: the tensor is not initialized");
-  OAR_CHECK(t.place().is_cpu(), "write_lod_tensor: the tensor is on {}; copy it to the CPU first", t.place().str());
+  if (!t.place().is_cpu()) return write_lod_tensor(out, LoDTensor(t.to(cpu()), t.lod()));  // a device's tensor: its bytes come to the host
   detail::put_le<uint32_t>(out, 0);
   detail::put_le<uint64_t>(out, t.lod().size());
   for (const auto& level : t.lod()) {
