@@ -1,9 +1,10 @@
 // kernels/cuda/conv.hpp: eval_cuda of conv2d and pool2d on cuDNN, and of batch_norm (kernels/cuda/norm.cu).
-// A convolution's algorithms (forward, data gradient, filter gradient) are chosen once per shape by cuDNN's
-// heuristics (the first in full f32 math, or TF32 under set_cuda_tf32) and cached; workspaces come from the
-// device's caching allocator.
+// A convolution's descriptors and algorithms (forward, data gradient, filter gradient) are made once per shape,
+// the algorithms by cuDNN's heuristics (the first in full f32 math, or TF32 under set_cuda_tf32), and kept;
+// workspaces come from the device's caching allocator.
 #pragma once
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -15,7 +16,7 @@
 
 namespace oar::cuda_kernels {
 
-/// The four cuDNN descriptors of one convolution, for the life of one kernel call.
+/// The four cuDNN descriptors of one convolution.
 class ConvDescs {
  public:
   ConvDescs(const KernelContext& c, DType t, const Shape& x, const Shape& f, const Shape& y, const ops::detail::ConvAttrs& a) {
@@ -56,51 +57,71 @@ class ConvDescs {
 /// Which pass of a convolution an algorithm serves.
 enum class ConvPass { forward, data, filter };
 
-/// The cached algorithm of (pass, shapes, window, dtype, device, TF32 setting): cuDNN's heuristics' first choice
-/// in the math type ConvDescs::math() asks for; chosen on first use of the shape.
-inline int conv_algorithm(const KernelContext& c, ConvPass pass, const ConvDescs& d, const Shape& x, const Shape& f, const ops::detail::ConvAttrs& a,
+/// One pass of one convolution as cuDNN runs it: its descriptors, its algorithm and that algorithm's workspace.
+struct ConvPlan {
+  const ConvDescs* d = nullptr;
+  int algo = -1;
+  size_t bytes = 0;
+};
+
+/// The plan of (pass, shapes, window, dtype, device, TF32 setting), made on first use of the shape and kept:
+/// descriptors built once, the algorithm cuDNN's heuristics' first choice in the math type ConvDescs::math()
+/// asks for. A step then makes no cuDNN set-up calls at all (descriptors and workspace queries cost more host
+/// time than the launches).
+inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x, const Shape& f, const Shape& y, const ops::detail::ConvAttrs& a,
                           DType t) {
-  using Key = std::tuple<int, int, int, bool, std::array<int64_t, 4>, std::array<int64_t, 4>, std::array<int32_t, 7>>;
+  using Key = std::tuple<int, int, bool, std::array<int64_t, 4>, std::array<int64_t, 4>, std::array<int32_t, 7>>;
+  struct Entry {
+    std::unique_ptr<ConvDescs> d;
+    int algo[3] = {-1, -1, -1};
+    size_t bytes[3] = {};
+  };
   static std::mutex mu;
-  static std::map<Key, int> cache;
-  const Key key{int(pass), c.place().device, int(t), cuda_tf32(), {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
+  static std::map<Key, Entry> cache;
+  const Key key{c.place().device, int(t), cuda_tf32(), {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
                 {a.strides[0], a.strides[1], a.paddings[0], a.paddings[1], a.dilations[0], a.dilations[1], a.groups}};
-  {
-    std::lock_guard lock(mu);
-    if (auto it = cache.find(key); it != cache.end()) return it->second;
-  }
+  const int p = int(pass);
+  std::lock_guard lock(mu);
+  Entry& e = cache[key];
+  if (!e.d) e.d = std::make_unique<ConvDescs>(c, t, x, f, y, a);
+  if (e.algo[p] >= 0) return {e.d.get(), e.algo[p], e.bytes[p]};
+  const ConvDescs& d = *e.d;
   cudnnHandle_t h = c.cuda().cudnn();
   int algo = -1, got = 0;
+  size_t bytes = 0;
   auto pick = [&](const auto* perf) {
     for (int i = 0; i < got && algo < 0; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == ConvDescs::math()) algo = int(perf[i].algo);
     for (int i = 0; i < got && algo < 0; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS) algo = int(perf[i].algo);
+    c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
   };
   if (pass == ConvPass::forward) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     check(c, cudnnGetConvolutionForwardAlgorithm_v7(h, d.x_, d.f_, d.conv_, d.y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
           "cudnnGetConvolutionForwardAlgorithm_v7");
     pick(perf);
+    check(c, cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.f_, d.conv_, d.y_, cudnnConvolutionFwdAlgo_t(algo), &bytes),
+          "cudnnGetConvolutionForwardWorkspaceSize");
   } else if (pass == ConvPass::data) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     check(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.f_, d.y_, d.conv_, d.x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
           "cudnnGetConvolutionBackwardDataAlgorithm_v7");
     pick(perf);
+    check(c, cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.f_, d.y_, d.conv_, d.x_, cudnnConvolutionBwdDataAlgo_t(algo), &bytes),
+          "cudnnGetConvolutionBackwardDataWorkspaceSize");
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     check(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x_, d.y_, d.conv_, d.f_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
           "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
     pick(perf);
+    check(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.f_, cudnnConvolutionBwdFilterAlgo_t(algo), &bytes),
+          "cudnnGetConvolutionBackwardFilterWorkspaceSize");
   }
-  c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
-  std::lock_guard lock(mu);
-  cache.emplace(key, algo);
-  return algo;
+  e.algo[p] = algo;
+  e.bytes[p] = bytes;
+  return {&d, algo, bytes};
 }
-
-/// `bytes` of device scratch from the place's caching allocator (none for 0).
-inline Tensor workspace(const KernelContext& c, size_t bytes) { return bytes ? Tensor(Shape{int64_t(bytes)}, DType::u8, c.place()) : Tensor(); }
 
 }  // namespace oar::cuda_kernels
 
@@ -123,13 +144,12 @@ inline void Conv2d::eval_cuda(KernelContext& c, const Attrs& a) {
   cuda_kernels::float_types(c, x.dtype(), [&](auto z) {
     using T = decltype(z);
     const T one = 1, zero = 0;
-    cuda_kernels::ConvDescs d(c, x.dtype(), x.shape(), f.shape(), out.shape(), a);
-    const auto algo = cudnnConvolutionFwdAlgo_t(cuda_kernels::conv_algorithm(c, cuda_kernels::ConvPass::forward, d, x.shape(), f.shape(), a, x.dtype()));
-    cudnnHandle_t h = c.cuda().cudnn();
-    size_t bytes = 0;
-    cuda_kernels::check(c, cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.f_, d.conv_, d.y_, algo, &bytes), "cudnnGetConvolutionForwardWorkspaceSize");
-    Tensor ws = cuda_kernels::workspace(c, bytes);
-    cuda_kernels::check(c, cudnnConvolutionForward(h, &one, d.x_, x.raw(), d.f_, f.raw(), d.conv_, algo, ws.raw(), bytes, &zero, d.y_, out.raw()),
+    const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::forward, x.shape(), f.shape(), out.shape(), a, x.dtype());
+    const cuda_kernels::ConvDescs& d = *p.d;
+    Tensor ws = cuda_kernels::workspace(c, p.bytes);
+    cuda_kernels::check(c,
+                        cudnnConvolutionForward(c.cuda().cudnn(), &one, d.x_, x.raw(), d.f_, f.raw(), d.conv_, cudnnConvolutionFwdAlgo_t(p.algo), ws.raw(),
+                                                p.bytes, &zero, d.y_, out.raw()),
                         "cudnnConvolutionForward");
   });
 }
@@ -152,28 +172,24 @@ inline void Conv2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   cuda_kernels::float_types(c, x.dtype(), [&](auto z) {
     using T = decltype(z);
     const T one = 1, zero = 0;
-    cuda_kernels::ConvDescs d(c, x.dtype(), x.shape(), f.shape(), dout.shape(), a);
     cudnnHandle_t h = c.cuda().cudnn();
     if (dx) {
-      const auto algo = cudnnConvolutionBwdDataAlgo_t(cuda_kernels::conv_algorithm(c, cuda_kernels::ConvPass::data, d, x.shape(), f.shape(), a, x.dtype()));
-      size_t bytes = 0;
-      cuda_kernels::check(c, cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.f_, d.y_, d.conv_, d.x_, algo, &bytes),
-                          "cudnnGetConvolutionBackwardDataWorkspaceSize");
-      Tensor ws = cuda_kernels::workspace(c, bytes);
-      cuda_kernels::check(
-          c, cudnnConvolutionBackwardData(h, &one, d.f_, f.raw(), d.y_, dout.raw(), d.conv_, algo, ws.raw(), bytes, &zero, d.x_, dx->raw()),
-          "cudnnConvolutionBackwardData");
+      const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::data, x.shape(), f.shape(), dout.shape(), a, x.dtype());
+      const cuda_kernels::ConvDescs& d = *p.d;
+      Tensor ws = cuda_kernels::workspace(c, p.bytes);
+      cuda_kernels::check(c,
+                          cudnnConvolutionBackwardData(h, &one, d.f_, f.raw(), d.y_, dout.raw(), d.conv_, cudnnConvolutionBwdDataAlgo_t(p.algo), ws.raw(),
+                                                       p.bytes, &zero, d.x_, dx->raw()),
+                          "cudnnConvolutionBackwardData");
     }
     if (df) {
-      const auto algo =
-          cudnnConvolutionBwdFilterAlgo_t(cuda_kernels::conv_algorithm(c, cuda_kernels::ConvPass::filter, d, x.shape(), f.shape(), a, x.dtype()));
-      size_t bytes = 0;
-      cuda_kernels::check(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.f_, algo, &bytes),
-                          "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-      Tensor ws = cuda_kernels::workspace(c, bytes);
-      cuda_kernels::check(
-          c, cudnnConvolutionBackwardFilter(h, &one, d.x_, x.raw(), d.y_, dout.raw(), d.conv_, algo, ws.raw(), bytes, &zero, d.f_, df->raw()),
-          "cudnnConvolutionBackwardFilter");
+      const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::filter, x.shape(), f.shape(), dout.shape(), a, x.dtype());
+      const cuda_kernels::ConvDescs& d = *p.d;
+      Tensor ws = cuda_kernels::workspace(c, p.bytes);
+      cuda_kernels::check(c,
+                          cudnnConvolutionBackwardFilter(h, &one, d.x_, x.raw(), d.y_, dout.raw(), d.conv_, cudnnConvolutionBwdFilterAlgo_t(p.algo),
+                                                         ws.raw(), p.bytes, &zero, d.f_, df->raw()),
+                          "cudnnConvolutionBackwardFilter");
     }
   });
 }
@@ -280,9 +296,10 @@ inline void BatchNorm::eval_cuda(KernelContext& c, const Attrs& a) {
   Tensor k(Shape{2 * ch}, xt.dtype(), c.place());  // ka, kb
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
   char* kp = static_cast<char*>(k.raw());
+  Tensor ws = cuda_kernels::workspace(c, global ? 0 : cuda_kernels::batch_norm_scratch_bytes(n, ch, s));
   cuda_kernels::check(c, cuda_kernels::batch_norm_forward(t, xt.raw(), yt.raw(), scale_t.raw(), bias_t.raw(), mean_in.raw(), var_in.raw(), mo, vo, sm, si, kp,
                                                           kp + ch * int64_t(size_of(xt.dtype())), n, ch, s, a.momentum, a.epsilon, global,
-                                                          cuda_kernels::stream(c)));
+                                                          ws.initialized() ? ws.raw() : nullptr, cuda_kernels::stream(c)));
   if (&yt != &xt) yt.set_lod(xt.lod());
 }
 
@@ -305,8 +322,9 @@ inline void BatchNorm::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   void* db = grad_out(bias_grad, Shape{ch});
   if (dx) c.out(x_grad).set_lod(xt.lod());
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
+  Tensor ws = cuda_kernels::workspace(c, cuda_kernels::batch_norm_scratch_bytes(n, ch, s));
   cuda_kernels::check(c, cuda_kernels::batch_norm_backward(t, xt.raw(), dy.raw(), scale_t.raw(), smean.raw(), sistd.raw(), dx, ds, db, n, ch, s,
-                                                           a.is_test || a.use_global_stats, cuda_kernels::stream(c)));
+                                                           a.is_test || a.use_global_stats, ws.raw(), cuda_kernels::stream(c)));
 }
 
 }  // namespace oar::ops

@@ -4,6 +4,7 @@
 #include <cub/block/block_reduce.cuh>
 #include <type_traits>
 
+#include "kernels/cuda/channel_sum.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/functors.hpp"
 #include "kernels/functors_binary.hpp"
@@ -56,24 +57,18 @@ template <class T, class F>
 __global__ void binary_dy_same_kernel(const T* x, const T* y, const T* dout, T* dy, int64_t total, F f) {
   OAR_GRID_STRIDE(i, total) dy[i] = f.dy(x[i], y[i], dout[i]);
 }
-// dy[j] = sum over X's (i, k) at j of f.dy: one block per j (grid-stride over j), its threads over pre * post,
-// summed in double.
+// dy's terms for channel_sum, and where their sums go.
 template <class T, class F>
-__global__ void binary_dy_reduce_kernel(const T* x, const T* y, const T* dout, T* dy, int64_t pre, int64_t n, int64_t post, F f) {
-  using Reduce = cub::BlockReduce<double, kThreads>;
-  __shared__ typename Reduce::TempStorage tmp;
-  for (int64_t j = blockIdx.x; j < n; j += gridDim.x) {
-    double acc = 0;
-    const T yj = y[j];
-    for (int64_t e = threadIdx.x; e < pre * post; e += blockDim.x) {
-      const int64_t i = e / post, k = e % post, idx = (i * n + j) * post + k;
-      acc += double(f.dy(x[idx], yj, dout[idx]));
-    }
-    const double sum = Reduce(tmp).Sum(acc);
-    if (threadIdx.x == 0) dy[j] = T(sum);
-    __syncthreads();  // tmp is reused by the next j
-  }
-}
+struct DyTerm {
+  const T *x, *y, *dout;
+  F f;
+  __device__ void operator()(int64_t i, int64_t j, double* acc) const { acc[0] += double(f.dy(x[i], y[j], dout[i])); }
+};
+template <class T>
+struct StoreSum {
+  T* out;
+  __device__ void operator()(int64_t j, const double* sum) const { out[j] = T(sum[0]); }
+};
 
 template <class F>
 int binary_with(F f, Elem t, const Broadcast& b, const void* x, const void* y, void* out, Stream s) {
@@ -90,15 +85,16 @@ int binary_with(F f, Elem t, const Broadcast& b, const void* x, const void* y, v
 }
 
 template <class F>
-int binary_grad_with(F f, Elem t, const Broadcast& b, const void* x, const void* y, const void* dout, void* dx, void* dy, Stream s) {
+int binary_grad_with(F f, Elem t, const Broadcast& b, const void* x, const void* y, const void* dout, void* dx, void* dy, void* scratch, Stream s) {
   const int64_t total = b.same ? b.n : b.pre * b.n * b.post;
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     const T *px = static_cast<const T*>(x), *py = static_cast<const T*>(y), *pd = static_cast<const T*>(dout);
     if (dx && total > 0) binary_dx_kernel<<<blocks_for(total), kThreads, 0, s>>>(px, py, pd, static_cast<T*>(dx), total, b.n, b.post, b.same, f);
     if (dy && b.same && total > 0) binary_dy_same_kernel<<<blocks_for(total), kThreads, 0, s>>>(px, py, pd, static_cast<T*>(dy), total, f);
-    if (dy && !b.same && b.n > 0)
-      binary_dy_reduce_kernel<<<unsigned(b.n < 4096 ? b.n : 4096), kThreads, 0, s>>>(px, py, pd, static_cast<T*>(dy), b.pre, b.n, b.post, f);
+    if (dy && !b.same && b.n > 0) {  // dy[j] = the sum of f.dy over X's elements at j
+      channel_sum<1>(b.pre, b.n, b.post, scratch, DyTerm<T, F>{px, py, pd, f}, StoreSum<T>{static_cast<T*>(dy)}, s);
+    }
     return launched();
   });
 }
@@ -166,10 +162,10 @@ int binary(Binary op, Elem t, const Broadcast& b, const void* x, const void* y, 
   return bad_type();
 }
 
-int binary_grad(Binary op, Elem t, const Broadcast& b, const void* x, const void* y, const void* dout, void* dx, void* dy, Stream s) {
+int binary_grad(Binary op, Elem t, const Broadcast& b, const void* x, const void* y, const void* dout, void* dx, void* dy, void* scratch, Stream s) {
   switch (op) {
 #define OAR_BINARY_GRAD_CASE(op_type, Op, Functor) \
-  case Binary::Functor: return binary_grad_with(fn::binary::Functor{}, t, b, x, y, dout, dx, dy, s);
+  case Binary::Functor: return binary_grad_with(fn::binary::Functor{}, t, b, x, y, dout, dx, dy, scratch, s);
     OAR_BINARY_OPS(OAR_BINARY_GRAD_CASE)
 #undef OAR_BINARY_GRAD_CASE
   }

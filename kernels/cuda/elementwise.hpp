@@ -77,7 +77,9 @@ inline void binary_backward(KernelContext& c, Binary op, const ops::BinaryOp::At
   LoDTensor* dy = c.has_out(Op::y_grad) ? &c.out(Op::y_grad) : nullptr;
   if (dx) dx->resize(x.shape(), x.dtype());
   if (dy) dy->resize(y.shape(), y.dtype());
-  check(c, binary_grad(op, t, b, x.raw(), y.raw(), dout.raw(), dx ? dx->raw() : nullptr, dy ? dy->raw() : nullptr, stream(c)));
+  Tensor ws = workspace(c, dy && !b.same ? channel_scratch_bytes(b.pre, b.n, b.post, 1) : 0);
+  check(c, binary_grad(op, t, b, x.raw(), y.raw(), dout.raw(), dx ? dx->raw() : nullptr, dy ? dy->raw() : nullptr, ws.initialized() ? ws.raw() : nullptr,
+                       stream(c)));
   if (dx) dx->set_lod(x.lod());
   if (dy) dy->set_lod(y.lod());
 }

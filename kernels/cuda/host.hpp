@@ -13,6 +13,9 @@ namespace oar::cuda_kernels {
 
 inline Stream stream(const KernelContext& c) { return c.cuda().stream(); }
 
+/// `bytes` of device scratch from the place's caching allocator (none for 0), freed in stream order.
+inline Tensor workspace(const KernelContext& c, size_t bytes) { return bytes ? Tensor(Shape{int64_t(bytes)}, DType::u8, c.place()) : Tensor(); }
+
 /// The element type of `t` for the device kernels; an oar::Error naming the op for a dtype they lack.
 inline Elem elem(const KernelContext& c, DType t, bool integers = false) {
   switch (t) {

@@ -5,6 +5,7 @@
 // Every function queues its work on `s` and returns without waiting; it returns the launch's cudaError_t as an
 // int (0: none), which the host side turns into an oar::Error naming the op (kernels/cuda/host.hpp).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
 #include "oar/ops/binary_list.hpp"
@@ -38,6 +39,18 @@ struct Broadcast {
   bool same = true;
 };
 
+/// A sum per channel of a tensor seen as [pre, c, post] runs as this many blocks per channel (about 1024 blocks
+/// in all, each over at least 1024 elements), so that a few channels still fill the GPU (channel_sum.cuh).
+inline int channel_splits(int64_t pre, int64_t c, int64_t post) {
+  const int64_t m = pre * post, want = c > 0 ? (1024 + c - 1) / c : 1, most = (m + 1023) / 1024;
+  const int64_t s = want < most ? want : most;
+  return int(s < 1 ? 1 : s);
+}
+/// The device scratch such a sum of `values` numbers per element needs.
+inline size_t channel_scratch_bytes(int64_t pre, int64_t c, int64_t post, int values) {
+  return size_t(channel_splits(pre, c, post)) * size_t(c) * size_t(values) * sizeof(double);
+}
+
 // ---- elementwise.cu
 /// y = f(x) for n elements (f32, f64); `a`, `b`: the functor's parameters. In place allowed.
 int unary(Unary op, float a, float b, Elem t, const void* x, void* y, int64_t n, Stream s);
@@ -46,7 +59,8 @@ int unary_grad(Unary op, float a, float b, Elem t, const void* x, const void* y,
 /// out = f(x, y) with y broadcast (f32, f64; i32, i64 for the integer functors).
 int binary(Binary op, Elem t, const Broadcast& b, const void* x, const void* y, void* out, Stream s);
 /// dx = f.dx(...) (X's shape), dy = f.dy(...) summed over the broadcast dims; either may be null (f32, f64).
-int binary_grad(Binary op, Elem t, const Broadcast& b, const void* x, const void* y, const void* dout, void* dx, void* dy, Stream s);
+/// `scratch`: channel_scratch_bytes(b.pre, b.n, b.post, 1) bytes when dy is summed (!b.same).
+int binary_grad(Binary op, Elem t, const Broadcast& b, const void* x, const void* y, const void* dout, void* dx, void* dy, void* scratch, Stream s);
 /// out[i] = value for n elements of `bytes` each (1, 2, 4 or 8): `pattern` holds the value's bytes.
 int fill(void* out, int64_t n, int bytes, uint64_t pattern, Stream s);
 /// out = scale * x + bias for n elements (f32, f64, i32, i64; integers computed in double).
@@ -126,13 +140,15 @@ int accuracy(const int64_t* indices, const void* label, bool label_i32, int64_t 
 // ---- norm.cu: batch_norm over x as [n, c, s] (s: the spatial size), the CPU kernel's semantics.
 /// y = (x - mean) istd scale + bias with the batch statistics (or, `global`, mean_in / var_in); writes the
 /// running statistics (mean_out / var_out, may be mean_in / var_in or null), saved mean and inverse std (may be
-/// null); ka, kb: scratch of c values.
+/// null); ka, kb: scratch of c values; `scratch`: batch_norm_scratch_bytes(n, c, s).
 int batch_norm_forward(Elem t, const void* x, void* y, const void* scale, const void* bias, const void* mean_in, const void* var_in, void* mean_out,
                        void* var_out, void* saved_mean, void* saved_istd, void* ka, void* kb, int64_t n, int64_t c, int64_t s, float momentum,
-                       double epsilon, bool global, Stream st);
+                       double epsilon, bool global, void* scratch, Stream st);
 /// dx (may be null), dscale = sum(dy xhat), dbias = sum(dy) (either may be null) from the saved statistics.
 int batch_norm_backward(Elem t, const void* x, const void* dy, const void* scale, const void* saved_mean, const void* saved_istd, void* dx, void* dscale,
-                        void* dbias, int64_t n, int64_t c, int64_t s, bool global, Stream st);
+                        void* dbias, int64_t n, int64_t c, int64_t s, bool global, void* scratch, Stream st);
+/// The device scratch either pass needs: two sums per channel, then two factors per channel.
+inline size_t batch_norm_scratch_bytes(int64_t n, int64_t c, int64_t s) { return channel_scratch_bytes(n, c, s, 2) + size_t(c) * 2 * sizeof(double); }
 
 // ---- optim.cu (one parameter per call; lr is a device scalar of the parameter's type)
 /// p -= lr * g.

@@ -1,57 +1,60 @@
 // kernels/cuda/norm.cu: batch_norm and its gradient with the CPU kernel's semantics (kernels/cpu/batch_norm.hpp):
-// the biased batch variance in the running statistics, two-pass statistics in double, and the global-statistics
+// the biased batch variance in the running statistics, statistics in double, and the global-statistics
 // gradient. cuDNN's batch norm keeps the unbiased variance in its running estimate and has no global-statistics
-// backward, so these are written here: one block per channel for the statistics, then an element-wise pass.
-#include <cub/block/block_reduce.cuh>
-
+// backward, so these are written here: the per-channel sums through channel_sum.cuh (many blocks per channel),
+// then an element-wise pass.
+#include "kernels/cuda/channel_sum.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace oar::cuda_kernels {
 
 namespace {
 
-using Reduce = cub::BlockReduce<double, kThreads>;
-
-// One block per channel (grid-stride over channels): the statistics, the running and saved outputs, and the
-// per-channel factors y = x ka + kb.
+// The statistics' sums: x - shift and its square, shift being the channel's first element (sums of squares
+// about a point of the data do not cancel for a large mean, as about zero they would).
 template <class T>
-__global__ void bn_stats(const T* x, const T* scale, const T* bias, const T* mean_in, const T* var_in, T* mean_out, T* var_out, T* saved_mean,
-                         T* saved_istd, T* ka, T* kb, int64_t n, int64_t c, int64_t s, double mom, double eps, bool global) {
-  __shared__ typename Reduce::TempStorage tmp;
-  __shared__ double mu_s;
-  const int64_t m = n * s;
-  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
-    double mu = 0, var = 0;
-    if (global) {
-      mu = double(mean_in[ch]);
-      var = double(var_in[ch]);
-    } else if (m > 0) {
-      double acc = 0;
-      for (int64_t e = threadIdx.x; e < m; e += blockDim.x) acc += double(x[((e / s) * c + ch) * s + e % s]);
-      const double sum = Reduce(tmp).Sum(acc);
-      if (threadIdx.x == 0) mu_s = sum / double(m);
-      __syncthreads();
-      mu = mu_s;
-      double q = 0;  // two passes: no cancellation for large means
-      for (int64_t e = threadIdx.x; e < m; e += blockDim.x) {
-        const double d = double(x[((e / s) * c + ch) * s + e % s]) - mu;
-        q += d * d;
-      }
-      const double qs = Reduce(tmp).Sum(q);
-      var = qs / double(m);  // valid in thread 0
-    }
-    if (threadIdx.x == 0) {
-      const double istd = 1.0 / sqrt(var + eps);
-      ka[ch] = T(double(scale[ch]) * istd);
-      kb[ch] = T(double(bias[ch]) - mu * double(scale[ch]) * istd);
-      const bool update = !global && m > 0;
-      const double rm = double(mean_in[ch]), rv = double(var_in[ch]);
-      if (mean_out) mean_out[ch] = T(update ? rm * mom + mu * (1.0 - mom) : rm);
-      if (var_out) var_out[ch] = T(update ? rv * mom + var * (1.0 - mom) : rv);
-      if (saved_mean) saved_mean[ch] = T(mu);
-      if (saved_istd) saved_istd[ch] = T(istd);
-    }
-    __syncthreads();  // tmp and mu_s are reused by the next channel
+struct StatTerms {
+  const T* x;
+  int64_t c, s;
+  __device__ void operator()(int64_t i, int64_t j, double* acc) const {
+    const double d = double(x[i]) - double(x[j * s]);
+    acc[0] += d;
+    acc[1] += d * d;
+  }
+};
+
+// From a channel's mean and variance: the factors y = x ka + kb, the running and the saved statistics.
+template <class T>
+struct StatOutputs {
+  const T *x, *scale, *bias, *mean_in, *var_in;
+  T *mean_out, *var_out, *saved_mean, *saved_istd, *ka, *kb;
+  int64_t m, s;
+  double mom, eps;
+  bool global;
+  __device__ void write(int64_t ch, double mu, double var) const {
+    const double istd = 1.0 / sqrt(var + eps);
+    ka[ch] = T(double(scale[ch]) * istd);
+    kb[ch] = T(double(bias[ch]) - mu * double(scale[ch]) * istd);
+    const bool update = !global && m > 0;
+    const double rm = double(mean_in[ch]), rv = double(var_in[ch]);
+    if (mean_out) mean_out[ch] = T(update ? rm * mom + mu * (1.0 - mom) : rm);
+    if (var_out) var_out[ch] = T(update ? rv * mom + var * (1.0 - mom) : rv);
+    if (saved_mean) saved_mean[ch] = T(mu);
+    if (saved_istd) saved_istd[ch] = T(istd);
+  }
+  __device__ void operator()(int64_t ch, const double* sum) const {  // the batch's statistics
+    const double d = sum[0] / double(m), shift = double(x[ch * s]);
+    const double var = sum[1] / double(m) - d * d;
+    write(ch, shift + d, var > 0 ? var : 0);
+  }
+};
+
+// Global statistics, or an empty batch: the running values as they are.
+template <class T>
+__global__ void bn_stats_given(StatOutputs<T> o, int64_t c) {
+  OAR_GRID_STRIDE(ch, c) {
+    const bool batch = !o.global;  // an empty batch: mean 0, variance 0, as the CPU kernel
+    o.write(ch, batch ? 0.0 : double(o.mean_in[ch]), batch ? 0.0 : double(o.var_in[ch]));
   }
 }
 
@@ -63,59 +66,62 @@ __global__ void bn_apply(const T* x, T* y, const T* ka, const T* kb, int64_t tot
   }
 }
 
-// One block per channel: sum(dy) and sum(dy xhat), the parameter gradients, then dx of the channel.
+// The gradient's sums: dy and dy xhat.
 template <class T>
-__global__ void bn_backward(const T* x, const T* dy, const T* scale, const T* saved_mean, const T* saved_istd, T* dx, T* dscale, T* dbias, int64_t n,
-                            int64_t c, int64_t s, bool global) {
-  __shared__ typename Reduce::TempStorage tmp;
-  __shared__ double md_s, mdx_s;
-  const int64_t m = n * s;
-  for (int64_t ch = blockIdx.x; ch < c; ch += gridDim.x) {
-    const double mu = double(saved_mean[ch]), is = double(saved_istd[ch]);
-    double sd = 0, sdx = 0;
-    for (int64_t e = threadIdx.x; e < m; e += blockDim.x) {
-      const int64_t idx = ((e / s) * c + ch) * s + e % s;
-      const double g = double(dy[idx]);
-      sd += g;
-      sdx += g * (double(x[idx]) - mu) * is;
+struct GradTerms {
+  const T *x, *dy, *mean, *istd;
+  __device__ void operator()(int64_t i, int64_t j, double* acc) const {
+    const double g = double(dy[i]);
+    acc[0] += g;
+    acc[1] += g * (double(x[i]) - double(mean[j])) * double(istd[j]);
+  }
+};
+
+// The parameter gradients, and the per-channel means of the sums that dx needs (md, mdx).
+template <class T>
+struct GradOutputs {
+  T *dscale, *dbias;
+  double* means;  // [c, 2]
+  int64_t m;
+  __device__ void operator()(int64_t ch, const double* sum) const {
+    if (dscale) dscale[ch] = T(sum[1]);
+    if (dbias) dbias[ch] = T(sum[0]);
+    means[2 * ch] = m ? sum[0] / double(m) : 0;
+    means[2 * ch + 1] = m ? sum[1] / double(m) : 0;
+  }
+};
+
+template <class T>
+__global__ void bn_dx(const T* x, const T* dy, const T* scale, const T* mean, const T* istd, const double* means, T* dx, int64_t total, int64_t c,
+                      int64_t s, bool global) {
+  OAR_GRID_STRIDE(i, total) {
+    const int64_t ch = (i / s) % c;
+    const double is = double(istd[ch]), k = double(scale[ch]) * is;
+    const T kg = T(k);
+    // global: x does not enter, so a non-finite x cannot reach dx through 0 * x
+    if (global) {
+      dx[i] = kg * dy[i];
+    } else {
+      const T kx = T(-k * is * means[2 * ch + 1]), k0 = T(-k * means[2 * ch]), mt = mean[ch];
+      dx[i] = kg * dy[i] + (kx * (x[i] - mt) + k0);
     }
-    const double sd_all = Reduce(tmp).Sum(sd);
-    __syncthreads();
-    const double sdx_all = Reduce(tmp).Sum(sdx);
-    if (threadIdx.x == 0) {
-      if (dscale) dscale[ch] = T(sdx_all);
-      if (dbias) dbias[ch] = T(sd_all);
-      md_s = m ? sd_all / double(m) : 0;
-      mdx_s = m ? sdx_all / double(m) : 0;
-    }
-    __syncthreads();
-    if (dx) {
-      const double k = double(scale[ch]) * is;
-      const T kg = T(k), kx = T(-k * is * mdx_s), k0 = T(-k * md_s), mt = T(mu);
-      for (int64_t e = threadIdx.x; e < m; e += blockDim.x) {
-        const int64_t idx = ((e / s) * c + ch) * s + e % s;
-        // global: x does not enter, so a non-finite x cannot reach dx through 0 * x
-        dx[idx] = global ? kg * dy[idx] : kg * dy[idx] + (kx * (x[idx] - mt) + k0);
-      }
-    }
-    __syncthreads();
   }
 }
-
-unsigned channel_blocks(int64_t c) { return unsigned(c < 4096 ? (c > 0 ? c : 1) : 4096); }
 
 }  // namespace
 
 int batch_norm_forward(Elem t, const void* x, void* y, const void* scale, const void* bias, const void* mean_in, const void* var_in, void* mean_out,
                        void* var_out, void* saved_mean, void* saved_istd, void* ka, void* kb, int64_t n, int64_t c, int64_t s, float momentum,
-                       double epsilon, bool global, Stream st) {
+                       double epsilon, bool global, void* scratch, Stream st) {
   if (c == 0) return 0;
   return by_float(t, [&](auto z) {
     using T = decltype(z);
-    bn_stats<<<channel_blocks(c), kThreads, 0, st>>>(static_cast<const T*>(x), static_cast<const T*>(scale), static_cast<const T*>(bias),
-                                                      static_cast<const T*>(mean_in), static_cast<const T*>(var_in), static_cast<T*>(mean_out),
-                                                      static_cast<T*>(var_out), static_cast<T*>(saved_mean), static_cast<T*>(saved_istd), static_cast<T*>(ka),
-                                                      static_cast<T*>(kb), n, c, s, double(momentum), epsilon, global);
+    const StatOutputs<T> o{static_cast<const T*>(x),       static_cast<const T*>(scale),  static_cast<const T*>(bias), static_cast<const T*>(mean_in),
+                           static_cast<const T*>(var_in),  static_cast<T*>(mean_out),     static_cast<T*>(var_out),    static_cast<T*>(saved_mean),
+                           static_cast<T*>(saved_istd),    static_cast<T*>(ka),           static_cast<T*>(kb),         n * s,
+                           s,                              double(momentum),              epsilon,                     global};
+    if (global || n * s == 0) bn_stats_given<<<blocks_for(c), kThreads, 0, st>>>(o, c);
+    else channel_sum<2>(n, c, s, scratch, StatTerms<T>{static_cast<const T*>(x), c, s}, o, st);
     if (n * c * s > 0)
       bn_apply<<<blocks_for(n * c * s), kThreads, 0, st>>>(static_cast<const T*>(x), static_cast<T*>(y), static_cast<const T*>(ka),
                                                             static_cast<const T*>(kb), n * c * s, c, s);
@@ -124,13 +130,16 @@ int batch_norm_forward(Elem t, const void* x, void* y, const void* scale, const 
 }
 
 int batch_norm_backward(Elem t, const void* x, const void* dy, const void* scale, const void* saved_mean, const void* saved_istd, void* dx, void* dscale,
-                        void* dbias, int64_t n, int64_t c, int64_t s, bool global, Stream st) {
+                        void* dbias, int64_t n, int64_t c, int64_t s, bool global, void* scratch, Stream st) {
   if (c == 0) return 0;
   return by_float(t, [&](auto z) {
     using T = decltype(z);
-    bn_backward<<<channel_blocks(c), kThreads, 0, st>>>(static_cast<const T*>(x), static_cast<const T*>(dy), static_cast<const T*>(scale),
-                                                         static_cast<const T*>(saved_mean), static_cast<const T*>(saved_istd), static_cast<T*>(dx),
-                                                         static_cast<T*>(dscale), static_cast<T*>(dbias), n, c, s, global);
+    const T *px = static_cast<const T*>(x), *pdy = static_cast<const T*>(dy), *pm = static_cast<const T*>(saved_mean),
+            *pi = static_cast<const T*>(saved_istd);
+    double* means = reinterpret_cast<double*>(static_cast<char*>(scratch) + channel_scratch_bytes(n, c, s, 2));
+    channel_sum<2>(n, c, s, scratch, GradTerms<T>{px, pdy, pm, pi}, GradOutputs<T>{static_cast<T*>(dscale), static_cast<T*>(dbias), means, n * s}, st);
+    if (dx && n * c * s > 0)
+      bn_dx<<<blocks_for(n * c * s), kThreads, 0, st>>>(px, pdy, static_cast<const T*>(scale), pm, pi, means, static_cast<T*>(dx), n * c * s, c, s, global);
     return launched();
   });
 }
