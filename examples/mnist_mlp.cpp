@@ -65,6 +65,7 @@ int main(int argc, char** argv) try {
   const int64_t steps = epochs * ((60000 + 63) / 64);
   oar::Optimizer opt(model, cost, oar::optim::adam(1e-3).with_schedule(oar::optim::cosine_decay(steps)));  // minimize cost
   auto train = oar::io::fashion_mnist_train().map(standardize).shuffle(60000).batch(64);
+  if (place.is_cuda()) train = train.pin_memory().prefetch(4);  // batches pinned on a background thread, fed to the GPU by DMA
   auto test = oar::io::fashion_mnist_test().map(standardize).batch(1000);
 
   oar::Model infer(tape.program(prediction), place);    // the same tape, a different output: shares the weights

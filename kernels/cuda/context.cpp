@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <vector>
 
@@ -84,7 +86,53 @@ class CudaAllocator final : public Allocator {
   cudaMemPool_t pool_ = nullptr;
 };
 
+/// Page-locked host blocks from cudaHostAlloc (portable: every device may DMA from them), kept by size once
+/// freed: pinning is a system call costing far more than a batch's copy, and a training loop asks for the same
+/// sizes every step. A block is reused only after its tensor is gone, and the copies oar makes from such
+/// memory (cuda_copy) have finished when they return.
+class PinnedAllocator final : public Allocator {
+ public:
+  void* allocate(size_t bytes) override {
+    bytes = std::max<size_t>(bytes, 1);
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = free_.find(bytes); it != free_.end()) {
+        void* p = it->second;
+        free_.erase(it);
+        stats().current += int64_t(bytes);
+        stats().peak = std::max(stats().peak.load(), stats().current.load());
+        return p;
+      }
+    }
+    void* p = nullptr;
+    if (cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable); e != cudaSuccess) {
+      cudaGetLastError();
+      throw Error(fmt::format("cannot pin {} bytes of host memory: {}", bytes, cudaGetErrorString(e)));
+    }
+    count_allocation(bytes);
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) noexcept override {
+    bytes = std::max<size_t>(bytes, 1);
+    std::lock_guard lock(mu_);
+    free_.emplace(bytes, p);
+    count_release(bytes);
+  }
+  Place place() const override { return cpu(); }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;  // never returned to the driver: the process keeps its high-water mark
+};
+
 }  // namespace
+
+Allocator& pinned_allocator() {
+  static const bool device = cuda_device_count() > 0;
+  if (!device) return allocator(cpu());
+  static PinnedAllocator* a = new PinnedAllocator;  // outlives every tensor, also those freed at exit
+  return *a;
+}
 
 int cuda_device_count() {
   int n = 0;

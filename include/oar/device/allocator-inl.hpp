@@ -39,6 +39,7 @@ OAR_FUNC Allocator& allocator(Place place) {
 OAR_FUNC Allocator& cuda_allocator(int device) {
   throw Error(fmt::format("no CUDA device {}: oar was built without CUDA (configure with the CUDA toolkit present)", device));
 }
+OAR_FUNC Allocator& pinned_allocator() { return allocator(cpu()); }
 #endif
 
 }  // namespace oar

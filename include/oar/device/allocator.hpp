@@ -51,6 +51,11 @@ class CpuAllocator final : public Allocator {
 /// no such device.
 Allocator& cuda_allocator(int device);
 
+/// Page-locked host memory (place cpu) where a CUDA device is present: a copy from it to a GPU runs as a DMA
+/// transfer, not through the driver's staging buffers on the CPU. Blocks are kept for reuse by size. Without
+/// CUDA or a device: the CPU's allocator.
+Allocator& pinned_allocator();
+
 /// The allocator of `place`.
 Allocator& allocator(Place place);
 

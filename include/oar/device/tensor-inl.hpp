@@ -10,7 +10,9 @@
 
 namespace oar {
 
-OAR_FUNC Storage::Storage(size_t bytes, Place place) : bytes_(bytes), place_(place), alloc_(&allocator(place)) { data_ = alloc_->allocate(bytes); }
+OAR_FUNC Storage::Storage(size_t bytes, Place place) : bytes_(bytes), place_(place), alloc_(&oar::allocator(place)) { data_ = alloc_->allocate(bytes); }
+
+OAR_FUNC Storage::Storage(size_t bytes, Allocator& alloc) : bytes_(bytes), place_(alloc.place()), alloc_(&alloc) { data_ = alloc_->allocate(bytes); }
 
 OAR_FUNC Storage::~Storage() { alloc_->deallocate(data_, bytes_); }
 
@@ -53,6 +55,22 @@ OAR_FUNC Tensor Tensor::to(Place place, bool copy) const {
   Tensor t;
   t.resize(shape_, dtype_, place);
   detail::copy_bytes(t.raw(), place, raw(), this->place(), bytes());
+  return t;
+}
+
+OAR_FUNC bool Tensor::pinned() const {
+  return storage_ && &storage_->allocator() == &pinned_allocator() && &pinned_allocator() != &allocator(cpu());
+}
+
+OAR_FUNC Tensor Tensor::pin_memory() const {
+  OAR_CHECK(initialized(), "pin_memory: the tensor is empty");
+  if (pinned()) return *this;
+  Tensor t;
+  t.shape_ = shape_;
+  t.dtype_ = dtype_;
+  t.place_ = cpu();
+  t.storage_ = std::make_shared<Storage>(bytes(), pinned_allocator());
+  detail::copy_bytes(t.raw(), cpu(), raw(), place(), bytes());
   return t;
 }
 

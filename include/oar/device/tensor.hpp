@@ -21,12 +21,15 @@ namespace oar {
 class Storage {
  public:
   Storage(size_t bytes, Place place);
+  /// From a given allocator (on its place): pinned_allocator() for page-locked host memory.
+  Storage(size_t bytes, Allocator& alloc);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   const Place& place() const { return place_; }
+  Allocator& allocator() const { return *alloc_; }
 
  private:
   void* data_ = nullptr;
@@ -139,6 +142,12 @@ class Tensor {
   void copy_from(const Tensor& src);
   /// Shares `src`'s storage (no copy).
   void share_from(const Tensor& src) { *this = src; }
+  /// A CPU tensor in page-locked memory holding this one's values (itself when it is already): what a GPU
+  /// reads by DMA, so feeding it costs the host no copy through staging buffers. Without a CUDA device, a
+  /// plain copy on the CPU.
+  Tensor pin_memory() const;
+  /// Whether the storage is page-locked host memory (pin_memory()).
+  bool pinned() const;
 
  private:
   /// Makes the storage hold `shape` x `dtype` on `place`, reusing it when it is ours alone and large enough.

@@ -483,6 +483,15 @@ OAR_FUNC Reader Reader::map(std::function<Sample(Sample)> f) const {
   return Reader(std::move(s));
 }
 
+OAR_FUNC Reader Reader::pin_memory() const {
+  if (&pinned_allocator() == &allocator(cpu())) return *this;
+  return map([](Sample s) {
+    for (LoDTensor& t : s)
+      if (t.initialized() && t.place().is_cpu() && t.bytes() > 0) t = LoDTensor(t.pin_memory(), t.lod());
+    return s;
+  });
+}
+
 OAR_FUNC Reader Reader::take(int64_t n) const {
   OAR_CHECK(n >= 0, "Reader::take: count {} must be >= 0", n);
   auto s = detail::make_transform<detail::TakeSource>(source_, "take");

@@ -115,6 +115,10 @@ class Reader {
   /// are unchanged; an exception in the upstream is rethrown by the consumer when it reaches that point.
   /// Destroying the reader mid-epoch stops and joins the thread.
   Reader prefetch(int64_t k) const;
+  /// Each item's tensors copied into page-locked memory (Tensor::pin_memory): a model on a GPU is then fed by
+  /// DMA. Put it after batch() and before prefetch(), so the copy runs on the prefetching thread. Without a
+  /// CUDA device the items pass unchanged.
+  Reader pin_memory() const;
 
   // ---- iteration and cursor
 
