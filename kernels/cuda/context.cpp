@@ -127,11 +127,11 @@ class PinnedAllocator final : public Allocator {
 
 }  // namespace
 
-Allocator& pinned_allocator() {
+Allocator* cuda_pinned_allocator() {
   static const bool device = cuda_device_count() > 0;
-  if (!device) return allocator(cpu());
+  if (!device) return nullptr;
   static PinnedAllocator* a = new PinnedAllocator;  // outlives every tensor, also those freed at exit
-  return *a;
+  return a;
 }
 
 int cuda_device_count() {

@@ -39,7 +39,12 @@ OAR_FUNC Allocator& allocator(Place place) {
 OAR_FUNC Allocator& cuda_allocator(int device) {
   throw Error(fmt::format("no CUDA device {}: oar was built without CUDA (configure with the CUDA toolkit present)", device));
 }
-OAR_FUNC Allocator& pinned_allocator() { return allocator(cpu()); }
+OAR_FUNC Allocator* cuda_pinned_allocator() { return nullptr; }
 #endif
+
+OAR_FUNC Allocator& pinned_allocator() {
+  Allocator* a = cuda_pinned_allocator();
+  return a ? *a : allocator(cpu());
+}
 
 }  // namespace oar

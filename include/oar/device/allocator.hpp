@@ -55,6 +55,8 @@ Allocator& cuda_allocator(int device);
 /// transfer, not through the driver's staging buffers on the CPU. Blocks are kept for reuse by size. Without
 /// CUDA or a device: the CPU's allocator.
 Allocator& pinned_allocator();
+/// The CUDA backend's page-locked allocator (kernels/cuda/context.cpp); null without CUDA or a device.
+Allocator* cuda_pinned_allocator();
 
 /// The allocator of `place`.
 Allocator& allocator(Place place);
