@@ -2,6 +2,7 @@
 // variables live in the given scope, the others in a child scope; feeds go in by name, fetches come out.
 // `prepare` does op lookup, kernel choice and slot resolution once; later runs reuse buffers.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -164,6 +165,10 @@ class Executor {
   std::shared_ptr<PreparedBlock> prepare_like(const PreparedBlock& proto, Scope& scope);
   /// Runs the steps (ops) of a bound block; with recycling, `fetched` survive and `batch` sizes first runs.
   void run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch);
+  /// run()'s body; `fed` and `ran` (null unless profiling) receive when the feeds were in place and when the
+  /// last kernel had been queued.
+  void run_impl(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out,
+                std::chrono::steady_clock::time_point* fed, std::chrono::steady_clock::time_point* ran);
 
   Place place_;
   std::unique_ptr<DeviceContext> dev_;

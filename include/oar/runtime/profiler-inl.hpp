@@ -36,6 +36,8 @@ struct ProfileLog {
   }
 };
 
+OAR_FUNC void record_section(std::string_view what, int64_t ns) { ProfileLog::get().add(what, ns); }
+
 OAR_FUNC void record_op_time(const Operator& op, int64_t ns) {
   ProfileLog& log = ProfileLog::get();
   if (log.by_op.load(std::memory_order_relaxed) > 0) {

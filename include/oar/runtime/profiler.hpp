@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "oar/config.hpp"
@@ -39,6 +40,12 @@ void record_op_time(const Operator& op, int64_t ns);
 
 inline bool profiling() { return live_profilers.load(std::memory_order_relaxed) > 0; }
 
+/// Kernel time this thread has recorded (timed_op), so that an executor run can tell its own time apart.
+inline thread_local int64_t kernel_ns = 0;
+
+/// Adds `ns` to the line `what` (a part of a run that is no op: "(feed)", "(fetch)", "(executor)").
+void record_section(std::string_view what, int64_t ns);
+
 /// Runs `fn` and, while profiling, adds its wall time to the line of `op`'s type (or of `op` itself: its type
 /// and first output).
 template <class Fn>
@@ -50,12 +57,16 @@ inline void timed_op(const Operator& op, Fn&& fn) {
   const auto t0 = std::chrono::steady_clock::now();
   fn();
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  kernel_ns += int64_t(ns);
   record_op_time(op, int64_t(ns));
 }
 
 }  // namespace detail
 
-/// Times every kernel run while it lives, per op type, or with `per_op` per op (its type and first output,
+/// Times every kernel run while it lives, per op type, and the rest of each executor run as three lines of
+/// their own: "(feed)" (copying feeds to the executor's place), "(fetch)" (copying fetches to the host) and
+/// "(executor)" (everything else: scheduling, checks, freeing; on a GPU the kernels' launch is in the op's
+/// line, their execution in none, as it runs behind the host), or with `per_op` per op (its type and first output,
 /// "conv2d -> conv2d_0.tmp_0"). Profilers may nest or overlap (the log is shared: the first one created
 /// clears it, the times stay readable until the next first one).
 class Profiler {
