@@ -1,4 +1,4 @@
-// kernels/cuda/conv.hpp: eval_cuda of conv2d and pool2d on cuDNN, and of batch_norm (kernels/cuda/norm.cu).
+// kernels/cuda/conv.hpp: eval_cuda of conv2d, conv2d_transpose and pool2d on cuDNN, and of batch_norm (kernels/cuda/norm.cu).
 // A convolution's descriptors and algorithms (forward, data gradient, filter gradient) are made once per shape,
 // the algorithms by cuDNN's heuristics (the first in full f32 math, or TF32 under set_cuda_tf32), and kept;
 // workspaces come from the device's caching allocator.
@@ -8,10 +8,12 @@
 #include <mutex>
 #include <tuple>
 
-#include "kernels/cpu/batch_norm.hpp"  // bn_plan: the checks both devices make
+#include "kernels/cpu/batch_norm.hpp"         // bn_plan: the checks both devices make
+#include "kernels/cpu/conv2d_transpose.hpp"  // conv2d_transpose_geom: the same
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/batch_norm.hpp"
 #include "oar/ops/conv2d.hpp"
+#include "oar/ops/conv2d_transpose.hpp"
 #include "oar/ops/pool2d.hpp"
 
 namespace oar::cuda_kernels {
@@ -188,6 +190,73 @@ inline void Conv2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
       Tensor ws = cuda_kernels::workspace(c, p.bytes);
       cuda_kernels::check(c,
                           cudnnConvolutionBackwardFilter(h, &one, d.x_, x.raw(), d.y_, dout.raw(), d.conv_, cudnnConvolutionBwdFilterAlgo_t(p.algo),
+                                                         ws.raw(), p.bytes, &zero, d.f_, df->raw()),
+                          "cudnnConvolutionBackwardFilter");
+    }
+  });
+}
+
+// conv2d_transpose is conv2d read the other way: a convolution from its Output (as cuDNN's x) to its Input (as
+// cuDNN's y) with the same Filter. Its forward is that convolution's data gradient, its Input gradient that
+// convolution's forward, its Filter gradient that convolution's filter gradient (x = dOutput, dy = Input).
+inline void Conv2dTranspose::eval_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& x = c.in(input);
+  const LoDTensor& f = c.in(filter);
+  LoDTensor& out = c.out(output);
+  c.check(x.dtype() == f.dtype(), "Input is {} but Filter is {}", name(x.dtype()), name(f.dtype()));
+  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, a, x.shape(), f.shape());
+  out.resize(Shape{x.dim(0), g.c, g.h, g.w}, x.dtype());
+  if (out.numel() == 0) return;
+  if (x.numel() == 0) {  // an empty input scatters nothing
+    cuda_kernels::check(c, cuda_kernels::fill(out.raw(), out.numel(), int(size_of(out.dtype())), 0, cuda_kernels::stream(c)));
+    return;
+  }
+  cuda_kernels::float_types(c, x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T one = 1, zero = 0;
+    const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::data, out.shape(), f.shape(), x.shape(), a, x.dtype());
+    const cuda_kernels::ConvDescs& d = *p.d;
+    Tensor ws = cuda_kernels::workspace(c, p.bytes);
+    cuda_kernels::check(c,
+                        cudnnConvolutionBackwardData(c.cuda().cudnn(), &one, d.f_, f.raw(), d.y_, x.raw(), d.conv_, cudnnConvolutionBwdDataAlgo_t(p.algo),
+                                                     ws.raw(), p.bytes, &zero, d.x_, out.raw()),
+                        "cudnnConvolutionBackwardData");
+  });
+}
+
+inline void Conv2dTranspose::eval_grad_cuda(KernelContext& c, const Attrs& a) {
+  const LoDTensor& x = c.in(input);
+  const LoDTensor& f = c.in(filter);
+  const LoDTensor& dout = c.in(output_grad);
+  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, a, x.shape(), f.shape());
+  c.check(dout.shape() == Shape{x.dim(0), g.c, g.h, g.w}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), x.dim(0), g.c, g.h, g.w);
+  LoDTensor* dx = c.has_out(input_grad) ? &c.out(input_grad) : nullptr;
+  LoDTensor* df = c.has_out(filter_grad) ? &c.out(filter_grad) : nullptr;
+  if (dx) dx->resize(x.shape(), x.dtype());
+  if (df) df->resize(f.shape(), f.dtype());
+  if (x.numel() == 0) {  // an empty batch: no gradient reaches the filter
+    if (df) cuda_kernels::check(c, cuda_kernels::fill(df->raw(), df->numel(), int(size_of(df->dtype())), 0, cuda_kernels::stream(c)));
+    return;
+  }
+  cuda_kernels::float_types(c, x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T one = 1, zero = 0;
+    cudnnHandle_t h = c.cuda().cudnn();
+    if (dx) {
+      const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::forward, dout.shape(), f.shape(), x.shape(), a, x.dtype());
+      const cuda_kernels::ConvDescs& d = *p.d;
+      Tensor ws = cuda_kernels::workspace(c, p.bytes);
+      cuda_kernels::check(c,
+                          cudnnConvolutionForward(h, &one, d.x_, dout.raw(), d.f_, f.raw(), d.conv_, cudnnConvolutionFwdAlgo_t(p.algo), ws.raw(), p.bytes,
+                                                  &zero, d.y_, dx->raw()),
+                          "cudnnConvolutionForward");
+    }
+    if (df) {
+      const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::filter, dout.shape(), f.shape(), x.shape(), a, x.dtype());
+      const cuda_kernels::ConvDescs& d = *p.d;
+      Tensor ws = cuda_kernels::workspace(c, p.bytes);
+      cuda_kernels::check(c,
+                          cudnnConvolutionBackwardFilter(h, &one, d.x_, dout.raw(), d.y_, x.raw(), d.conv_, cudnnConvolutionBwdFilterAlgo_t(p.algo),
                                                          ws.raw(), p.bytes, &zero, d.f_, df->raw()),
                           "cudnnConvolutionBackwardFilter");
     }

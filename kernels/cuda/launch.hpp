@@ -162,6 +162,31 @@ int adam(Elem t, void* p, void* m, void* v, const void* g, const void* lr, const
          float epsilon, float coeff, int64_t n, Stream s);
 /// pow_out[0] = pow[0] * beta (Adam's running powers).
 int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s);
+/// Several parameters of one dtype updated by one rule in one launch (the update ops' eval_cuda_group): each
+/// tensor's arrays and device scalars, the same arithmetic as the one-parameter kernels above. For adam the
+/// powers are read by that launch and advanced by a second one (pow_out = pow * beta; in place allowed).
+enum class UpdateRule : int { sgd, momentum, adam };
+struct UpdateTensor {
+  void* p = nullptr;
+  void* m = nullptr;  ///< momentum's velocity, adam's first moment
+  void* v = nullptr;  ///< adam's second moment
+  const void* g = nullptr;
+  const void* lr = nullptr;
+  const void* beta1_pow = nullptr;
+  const void* beta2_pow = nullptr;
+  void* beta1_pow_out = nullptr;  ///< null: not advanced
+  void* beta2_pow_out = nullptr;
+  int64_t n = 0;
+};
+struct UpdateArgs {
+  UpdateRule rule = UpdateRule::sgd;
+  float mu = 0;  ///< momentum
+  bool nesterov = false;
+  float beta1 = 0, beta2 = 0, epsilon = 0, coeff = 0;  ///< adam (coeff: adamw's decay)
+};
+/// Tensors per launch (the launch's arguments stay under the 4 KiB every device takes).
+inline constexpr int max_update_tensors = 32;
+int update_group(Elem t, const UpdateArgs& a, const UpdateTensor* tensors, int count, Stream s);
 /// lr[0] = f.at(step[0]) for a one-value step of type `step_type`; piecewise with at most lr_max_pieces
 /// boundaries (f's host arrays are copied into the launch).
 inline constexpr int lr_max_pieces = 16;

@@ -42,6 +42,65 @@ __global__ void scale_scalar_kernel(const T* in, T* out, T beta) {
   out[0] = T(double(in[0]) * double(beta));
 }
 
+// ---- several tensors in one launch: blocks take chunks of the tensors laid end to end
+constexpr int64_t kChunk = 4096;
+struct UpdateBatch {
+  UpdateTensor t[max_update_tensors];
+  int64_t first_chunk[max_update_tensors + 1];  // tensor k owns chunks [first_chunk[k], first_chunk[k + 1])
+  int count;
+};
+
+template <class T>
+__global__ void update_group_kernel(UpdateArgs a, UpdateBatch b) {
+  for (int64_t c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
+    int k = 0;
+    while (b.first_chunk[k + 1] <= c) ++k;
+    const UpdateTensor& u = b.t[k];
+    const int64_t lo = (c - b.first_chunk[k]) * kChunk, hi = min(u.n, lo + kChunk);
+    T* p = static_cast<T*>(u.p);
+    const T* g = static_cast<const T*>(u.g);
+    const T* lr = static_cast<const T*>(u.lr);
+    if (a.rule == UpdateRule::sgd) {
+      const T l = lr[0];
+      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) p[i] -= l * g[i];
+    } else if (a.rule == UpdateRule::momentum) {
+      const T l = lr[0], mu = T(a.mu);
+      T* v = static_cast<T*>(u.m);
+      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        const T gi = g[i], vn = mu * v[i] + gi;
+        v[i] = vn;
+        p[i] = a.nesterov ? p[i] - (gi + mu * vn) * l : p[i] - l * vn;
+      }
+    } else {  // adam_kernel's arithmetic
+      T* m = static_cast<T*>(u.m);
+      T* v = static_cast<T*>(u.v);
+      const T b1 = T(a.beta1), b2 = T(a.beta2), eps = T(a.epsilon), coeff = T(a.coeff);
+      const double l = double(lr[0]);
+      const T lr_t = T(l * sqrt(1 - double(static_cast<const T*>(u.beta2_pow)[0])) / (1 - double(static_cast<const T*>(u.beta1_pow)[0])));
+      const T wd = T(l * double(coeff));
+      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+        T pv = p[i];
+        if (coeff != T(0)) pv -= wd * pv;
+        const T gi = g[i];
+        const T x = b1 * m[i] + (T(1) - b1) * gi;
+        const T y = b2 * v[i] + (T(1) - b2) * gi * gi;
+        m[i] = x;
+        v[i] = y;
+        p[i] = pv - lr_t * x / (sqrt(y) + eps);
+      }
+    }
+  }
+}
+
+template <class T>
+__global__ void advance_pows_kernel(UpdateArgs a, UpdateBatch b) {
+  const int k = threadIdx.x;
+  if (k >= b.count) return;
+  const UpdateTensor& u = b.t[k];
+  if (u.beta1_pow_out) static_cast<T*>(u.beta1_pow_out)[0] = T(double(static_cast<const T*>(u.beta1_pow)[0]) * double(T(a.beta1)));
+  if (u.beta2_pow_out) static_cast<T*>(u.beta2_pow_out)[0] = T(double(static_cast<const T*>(u.beta2_pow)[0]) * double(T(a.beta2)));
+}
+
 struct LrArgs {
   ops::LrFormula f;
   float boundaries[lr_max_pieces];
@@ -104,6 +163,24 @@ int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s) {
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     scale_scalar_kernel<<<1, 1, 0, s>>>(static_cast<const T*>(pow), static_cast<T*>(pow_out), T(beta));
+    return launched();
+  });
+}
+
+int update_group(Elem t, const UpdateArgs& a, const UpdateTensor* tensors, int count, Stream s) {
+  if (count <= 0 || count > max_update_tensors) return count == 0 ? 0 : int(cudaErrorInvalidValue);
+  UpdateBatch b{};
+  b.count = count;
+  b.first_chunk[0] = 0;
+  for (int k = 0; k < count; ++k) {
+    b.t[k] = tensors[k];
+    b.first_chunk[k + 1] = b.first_chunk[k] + (tensors[k].n + kChunk - 1) / kChunk;
+  }
+  const int64_t chunks = b.first_chunk[count];
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    if (chunks > 0) update_group_kernel<T><<<unsigned(chunks < 4096 ? chunks : 4096), kThreads, 0, s>>>(a, b);
+    if (a.rule == UpdateRule::adam) advance_pows_kernel<T><<<1, max_update_tensors, 0, s>>>(a, b);
     return launched();
   });
 }

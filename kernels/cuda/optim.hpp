@@ -2,6 +2,10 @@
 // starts as its input (the same variable in a training program, or a device copy) and is updated in place;
 // the learning rate and Adam's powers stay on the device.
 #pragma once
+#include <algorithm>
+#include <span>
+#include <vector>
+
 #include "kernels/cpu/optimizers.hpp"  // param_update::like_param, dense_grad
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/lr_schedule.hpp"
@@ -83,9 +87,70 @@ void adam_like(KernelContext& c, const typename Op::Attrs& a, float coeff) {
   }
 }
 
+/// One update op's tensors for update_group, after the checks its one-op kernel makes (the outputs start as
+/// the inputs, copied where the program does not update in place).
+template <class Op>
+UpdateTensor group_member(KernelContext& c) {
+  const LoDTensor& p = c.in(Op::param);
+  UpdateTensor u;
+  u.g = dense_grad(c, Op::grad, p).raw();
+  u.lr = scalar(c, Op::learning_rate, p).raw();
+  u.p = out_from(c, Op::param_out, p).raw();
+  u.n = p.numel();
+  if constexpr (requires { Op::velocity; }) u.m = out_from(c, Op::velocity_out, like_param(c, Op::velocity, p)).raw();
+  if constexpr (requires { Op::beta1_pow; }) {
+    u.m = out_from(c, Op::moment1_out, like_param(c, Op::moment1, p)).raw();
+    u.v = out_from(c, Op::moment2_out, like_param(c, Op::moment2, p)).raw();
+    u.beta1_pow = scalar(c, Op::beta1_pow, p).raw();
+    u.beta2_pow = scalar(c, Op::beta2_pow, p).raw();
+    auto advance = [&](Slot in, Slot out) -> void* {
+      if (!c.has_out(out)) return nullptr;
+      LoDTensor& o = c.out(out);
+      if (&o != &c.in(in)) o.resize(c.in(in).shape(), c.in(in).dtype());
+      return o.raw();
+    };
+    u.beta1_pow_out = advance(Op::beta1_pow, Op::beta1_pow_out);
+    u.beta2_pow_out = advance(Op::beta2_pow, Op::beta2_pow_out);
+  }
+  return u;
+}
+
+/// Consecutive update ops of one rule and attributes (Executor groups them): every parameter in one launch
+/// per dtype and per max_update_tensors parameters, not one (adam: three) per parameter.
+template <class Op>
+void run_group(std::span<KernelContext* const> cs, const UpdateArgs& args) {
+  std::vector<UpdateTensor> by_type[2];  // f32, f64
+  std::vector<KernelContext*> owner[2];
+  for (KernelContext* c : cs) {
+    const LoDTensor& p = c->in(Op::param);
+    const int k = elem(*c, p.dtype()) == Elem::f64;
+    by_type[k].push_back(group_member<Op>(*c));
+    owner[k].push_back(c);
+  }
+  for (int k = 0; k < 2; ++k)
+    for (size_t i = 0; i < by_type[k].size(); i += max_update_tensors) {
+      const int n = int(std::min<size_t>(max_update_tensors, by_type[k].size() - i));
+      check(*owner[k][i], update_group(k ? Elem::f64 : Elem::f32, args, by_type[k].data() + i, n, stream(*owner[k][i])));
+    }
+}
+
 }  // namespace oar::cuda_kernels::update
 
 namespace oar::ops {
+
+inline void Sgd::eval_cuda_group(std::span<KernelContext* const> cs, const NoAttrs&) {
+  cuda_kernels::update::run_group<Sgd>(cs, {.rule = cuda_kernels::UpdateRule::sgd});
+}
+inline void Momentum::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
+  cuda_kernels::update::run_group<Momentum>(cs, {.rule = cuda_kernels::UpdateRule::momentum, .mu = a.mu, .nesterov = a.use_nesterov});
+}
+inline void Adam::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
+  cuda_kernels::update::run_group<Adam>(cs, {.rule = cuda_kernels::UpdateRule::adam, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon});
+}
+inline void AdamW::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
+  cuda_kernels::update::run_group<AdamW>(
+      cs, {.rule = cuda_kernels::UpdateRule::adam, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon, .coeff = a.with_decay ? a.coeff : 0.0f});
+}
 
 inline void Adam::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adam_like<Adam>(c, a, 0.0f); }
 inline void AdamW::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adam_like<AdamW>(c, a, a.with_decay ? a.coeff : 0.0f); }

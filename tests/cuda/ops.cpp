@@ -4,6 +4,8 @@
 // CUDA kernel for each op listed.
 #include <doctest/doctest.h>
 
+#include <oar/ops/optimizers.hpp>
+
 #include "support/op_check.hpp"
 
 using namespace oar;
@@ -47,7 +49,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "elementwise_mul_grad", "elementwise_pow", "scale", "scale_grad", "fill_constant", "fill_constant_batch_size_like", "sum",
                        "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
                        "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "uniform_random", "gaussian_random",
-                       "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
+                       "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "conv2d_transpose", "conv2d_transpose_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
                        "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad", "slice", "slice_grad", "gather", "gather_grad"};
   for (const char* op : ops) {
     CAPTURE(op);
@@ -57,6 +59,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
     CHECK(bool(e->cuda));
     CHECK(e->places() == "cpu, cuda");
   }
+  for (const char* op : {"sgd", "momentum", "adam", "adamw"}) CHECK(bool(r.find(op)->cuda_group));  // one launch for many parameters
 }
 
 TEST_CASE("cuda: without a device, a CUDA model or executor is an oar::Error saying so") {
@@ -228,6 +231,73 @@ TEST_CASE_TEMPLATE("cuda: sgd, momentum, adam and adamw updates match the CPU", 
   }
 }
 
+TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch for many parameters) and match the CPU", T, float, double) {
+  // 40 parameters: two launches of max_update_tensors; the first spans several chunks of a block.
+  const int count = 40;
+  auto size_of_param = [](int k) { return int64_t(k == 0 ? 9000 : 1 + 37 * k); };
+  for (const char* rule : {"sgd", "momentum", "adam", "adamw"}) {
+    CAPTURE(rule);
+    const std::string r = rule;
+    const bool adam = r == "adam" || r == "adamw";
+    Program prog;
+    Block& b = prog.global_block();
+    std::vector<std::pair<std::string, Tensor>> init;  // every persistable and its first value
+    auto var = [&](const std::string& n, Tensor t) {
+      b.create_var(n, {.dtype = t.dtype(), .shape = t.shape(), .persistable = true});
+      init.emplace_back(n, std::move(t));
+    };
+    var("lr", Tensor::from<T>({T(0.05)}, {1}));
+    for (int k = 0; k < count; ++k) {
+      const std::string i = std::to_string(k);
+      const Shape s{size_of_param(k)};
+      var("p" + i, random_tensor<T>(s, -1, 1, 300 + k));
+      var("g" + i, random_tensor<T>(s, -1, 1, 400 + k));
+      Operator op{r};
+      op.set_input(ops::Sgd::param, {"p" + i}).set_input(ops::Sgd::grad, {"g" + i}).set_input(ops::Sgd::learning_rate, {"lr"});
+      op.set_output(ops::Sgd::param_out, {"p" + i});
+      if (r == "momentum") {
+        var("v" + i, random_tensor<T>(s, -1, 1, 500 + k));
+        op.set_input(ops::Momentum::velocity, {"v" + i}).set_output(ops::Momentum::velocity_out, {"v" + i}).set_attr(ops::Momentum::mu, 0.9f);
+      }
+      if (adam) {
+        using A = ops::Adam;
+        var("m" + i, random_tensor<T>(s, -1, 1, 500 + k));
+        var("u" + i, random_tensor<T>(s, 0, 1, 600 + k));
+        var("b1p" + i, Tensor::from<T>({T(0.9 * 0.9)}, {1}));
+        var("b2p" + i, Tensor::from<T>({T(0.999 * 0.999)}, {1}));
+        op.set_input(A::moment1, {"m" + i}).set_input(A::moment2, {"u" + i}).set_input(A::beta1_pow, {"b1p" + i}).set_input(A::beta2_pow, {"b2p" + i});
+        op.set_output(A::moment1_out, {"m" + i}).set_output(A::moment2_out, {"u" + i}).set_output(A::beta1_pow_out, {"b1p" + i});
+        op.set_output(A::beta2_pow_out, {"b2p" + i});
+        if (r == "adamw") op.set_attr(ops::AdamW::coeff, 0.01f).set_attr(ops::AdamW::with_decay, true);
+      }
+      add_op(b, std::move(op));
+    }
+    auto run = [&](Place place, int64_t* calls) {
+      Scope scope;
+      for (auto& [n, t] : init) scope.var(n).tensor() = LoDTensor(t.to(place, true));
+      Executor exe(place);
+      auto prepared = exe.prepare(prog, scope);
+      Profiler prof;
+      for (int step = 0; step < 2; ++step) exe.run(*prepared, scope, {}, {});
+      for (const OpTime& o : prof.times())
+        if (o.op == r) *calls = o.calls;
+      std::map<std::string, Tensor> out;
+      for (auto& [n, t] : init) out[n] = scope.find(n)->tensor().to(cpu());
+      return out;
+    };
+    int64_t cpu_calls = 0, gpu_calls = 0;
+    const auto want = run(cpu(), &cpu_calls);
+    CHECK(cpu_calls == 2 * count);  // the CPU runs each op
+    if (!have_device()) {
+      ++g_skipped;
+      continue;
+    }
+    const auto got = run(cuda(0), &gpu_calls);
+    CHECK(gpu_calls == 2);  // one group per run
+    for (auto& [n, t] : want) check_close(LoDTensor(got.at(n)), LoDTensor(t), 10 * tol<T>(), 10 * tol<T>(), r + " " + n);
+  }
+}
+
 TEST_CASE_TEMPLATE("cuda: a seeded random op fills a tensor with the CPU's values", T, float, double) {
   for (const char* op : {"uniform_random", "gaussian_random", "truncated_gaussian_random"}) {
     OpTest r(op);
@@ -273,6 +343,27 @@ TEST_CASE_TEMPLATE("cuda: conv2d (cuDNN) with strides, padding, dilation and gro
     g.input("Input", x).input("Filter", f).input("Output@GRAD", random_tensor<T>(y.shape(), -1, 1, 93));
     g.attr("strides", k.s).attr("paddings", k.p).attr("dilations", k.d).attr("groups", int32_t(k.g));
     compare_on_cuda(g, "conv2d_grad " + what, 10 * t, 10 * t);
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: conv2d_transpose (cuDNN) with strides, padding, dilation, groups and output_size, and its gradients, match the CPU", T,
+                   float, double) {
+  struct Case { Shape x, f; std::vector<int32_t> s, p, d, os; int g; };
+  for (const Case& k : {Case{{4, 8, 7, 7}, {8, 3, 4, 4}, {2, 2}, {1, 1}, {1, 1}, {}, 1}, Case{{2, 6, 5, 6}, {6, 2, 3, 3}, {2, 1}, {1, 0}, {1, 2}, {}, 3},
+                        Case{{3, 4, 4, 4}, {4, 5, 3, 3}, {2, 2}, {0, 0}, {1, 1}, {10, 9}, 1}, Case{{2, 3, 6, 6}, {3, 4, 1, 1}, {1, 1}, {0, 0}, {1, 1}, {}, 1}}) {
+    const std::string what = k.x.str() + " *T " + k.f.str();
+    Tensor x = random_tensor<T>(k.x, -1, 1, 191), f = random_tensor<T>(k.f, -1, 1, 192);
+    OpTest fwd("conv2d_transpose");
+    fwd.input("Input", x).input("Filter", f).attr("strides", k.s).attr("paddings", k.p).attr("dilations", k.d).attr("groups", int32_t(k.g));
+    fwd.attr("output_size", k.os);
+    const double t = std::is_same_v<T, double> ? 1e-11 : 1e-4;
+    compare_on_cuda(fwd, "conv2d_transpose " + what, t, t);
+    const LoDTensor y = fwd.run().at("Output");
+    OpTest g("conv2d_transpose_grad");
+    g.skip_inferred_check();
+    g.input("Input", x).input("Filter", f).input("Output@GRAD", random_tensor<T>(y.shape(), -1, 1, 193));
+    g.attr("strides", k.s).attr("paddings", k.p).attr("dilations", k.d).attr("groups", int32_t(k.g)).attr("output_size", k.os);
+    compare_on_cuda(g, "conv2d_transpose_grad " + what, 10 * t, 10 * t);
   }
 }
 

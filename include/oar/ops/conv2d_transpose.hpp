@@ -85,6 +85,8 @@ struct Conv2dTranspose {
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/conv2d_transpose.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/conv2d_transpose.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/conv.hpp (cuDNN)
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/conv.hpp
 };
 
 }  // namespace oar::ops

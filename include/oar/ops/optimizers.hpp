@@ -2,6 +2,7 @@
 // rmsprop, adadelta, lamb) that an optimizer appends after the backward pass. None has a gradient. Kernels:
 // kernels/cpu/optimizers.hpp.
 #pragma once
+#include <span>
 #include <array>
 
 #include "oar/ops/op.hpp"
@@ -107,6 +108,7 @@ struct Sgd {
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Sgd>(c, true); }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/optim.hpp
+  static void eval_cuda_group(std::span<KernelContext* const>, const NoAttrs&);  // kernels/cuda/optim.hpp: one launch for many
 };
 
 /// momentum: v' = mu * v + g; ParamOut = p - lr * v', or with use_nesterov p - lr * (g + mu * v').
@@ -134,6 +136,7 @@ struct Momentum {
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Momentum>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
+  static void eval_cuda_group(std::span<KernelContext* const>, const Attrs&);  // kernels/cuda/optim.hpp: one launch for many
 };
 
 /// adagrad: m' = m + g^2; ParamOut = p - lr * g / (sqrt(m') + epsilon).
@@ -220,6 +223,7 @@ struct Adam {
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Adam>(c, true); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
+  static void eval_cuda_group(std::span<KernelContext* const>, const Attrs&);  // kernels/cuda/optim.hpp: one launch for many
 };
 
 /// adamw (Paddle 2.x's decoupled weight decay): first p~ = p - lr * coeff * p (the plain lr, not lr_t), then
@@ -263,6 +267,7 @@ struct AdamW {
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<AdamW>(c, true); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
+  static void eval_cuda_group(std::span<KernelContext* const>, const Attrs&);  // kernels/cuda/optim.hpp: one launch for many
 };
 
 /// adamax: with b1p = Beta1Pow = beta1^t,

@@ -199,13 +199,14 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
 OAR_FUNC void Executor::run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {
   for (size_t i = 0; i < p.steps_.size(); ++i) {
     auto& s = p.steps_[i];
-    if (!s.fn) {
+    if (!s.fn || s.grouped) {
       if (s.op->sub_block() >= 0) run_control(p, s, int(i));
       continue;
     }
     try {
       if (p.recycle_) p.acquire(s, batch);
-      detail::timed_op(*s.op, [&] { s.fn(s.ctx); });
+      if (s.group_fn) detail::timed_op(*s.op, [&] { s.group_fn(s.group); });
+      else detail::timed_op(*s.op, [&] { s.fn(s.ctx); });
       if (p.recycle_) p.release(s, fetched);
     } catch (Error& e) {
       e.add_context(fmt::format("while running op #{} '{}' of block {}", i, s.op->type(), p.block_), s.op->origin());
@@ -935,6 +936,28 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
   }
   p.free_.clear();
   p.plan();
+  if (place_.is_cuda()) p.group(place_);
+}
+
+OAR_FUNC void PreparedBlock::group(const Place& place) {
+  for (size_t i = 0; i < steps_.size();) {
+    Step& first = steps_[i];
+    const KernelEntry* k = first.fn ? KernelRegistry::instance().find(first.op->type()) : nullptr;
+    const bool alone = first.acquire.empty() && first.release.empty();
+    size_t j = i + 1;
+    if (k && k->cuda_group && alone && place.is_cuda())
+      while (j < steps_.size() && steps_[j].fn && steps_[j].op->type() == first.op->type() && steps_[j].op->attrs() == first.op->attrs() &&
+             steps_[j].acquire.empty() && steps_[j].release.empty())
+        ++j;
+    if (j - i > 1) {
+      first.group_fn = k->cuda_group;
+      for (size_t m = i; m < j; ++m) {
+        first.group.push_back(&steps_[m].ctx);
+        steps_[m].grouped = m > i;
+      }
+    }
+    i = j;
+  }
 }
 
 }  // namespace oar

@@ -66,6 +66,9 @@ class PreparedBlock {
     std::vector<int> acquire, release;  // indices into slots_: temporaries first written / last used here
     std::shared_ptr<PreparedBlock> sub;  // a control-flow op's sub-block, prepared on first use
     std::shared_ptr<Loop> loop;          // recurrent / recurrent_grad
+    GroupFn group_fn = nullptr;          // set on the first op of a group run as one (KernelEntry::cuda_group)
+    std::vector<KernelContext*> group;   // the group's contexts, this op's first
+    bool grouped = false;                // a later op of a group: its first op's group_fn runs it
   };
   struct Temp {
     Value* value;
@@ -75,6 +78,9 @@ class PreparedBlock {
 
   /// Fills the steps' acquire / release lists from first writes and last uses (a no-op unless recycling).
   void plan();
+  /// Joins runs of consecutive steps whose op has a group kernel on `place`, the same type and equal
+  /// attributes, and no temporaries to acquire or release, into one call of that kernel.
+  void group(const Place& place);
 
   /// Bytes a temporary will need: what it held last run, or on the first run its declared shape with the
   /// unknown dims (-1) taken as `batch` (a guess: a kernel whose output is larger simply allocates).

@@ -30,6 +30,7 @@ template <class Op> void run_grad_cpu(KernelContext& c) { Op::eval_grad_cpu(c, c
 #if OAR_WITH_CUDA
 template <class Op> void run_cuda(KernelContext& c) { Op::eval_cuda(c, c.attrs<typename attrs_of<Op>::type>()); }
 template <class Op> void run_grad_cuda(KernelContext& c) { Op::eval_grad_cuda(c, c.attrs<typename attrs_of<Op>::type>()); }
+template <class Op> void run_cuda_group(std::span<KernelContext* const> cs) { Op::eval_cuda_group(cs, cs[0]->attrs<typename attrs_of<Op>::type>()); }
 #endif
 
 }  // namespace detail
@@ -67,6 +68,7 @@ OAR_FUNC KernelRegistry::KernelRegistry() {
 #if OAR_WITH_CUDA
     if constexpr (requires(KernelContext& c, const A& a) { Op::eval_cuda(c, a); }) fwd.cuda = &detail::run_cuda<Op>;
     if constexpr (requires(KernelContext& c, const A& a) { Op::eval_grad_cuda(c, a); }) grad.cuda = &detail::run_grad_cuda<Op>;
+    if constexpr (requires(std::span<KernelContext* const> cs, const A& a) { Op::eval_cuda_group(cs, a); }) fwd.cuda_group = &detail::run_cuda_group<Op>;
     // An op whose kernels only make views, copy whole tensors or copy through KernelContext's place serves
     // every place with its one set of kernels (it says so: `static constexpr bool any_place = true;`).
     if constexpr (requires { requires Op::any_place; }) {

@@ -6,6 +6,7 @@
 // Only runtime/kernel_registry-inl.hpp sees the op list and the kernels: compiled, they are built once, in liboar.
 #pragma once
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -18,6 +19,9 @@ namespace oar {
 struct OpDef;
 
 using KernelFn = void (*)(KernelContext&);
+/// The kernel of several consecutive ops of one type with equal attributes, run as one (on CUDA the update
+/// ops: one launch for every parameter instead of one per parameter). Each context is one op's.
+using GroupFn = void (*)(std::span<KernelContext* const>);
 /// Decodes an op's attributes into its typed Attrs (owned by the returned pointer).
 using AttrsFn = std::shared_ptr<const void> (*)(const Operator&, const OpDef*);
 
@@ -25,6 +29,7 @@ using AttrsFn = std::shared_ptr<const void> (*)(const Operator&, const OpDef*);
 struct KernelEntry {
   KernelFn cpu = nullptr;
   KernelFn cuda = nullptr;
+  GroupFn cuda_group = nullptr;  ///< eval_cuda_group, where the op has one
   AttrsFn attrs = nullptr;
   KernelFn on(const Place& p) const { return p.is_cpu() ? cpu : cuda; }
   /// "cpu, cuda": the places that have a kernel (error texts).
