@@ -238,6 +238,39 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
             false});
     }
   }
+  {
+    // The same step captured once as a CUDA graph and replayed (oar::set_cuda_graphs): one launch per block.
+    // CUPTI records a graph's kernels only when it is on before the graph is made, so the share comes first.
+    const oar::CudaGraphStats g0 = oar::cuda_graph_stats();
+    {
+      KernelLog log;
+      oar::set_cuda_graphs(true);
+      for (int i = 0; i < 4; ++i) opt.step(feeds, out);  // two eager runs, then the capture
+      if (log.ok()) {
+        cudaDeviceSynchronize();
+        const KernelTotals k0 = log.totals();
+        const int n = 50;
+        const double w = now_s();
+        for (int i = 0; i < n; ++i) opt.step(feeds, out);
+        cudaDeviceSynchronize();
+        const double wall = now_s() - w;
+        const KernelTotals k = log.totals();
+        emit({name + "_graph_vendor_kernels", "% of step", 100 * (k.vendor_s - k0.vendor_s) / wall, "", 0, 1,
+              "time in cuDNN/cuBLAS kernels over 50 steps' wall time, as a CUDA graph", false});
+        emit({name + "_graph_oar_kernels", "% of step", 100 * (k.oar_s - k0.oar_s) / wall, "", 0, 1, "time in oar's own kernels, as a CUDA graph", false});
+      }
+    }
+    const double c0 = cpu_s(), w0 = now_s();
+    const double t = device_time([&] { opt.step(feeds, out); }, 10, reps, min_time);
+    const double share = (cpu_s() - c0) / (now_s() - w0);
+    const oar::CudaGraphStats g1 = oar::cuda_graph_stats();
+    emit({name + "_graph", "examples/s", double(batch) / t, "", 0, 1,
+          "the same step as a CUDA graph (set_cuda_graphs(true); " + std::to_string(g1.captures - g0.captures) + " captures, " +
+              std::to_string(g1.launches - g0.launches) + " launches, " + std::to_string(g1.abandoned - g0.abandoned) + " given up)",
+          true});
+    emit({name + "_graph_host", "us/step", t * share * 1e6, "", 0, 1, "process CPU time per step, as a CUDA graph", false});
+    oar::set_cuda_graphs(false);
+  }
   emit({name + "_peak_mem", "MB", double(oar::memory_stats(oar::cuda(0)).peak.load()) / 1e6, "", 0, 1,
         "peak bytes held by oar's cuda:0 allocator over model creation and training", false});
 }

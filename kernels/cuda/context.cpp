@@ -7,6 +7,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <map>
@@ -52,6 +53,15 @@ class DeviceGuard {
 /// returning it to the driver, so that a repeated run with the same shapes reuses blocks without a
 /// device-wide synchronisation. Allocations are ordered on the legacy default stream, which every oar stream
 /// synchronises with (oar creates its streams blocking).
+// While this thread captures a graph (CudaContext::begin_capture): the stream captured, the blocks allocated
+// since (their frees become the graph's), and whether the captured work kept or freed memory it should not.
+thread_local cudaStream_t tl_capture = nullptr;
+thread_local std::vector<void*>* tl_captured = nullptr;
+thread_local bool tl_capture_unsafe = false;
+thread_local std::vector<std::pair<void*, int>>* tl_deferred = nullptr;  // frees of older blocks, done after the capture
+
+std::atomic<int64_t> g_captures{0}, g_launches{0}, g_abandoned{0};
+
 class CudaAllocator final : public Allocator {
  public:
   explicit CudaAllocator(int device) : device_(device) {
@@ -63,7 +73,7 @@ class CudaAllocator final : public Allocator {
   void* allocate(size_t bytes) override {
     DeviceGuard g(device_);
     void* p = nullptr;
-    cudaError_t e = cudaMallocFromPoolAsync(&p, std::max<size_t>(bytes, 1), pool_, nullptr);
+    cudaError_t e = cudaMallocFromPoolAsync(&p, std::max<size_t>(bytes, 1), pool_, tl_capture);
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       size_t free = 0, total = 0;
@@ -71,12 +81,24 @@ class CudaAllocator final : public Allocator {
       throw Error(fmt::format("out of memory on cuda:{}: asked for {} bytes, {} of {} bytes free", device_, bytes, free, total));
     }
     cuda_check(e, "cudaMallocFromPoolAsync");
+    if (tl_capture) tl_captured->push_back(p);
     count_allocation(bytes);
     return p;
   }
   void deallocate(void* p, size_t bytes) noexcept override {
     DeviceGuard g(device_);
-    cudaFreeAsync(p, nullptr);
+    if (tl_capture) {
+      auto it = std::find(tl_captured->begin(), tl_captured->end(), p);
+      if (it != tl_captured->end()) {  // allocated in the graph: freed in it
+        tl_captured->erase(it);
+        cudaFreeAsync(p, tl_capture);
+      } else {  // older than the capture, and the captured kernels may still use it: freed once the graph is gone
+        tl_capture_unsafe = true;
+        tl_deferred->emplace_back(p, device_);
+      }
+    } else {
+      cudaFreeAsync(p, nullptr);
+    }
     count_release(bytes);
   }
   Place place() const override { return cuda(device_); }
@@ -196,6 +218,59 @@ cudnnContext* CudaContext::cudnn() const {
     cudnn_ = h;
   }
   return cudnn_;
+}
+
+CudaGraphStats cuda_graph_stats() { return {g_captures.load(), g_launches.load(), g_abandoned.load()}; }
+
+void CudaContext::begin_capture() {
+  if (tl_capture) throw Error("CUDA graphs: this thread is already capturing");
+  DeviceGuard g(device_);
+  cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  tl_capture = stream_;
+  tl_captured = new std::vector<void*>;
+  tl_deferred = new std::vector<std::pair<void*, int>>;
+  tl_capture_unsafe = false;
+}
+
+void* CudaContext::end_capture(bool* replayable) {
+  DeviceGuard g(device_);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+  const bool kept = !tl_captured->empty();
+  std::unique_ptr<std::vector<void*>> captured(tl_captured);
+  std::unique_ptr<std::vector<std::pair<void*, int>>> deferred(tl_deferred);
+  tl_capture = nullptr;
+  tl_captured = nullptr;
+  tl_deferred = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (e == cudaSuccess && graph) {
+    if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
+    cudaGraphDestroy(graph);
+  }
+  cudaGetLastError();  // a failed capture leaves its error behind
+  // Frees of blocks older than the capture: ordered after the graph's first launch (the caller launches it
+  // once before it destroys it), or now when there is no graph.
+  if (!exec)
+    for (auto [p, d] : *deferred) cudaFreeAsync(p, nullptr);
+  else
+    pending_frees_.insert(pending_frees_.end(), deferred->begin(), deferred->end());
+  if (replayable) *replayable = exec && !kept && !tl_capture_unsafe;
+  if (exec) ++g_captures;
+  else ++g_abandoned;
+  return exec;
+}
+
+void CudaContext::launch(void* graph) const {
+  DeviceGuard g(device_);
+  cuda_check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream_), "cudaGraphLaunch");
+  ++g_launches;
+  // Blocks freed while the graph was captured: after its (first) launch, in stream order.
+  for (auto [p, d] : pending_frees_) cudaFreeAsync(p, stream_);
+  pending_frees_.clear();
+}
+
+void CudaContext::destroy_graph(void* graph) {
+  if (graph) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
 }
 
 void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t bytes) {

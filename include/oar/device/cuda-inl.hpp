@@ -21,6 +21,14 @@ OAR_FUNC void detail::cuda_copy_rows(const CudaContext&, void*, size_t, const vo
   throw Error("cannot copy on a CUDA device: oar was built without CUDA");
 }
 OAR_FUNC void detail::cuda_zero(const CudaContext&, void*, size_t) { throw Error("cannot write on a CUDA device: oar was built without CUDA"); }
+OAR_FUNC CudaGraphStats cuda_graph_stats() { return {}; }
+OAR_FUNC void CudaContext::begin_capture() { throw Error("CUDA graphs: oar was built without CUDA"); }
+OAR_FUNC void* CudaContext::end_capture(bool* replayable) {
+  if (replayable) *replayable = false;
+  return nullptr;
+}
+OAR_FUNC void CudaContext::launch(void*) const { throw Error("CUDA graphs: oar was built without CUDA"); }
+OAR_FUNC void CudaContext::destroy_graph(void*) {}
 #endif
 
 OAR_FUNC std::unique_ptr<DeviceContext> make_device_context(Place place, uint64_t seed) {

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "oar/config.hpp"
 #include "oar/core/error.hpp"
@@ -32,6 +34,28 @@ inline std::atomic<bool>& tf32_flag() {
 inline void set_cuda_tf32(bool allowed) { detail::tf32_flag() = allowed; }
 inline bool cuda_tf32() { return detail::tf32_flag(); }
 
+namespace detail {
+inline std::atomic<bool>& graphs_flag() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+}  // namespace detail
+/// Lets an executor on a GPU capture a prepared block's kernels once as a CUDA graph and replay it on later
+/// runs with the same feed shapes: the host then queues one launch per run instead of one per kernel (what
+/// small models are bound by). A block is captured after two runs with unchanged shapes; a change of shapes
+/// drops the graph (two more runs, then a new capture). Blocks whose results depend on host state that
+/// changes from run to run are never captured: control flow, and random ops drawing from the executor's
+/// counter (dropout without fix_seed). Off by default; it applies to the runs after the call.
+inline void set_cuda_graphs(bool on) { detail::graphs_flag() = on; }
+inline bool cuda_graphs() { return detail::graphs_flag(); }
+
+/// Graphs captured, graph launches, and captures given up (a kernel that cannot be captured, or a block
+/// that allocated device memory it kept): since the process began.
+struct CudaGraphStats {
+  int64_t captures = 0, launches = 0, abandoned = 0;
+};
+CudaGraphStats cuda_graph_stats();
+
 /// One CUDA device as kernels see it. Kernels launch on stream(); the handles are bound to that stream.
 class CudaContext final : public DeviceContext {
  public:
@@ -47,11 +71,24 @@ class CudaContext final : public DeviceContext {
   /// The cuDNN handle, created on first use.
   cudnnContext* cudnn() const;
 
+  /// Starts capturing what this thread queues on stream() into a graph (nothing runs until it is launched);
+  /// the device memory this thread allocates and frees meanwhile is ordered on stream() and belongs to the graph.
+  void begin_capture();
+  /// Ends the capture: the instantiated graph, or null when it failed (a call that cannot be captured).
+  /// `replayable` says whether it may be launched more than once: false when the captured work kept device
+  /// memory it allocated, or freed memory allocated before (then launch it once and destroy it).
+  void* end_capture(bool* replayable);
+  /// Queues the graph on stream().
+  void launch(void* graph) const;
+  /// Destroys a graph from end_capture (null allowed), once the work queued before has been ordered.
+  static void destroy_graph(void* graph);
+
  private:
   int device_;
   CUstream_st* stream_ = nullptr;
   mutable cublasContext* cublas_ = nullptr;
   mutable cudnnContext* cudnn_ = nullptr;
+  mutable std::vector<std::pair<void*, int>> pending_frees_;  // freed while captured: released after the launch
 };
 
 namespace detail {

@@ -7,7 +7,9 @@
 
 #include "oar/device/cuda.hpp"
 #include "oar/ops/control_flow.hpp"
+#include "oar/ops/dropout.hpp"
 #include "oar/ops/feed_fetch.hpp"
+#include "oar/ops/random.hpp"
 #include "oar/ops/recurrent.hpp"
 #include "oar/ops/registry.hpp"
 #include "oar/runtime/profiler.hpp"
@@ -149,12 +151,14 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
   for (auto& t : out) t = LoDTensor();  // last run's fetches let go of their storage, so this run reuses it
   if (p.scope_ != &scope) bind(p, scope);
   const Block& b = p.program_->block(p.block_);
+  // A CUDA graph reads its feeds from the buffers it was captured with: feeds are copied into them, never shared.
+  const bool graph = place_.is_cuda() && !p.graph_.off && cuda_graphs();
   for (auto& [name, t] : feeds) {
     Variable* v = b.find_var(name);
     if (!v) throw Error(fmt::format("feed '{}': no such variable in the program", name));
     check_feed(*v, t);
     Value* val = p.local_->find(name);
-    if (t.place() == place_) {
+    if (t.place() == place_ && !graph) {
       val->tensor() = t;  // shares storage: no copy
     } else {  // into the variable's own storage on this place, reused from run to run
       LoDTensor& dst = val->tensor();
@@ -171,6 +175,26 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
     }
   for (auto& name : fetch)
     if (!b.find_var(name) && !p.local_->find(name)) throw Error(fmt::format("cannot fetch '{}': no such variable in the program", name));
+  bool capture = false;
+  if (graph) {
+    std::vector<std::pair<Shape, const void*>> now;
+    now.reserve(p.graph_.values.size());
+    for (const Value* v : p.graph_.values) {
+      const LoDTensor& t = v->tensor();
+      now.emplace_back(t.shape(), t.raw());
+      if (!t.lod().empty()) p.graph_.off = true;  // sequences: kernels read their LoD on the host
+    }
+    if (p.graph_.exec && now == p.graph_.key && !p.graph_.off) {  // replay: the host queues one launch
+      static_cast<CudaContext&>(*dev_).launch(p.graph_.exec.get());
+      if (ran) *ran = std::chrono::steady_clock::now();
+      fetch_outputs(p, fetch, out);
+      return;
+    }
+    p.graph_.exec.reset();  // the feeds changed: the captured buffers may have too
+    p.graph_.same = now == p.graph_.last ? p.graph_.same + 1 : 0;
+    p.graph_.last = std::move(now);
+    capture = p.graph_.same >= 2 && !p.graph_.off;
+  }
   // The block's own tensor arrays start each run empty, as in the fresh local scope of a Fluid run: writes
   // append and grow them, so last run's entries would otherwise stay behind.
   for (Value* a : p.arrays_) a->list().clear();
@@ -183,8 +207,45 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
       if (const Value* v = p.local_->find(name)) fetched.push_back(v);
     if (!feeds.empty() && feeds.begin()->second.rank() > 0) batch = feeds.begin()->second.dim(0);
   }
-  run_steps(p, fetched, batch);
+  if (capture) run_captured(p, fetched, batch);
+  else run_steps(p, fetched, batch);
   if (ran) *ran = std::chrono::steady_clock::now();
+  fetch_outputs(p, fetch, out);
+}
+
+OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {
+  auto& cu = static_cast<CudaContext&>(*dev_);
+  cu.begin_capture();
+  bool replayable = false;
+  void* g = nullptr;
+  try {
+    run_steps(p, fetched, batch);
+  } catch (...) {  // a call that cannot be captured, or a real error: the eager run below tells them apart
+    CudaContext::destroy_graph(cu.end_capture(&replayable));
+    p.graph_.off = true;
+    if (p.recycle_) p.reclaim();
+    run_steps(p, fetched, batch);
+    return;
+  }
+  g = cu.end_capture(&replayable);
+  if (!g) {  // the capture failed at its end: nothing ran
+    p.graph_.off = true;
+    if (p.recycle_) p.reclaim();
+    run_steps(p, fetched, batch);
+    return;
+  }
+  cu.launch(g);  // a capture runs nothing: this launch is this run's work
+  if (replayable) {
+    p.graph_.exec = std::shared_ptr<void>(g, [](void* x) { CudaContext::destroy_graph(x); });
+    p.graph_.key = p.graph_.last;
+  } else {  // the captured work kept (or freed) device memory of its own: once only
+    cu.synchronize();
+    CudaContext::destroy_graph(g);
+    p.graph_.off = true;
+  }
+}
+
+OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out) {
   out.resize(fetch.size());
   for (size_t i = 0; i < fetch.size(); ++i) {
     const std::string& name = fetch[i];
@@ -936,7 +997,24 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
   }
   p.free_.clear();
   p.plan();
-  if (place_.is_cuda()) p.group(place_);
+  p.graph_ = {};
+  if (place_.is_cuda()) {
+    p.group(place_);
+    // What a CUDA graph of the block must see unchanged, and whether one may be made of it at all: not with
+    // control flow, nor with a random op drawing its seed from the executor (its draw would be replayed).
+    std::set<const Value*> seen;
+    for (const PreparedBlock::Step& st : p.steps_) {
+      const Operator& op = *st.op;
+      if (op.sub_block() >= 0) p.graph_.off = true;
+      if (op.type() == ops::Dropout::type && !op.attr_or(ops::Dropout::fix_seed, false)) p.graph_.off = true;
+      if ((op.type() == ops::UniformRandom::type || op.type() == ops::GaussianRandom::type || op.type() == ops::TruncatedGaussianRandom::type) &&
+          op.attr_or(ops::UniformRandom::seed, 0) == 0)
+        p.graph_.off = true;
+      for (const auto& names : {op.input_names(), op.output_names()})
+        for (const std::string& n : names)
+          if (const Value* v = p.local_->find(n); v && v->is_tensor() && seen.insert(v).second) p.graph_.values.push_back(v);
+    }
+  }
 }
 
 OAR_FUNC void PreparedBlock::group(const Place& place) {

@@ -109,6 +109,16 @@ class PreparedBlock {
   std::vector<std::shared_ptr<Storage>> free_;
   std::vector<const Value*> fetched_;
   std::vector<Value*> arrays_;  // the temporaries that are tensor arrays: emptied at the start of every run
+  /// The block as a CUDA graph (set_cuda_graphs): captured after two runs in which every tensor its ops touch
+  /// kept its shape and buffer, replayed while they do (a gradient another block reallocated, a fed batch of
+  /// another size: run again, then captured again).
+  struct Graph {
+    std::shared_ptr<void> exec;  // the instantiated graph (CudaContext::destroy_graph)
+    std::vector<const Value*> values;  // every tensor the block's ops read or write (its feeds among them)
+    std::vector<std::pair<Shape, const void*>> key, last;  // their shapes and buffers: captured with / last run
+    int same = 0;      // runs in a row whose tensors matched the run before
+    bool off = false;  // never for this block: control flow or a random op on the executor's seeds, or a failed capture
+  } graph_;
 };
 
 class Executor {
@@ -171,6 +181,10 @@ class Executor {
   std::shared_ptr<PreparedBlock> prepare_like(const PreparedBlock& proto, Scope& scope);
   /// Runs the steps (ops) of a bound block; with recycling, `fetched` survive and `batch` sizes first runs.
   void run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch);
+  /// run_steps captured as a CUDA graph and launched; kept in `p` for replay when it may be launched again.
+  void run_captured(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch);
+  /// The `fetch` variables into `out`, copied to the host.
+  void fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out);
   /// run()'s body; `fed` and `ran` (null unless profiling) receive when the feeds were in place and when the
   /// last kernel had been queued.
   void run_impl(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out,
