@@ -269,6 +269,13 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
               std::to_string(g1.launches - g0.launches) + " launches, " + std::to_string(g1.abandoned - g0.abandoned) + " given up)",
           true});
     emit({name + "_graph_host", "us/step", t * share * 1e6, "", 0, 1, "process CPU time per step, as a CUDA graph", false});
+    if (!conv && batch == 64) {  // where the host's time goes when each block is one launch
+      oar::Profiler prof;
+      for (int i = 0; i < 50; ++i) opt.step(feeds, out);
+      cudaDeviceSynchronize();
+      for (const oar::OpTime& o : prof.times())
+        if (o.total_ns > 0) info(fmt::format("{} graph host/step: {:8.1f} us  {} ({} calls/step)", name, o.total_ns / 50e3, o.op, o.calls / 50));
+    }
     oar::set_cuda_graphs(false);
   }
   emit({name + "_peak_mem", "MB", double(oar::memory_stats(oar::cuda(0)).peak.load()) / 1e6, "", 0, 1,
