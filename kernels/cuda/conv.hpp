@@ -125,6 +125,58 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
   return {&d, algo, bytes};
 }
 
+/// The three passes of the convolution x (*) f = y on cuDNN, through its kept plan. conv2d runs them as they
+/// are; conv2d_transpose runs them with its Output as x and its Input as y.
+inline void conv_forward(const KernelContext& c, const ops::detail::ConvAttrs& a, const Tensor& x, const Tensor& f, Tensor& y) {
+  float_types(c, x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T one = 1, zero = 0;
+    const ConvPlan p = conv_plan(c, ConvPass::forward, x.shape(), f.shape(), y.shape(), a, x.dtype());
+    Tensor ws = workspace(c, p.bytes);
+    check(c,
+          cudnnConvolutionForward(c.cuda().cudnn(), &one, p.d->x_, x.raw(), p.d->f_, f.raw(), p.d->conv_, cudnnConvolutionFwdAlgo_t(p.algo), ws.raw(),
+                                  p.bytes, &zero, p.d->y_, y.raw()),
+          "cudnnConvolutionForward");
+  });
+}
+/// dx from dy (dx already has x's shape).
+inline void conv_data_grad(const KernelContext& c, const ops::detail::ConvAttrs& a, const Tensor& f, const Tensor& dy, Tensor& dx) {
+  float_types(c, dx.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T one = 1, zero = 0;
+    const ConvPlan p = conv_plan(c, ConvPass::data, dx.shape(), f.shape(), dy.shape(), a, dx.dtype());
+    Tensor ws = workspace(c, p.bytes);
+    check(c,
+          cudnnConvolutionBackwardData(c.cuda().cudnn(), &one, p.d->f_, f.raw(), p.d->y_, dy.raw(), p.d->conv_, cudnnConvolutionBwdDataAlgo_t(p.algo),
+                                       ws.raw(), p.bytes, &zero, p.d->x_, dx.raw()),
+          "cudnnConvolutionBackwardData");
+  });
+}
+/// df from x and dy (df already has the filter's shape).
+inline void conv_filter_grad(const KernelContext& c, const ops::detail::ConvAttrs& a, const Tensor& x, const Tensor& dy, Tensor& df) {
+  float_types(c, x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T one = 1, zero = 0;
+    const ConvPlan p = conv_plan(c, ConvPass::filter, x.shape(), df.shape(), dy.shape(), a, x.dtype());
+    Tensor ws = workspace(c, p.bytes);
+    check(c,
+          cudnnConvolutionBackwardFilter(c.cuda().cudnn(), &one, p.d->x_, x.raw(), p.d->y_, dy.raw(), p.d->conv_, cudnnConvolutionBwdFilterAlgo_t(p.algo),
+                                         ws.raw(), p.bytes, &zero, p.d->f_, df.raw()),
+          "cudnnConvolutionBackwardFilter");
+  });
+}
+/// A convolution gradient's outputs, each present one sized like its input (x, f); false when the batch is
+/// empty (then the filter's gradient is zeros and nothing is left to do).
+inline bool conv_grad_outputs(KernelContext& c, Slot x_grad, Slot f_grad, const Tensor& x, const Tensor& f, LoDTensor*& dx, LoDTensor*& df) {
+  dx = c.has_out(x_grad) ? &c.out(x_grad) : nullptr;
+  df = c.has_out(f_grad) ? &c.out(f_grad) : nullptr;
+  if (dx) dx->resize(x.shape(), x.dtype());
+  if (df) df->resize(f.shape(), f.dtype());
+  if (x.numel() > 0) return true;
+  if (df) check(c, fill(df->raw(), df->numel(), int(size_of(df->dtype())), 0, stream(c)));
+  return false;
+}
+
 }  // namespace oar::cuda_kernels
 
 namespace oar::ops {
@@ -142,18 +194,7 @@ inline void Conv2d::eval_cuda(KernelContext& c, const Attrs& a) {
   const int64_t ow = detail::conv_out_size(x.dim(3), f.dim(3), a.paddings[1], a.strides[1], a.dilations[1]);
   c.check(oh > 0 && ow > 0, "output size [{}, {}] <= 0 for Input {} and Filter {}", oh, ow, x.shape(), f.shape());
   out.resize(Shape{x.dim(0), f.dim(0), oh, ow}, x.dtype());
-  if (out.numel() == 0) return;
-  cuda_kernels::float_types(c, x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T one = 1, zero = 0;
-    const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::forward, x.shape(), f.shape(), out.shape(), a, x.dtype());
-    const cuda_kernels::ConvDescs& d = *p.d;
-    Tensor ws = cuda_kernels::workspace(c, p.bytes);
-    cuda_kernels::check(c,
-                        cudnnConvolutionForward(c.cuda().cudnn(), &one, d.x_, x.raw(), d.f_, f.raw(), d.conv_, cudnnConvolutionFwdAlgo_t(p.algo), ws.raw(),
-                                                p.bytes, &zero, d.y_, out.raw()),
-                        "cudnnConvolutionForward");
-  });
+  if (out.numel() > 0) cuda_kernels::conv_forward(c, a, x, f, out);
 }
 
 inline void Conv2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
@@ -163,37 +204,10 @@ inline void Conv2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const int64_t oh = detail::conv_out_size(x.dim(2), f.dim(2), a.paddings[0], a.strides[0], a.dilations[0]);
   const int64_t ow = detail::conv_out_size(x.dim(3), f.dim(3), a.paddings[1], a.strides[1], a.dilations[1]);
   c.check(dout.shape() == Shape{x.dim(0), f.dim(0), oh, ow}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), x.dim(0), f.dim(0), oh, ow);
-  LoDTensor* dx = c.has_out(input_grad) ? &c.out(input_grad) : nullptr;
-  LoDTensor* df = c.has_out(filter_grad) ? &c.out(filter_grad) : nullptr;
-  if (dx) dx->resize(x.shape(), x.dtype());
-  if (df) df->resize(f.shape(), f.dtype());
-  if (dout.numel() == 0) {  // an empty batch: no gradient reaches the filter
-    if (df) cuda_kernels::check(c, cuda_kernels::fill(df->raw(), df->numel(), int(size_of(df->dtype())), 0, cuda_kernels::stream(c)));
-    return;
-  }
-  cuda_kernels::float_types(c, x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T one = 1, zero = 0;
-    cudnnHandle_t h = c.cuda().cudnn();
-    if (dx) {
-      const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::data, x.shape(), f.shape(), dout.shape(), a, x.dtype());
-      const cuda_kernels::ConvDescs& d = *p.d;
-      Tensor ws = cuda_kernels::workspace(c, p.bytes);
-      cuda_kernels::check(c,
-                          cudnnConvolutionBackwardData(h, &one, d.f_, f.raw(), d.y_, dout.raw(), d.conv_, cudnnConvolutionBwdDataAlgo_t(p.algo), ws.raw(),
-                                                       p.bytes, &zero, d.x_, dx->raw()),
-                          "cudnnConvolutionBackwardData");
-    }
-    if (df) {
-      const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::filter, x.shape(), f.shape(), dout.shape(), a, x.dtype());
-      const cuda_kernels::ConvDescs& d = *p.d;
-      Tensor ws = cuda_kernels::workspace(c, p.bytes);
-      cuda_kernels::check(c,
-                          cudnnConvolutionBackwardFilter(h, &one, d.x_, x.raw(), d.y_, dout.raw(), d.conv_, cudnnConvolutionBwdFilterAlgo_t(p.algo),
-                                                         ws.raw(), p.bytes, &zero, d.f_, df->raw()),
-                          "cudnnConvolutionBackwardFilter");
-    }
-  });
+  LoDTensor *dx = nullptr, *df = nullptr;
+  if (!cuda_kernels::conv_grad_outputs(c, input_grad, filter_grad, x, f, dx, df) || dout.numel() == 0) return;
+  if (dx) cuda_kernels::conv_data_grad(c, a, f, dout, *dx);
+  if (df) cuda_kernels::conv_filter_grad(c, a, x, dout, *df);
 }
 
 // conv2d_transpose is conv2d read the other way: a convolution from its Output (as cuDNN's x) to its Input (as
@@ -211,17 +225,7 @@ inline void Conv2dTranspose::eval_cuda(KernelContext& c, const Attrs& a) {
     cuda_kernels::check(c, cuda_kernels::fill(out.raw(), out.numel(), int(size_of(out.dtype())), 0, cuda_kernels::stream(c)));
     return;
   }
-  cuda_kernels::float_types(c, x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T one = 1, zero = 0;
-    const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::data, out.shape(), f.shape(), x.shape(), a, x.dtype());
-    const cuda_kernels::ConvDescs& d = *p.d;
-    Tensor ws = cuda_kernels::workspace(c, p.bytes);
-    cuda_kernels::check(c,
-                        cudnnConvolutionBackwardData(c.cuda().cudnn(), &one, d.f_, f.raw(), d.y_, x.raw(), d.conv_, cudnnConvolutionBwdDataAlgo_t(p.algo),
-                                                     ws.raw(), p.bytes, &zero, d.x_, out.raw()),
-                        "cudnnConvolutionBackwardData");
-  });
+  cuda_kernels::conv_data_grad(c, a, f, x, out);
 }
 
 inline void Conv2dTranspose::eval_grad_cuda(KernelContext& c, const Attrs& a) {
@@ -230,37 +234,10 @@ inline void Conv2dTranspose::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& dout = c.in(output_grad);
   const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, a, x.shape(), f.shape());
   c.check(dout.shape() == Shape{x.dim(0), g.c, g.h, g.w}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), x.dim(0), g.c, g.h, g.w);
-  LoDTensor* dx = c.has_out(input_grad) ? &c.out(input_grad) : nullptr;
-  LoDTensor* df = c.has_out(filter_grad) ? &c.out(filter_grad) : nullptr;
-  if (dx) dx->resize(x.shape(), x.dtype());
-  if (df) df->resize(f.shape(), f.dtype());
-  if (x.numel() == 0) {  // an empty batch: no gradient reaches the filter
-    if (df) cuda_kernels::check(c, cuda_kernels::fill(df->raw(), df->numel(), int(size_of(df->dtype())), 0, cuda_kernels::stream(c)));
-    return;
-  }
-  cuda_kernels::float_types(c, x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T one = 1, zero = 0;
-    cudnnHandle_t h = c.cuda().cudnn();
-    if (dx) {
-      const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::forward, dout.shape(), f.shape(), x.shape(), a, x.dtype());
-      const cuda_kernels::ConvDescs& d = *p.d;
-      Tensor ws = cuda_kernels::workspace(c, p.bytes);
-      cuda_kernels::check(c,
-                          cudnnConvolutionForward(h, &one, d.x_, dout.raw(), d.f_, f.raw(), d.conv_, cudnnConvolutionFwdAlgo_t(p.algo), ws.raw(), p.bytes,
-                                                  &zero, d.y_, dx->raw()),
-                          "cudnnConvolutionForward");
-    }
-    if (df) {
-      const cuda_kernels::ConvPlan p = cuda_kernels::conv_plan(c, cuda_kernels::ConvPass::filter, dout.shape(), f.shape(), x.shape(), a, x.dtype());
-      const cuda_kernels::ConvDescs& d = *p.d;
-      Tensor ws = cuda_kernels::workspace(c, p.bytes);
-      cuda_kernels::check(c,
-                          cudnnConvolutionBackwardFilter(h, &one, d.x_, dout.raw(), d.y_, x.raw(), d.conv_, cudnnConvolutionBwdFilterAlgo_t(p.algo),
-                                                         ws.raw(), p.bytes, &zero, d.f_, df->raw()),
-                          "cudnnConvolutionBackwardFilter");
-    }
-  });
+  LoDTensor *dx = nullptr, *df = nullptr;
+  if (!cuda_kernels::conv_grad_outputs(c, input_grad, filter_grad, x, f, dx, df)) return;
+  if (dx) cuda_kernels::conv_forward(c, a, dout, f, *dx);
+  if (df) cuda_kernels::conv_filter_grad(c, a, dout, x, *df);
 }
 
 }  // namespace oar::ops

@@ -8,6 +8,34 @@ namespace oar::cuda_kernels {
 
 namespace {
 
+// Each rule's update of one element, shared by the one-parameter kernels and update_group's.
+template <class T>
+__device__ void momentum_at(T* p, T* v, const T* g, int64_t i, T l, T mu, bool nesterov) {
+  const T gi = g[i], vn = mu * v[i] + gi;
+  v[i] = vn;
+  p[i] = nesterov ? p[i] - (gi + mu * vn) * l : p[i] - l * vn;
+}
+/// Adam's factors from the device scalars: the bias-corrected rate and (adamw) the decay's.
+struct AdamRates {
+  double lr_t, wd;
+};
+template <class T>
+__device__ AdamRates adam_rates(const T* lr, const T* b1p, const T* b2p, T coeff) {
+  const double l = double(lr[0]);
+  return {l * sqrt(1 - double(b2p[0])) / (1 - double(b1p[0])), l * double(coeff)};
+}
+template <class T>
+__device__ void adam_at(T* p, T* m, T* v, const T* g, int64_t i, T lr_t, T wd, T b1, T b2, T eps, T coeff) {
+  T pv = p[i];
+  if (coeff != T(0)) pv -= wd * pv;
+  const T gi = g[i];
+  const T a = b1 * m[i] + (T(1) - b1) * gi;
+  const T b = b2 * v[i] + (T(1) - b2) * gi * gi;
+  m[i] = a;
+  v[i] = b;
+  p[i] = pv - lr_t * a / (sqrt(b) + eps);
+}
+
 template <class T>
 __global__ void sgd_kernel(T* p, const T* g, const T* lr, int64_t n) {
   const T l = lr[0];
@@ -16,26 +44,12 @@ __global__ void sgd_kernel(T* p, const T* g, const T* lr, int64_t n) {
 template <class T>
 __global__ void momentum_kernel(T* p, T* v, const T* g, const T* lr, T mu, bool nesterov, int64_t n) {
   const T l = lr[0];
-  OAR_GRID_STRIDE(i, n) {
-    const T gi = g[i], vn = mu * v[i] + gi;
-    v[i] = vn;
-    p[i] = nesterov ? p[i] - (gi + mu * vn) * l : p[i] - l * vn;
-  }
+  OAR_GRID_STRIDE(i, n) momentum_at(p, v, g, i, l, mu, nesterov);
 }
 template <class T>
 __global__ void adam_kernel(T* p, T* m, T* v, const T* g, const T* lr, const T* b1p, const T* b2p, T b1, T b2, T eps, T coeff, int64_t n) {
-  const double l = double(lr[0]);
-  const T lr_t = T(l * sqrt(1 - double(b2p[0])) / (1 - double(b1p[0]))), wd = T(l * double(coeff));
-  OAR_GRID_STRIDE(i, n) {
-    T pv = p[i];
-    if (coeff != T(0)) pv -= wd * pv;
-    const T gi = g[i];
-    const T a = b1 * m[i] + (T(1) - b1) * gi;
-    const T b = b2 * v[i] + (T(1) - b2) * gi * gi;
-    m[i] = a;
-    v[i] = b;
-    p[i] = pv - lr_t * a / (sqrt(b) + eps);
-  }
+  const AdamRates r = adam_rates(lr, b1p, b2p, coeff);
+  OAR_GRID_STRIDE(i, n) adam_at(p, m, v, g, i, T(r.lr_t), T(r.wd), b1, b2, eps, coeff);
 }
 template <class T>
 __global__ void scale_scalar_kernel(const T* in, T* out, T beta) {
@@ -65,29 +79,12 @@ __global__ void update_group_kernel(UpdateArgs a, UpdateBatch b) {
       for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) p[i] -= l * g[i];
     } else if (a.rule == UpdateRule::momentum) {
       const T l = lr[0], mu = T(a.mu);
-      T* v = static_cast<T*>(u.m);
-      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-        const T gi = g[i], vn = mu * v[i] + gi;
-        v[i] = vn;
-        p[i] = a.nesterov ? p[i] - (gi + mu * vn) * l : p[i] - l * vn;
-      }
-    } else {  // adam_kernel's arithmetic
-      T* m = static_cast<T*>(u.m);
-      T* v = static_cast<T*>(u.v);
-      const T b1 = T(a.beta1), b2 = T(a.beta2), eps = T(a.epsilon), coeff = T(a.coeff);
-      const double l = double(lr[0]);
-      const T lr_t = T(l * sqrt(1 - double(static_cast<const T*>(u.beta2_pow)[0])) / (1 - double(static_cast<const T*>(u.beta1_pow)[0])));
-      const T wd = T(l * double(coeff));
-      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-        T pv = p[i];
-        if (coeff != T(0)) pv -= wd * pv;
-        const T gi = g[i];
-        const T x = b1 * m[i] + (T(1) - b1) * gi;
-        const T y = b2 * v[i] + (T(1) - b2) * gi * gi;
-        m[i] = x;
-        v[i] = y;
-        p[i] = pv - lr_t * x / (sqrt(y) + eps);
-      }
+      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) momentum_at(p, static_cast<T*>(u.m), g, i, l, mu, a.nesterov);
+    } else {
+      const T coeff = T(a.coeff);
+      const AdamRates r = adam_rates(lr, static_cast<const T*>(u.beta1_pow), static_cast<const T*>(u.beta2_pow), coeff);
+      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
+        adam_at(p, static_cast<T*>(u.m), static_cast<T*>(u.v), g, i, T(r.lr_t), T(r.wd), T(a.beta1), T(a.beta2), T(a.epsilon), coeff);
     }
   }
 }
