@@ -177,9 +177,13 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
     if (!b.find_var(name) && !p.local_->find(name)) throw Error(fmt::format("cannot fetch '{}': no such variable in the program", name));
   bool capture = false;
   if (graph) {
-    std::vector<std::pair<Shape, const void*>> now;
-    now.reserve(p.graph_.values.size());
+    std::vector<std::pair<Shape, const void*>>& now = p.graph_.now;  // kept: a replayed run allocates nothing
+    now.clear();
     for (const Value* v : p.graph_.values) {
+      if (!v->is_tensor()) {  // a sparse gradient, say: not a tensor with one buffer
+        p.graph_.off = true;
+        break;
+      }
       const LoDTensor& t = v->tensor();
       now.emplace_back(t.shape(), t.raw());
       if (!t.lod().empty()) p.graph_.off = true;  // sequences: kernels read their LoD on the host
@@ -192,7 +196,7 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
     }
     p.graph_.exec.reset();  // the feeds changed: the captured buffers may have too
     p.graph_.same = now == p.graph_.last ? p.graph_.same + 1 : 0;
-    p.graph_.last = std::move(now);
+    std::swap(p.graph_.last, now);
     capture = p.graph_.same >= 2 && !p.graph_.off;
   }
   // The block's own tensor arrays start each run empty, as in the fresh local scope of a Fluid run: writes
@@ -217,7 +221,6 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
   auto& cu = static_cast<CudaContext&>(*dev_);
   cu.begin_capture();
   bool replayable = false;
-  void* g = nullptr;
   try {
     run_steps(p, fetched, batch);
   } catch (...) {  // a call that cannot be captured, or a real error: the eager run below tells them apart
@@ -227,7 +230,7 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
     run_steps(p, fetched, batch);
     return;
   }
-  g = cu.end_capture(&replayable);
+  void* g = cu.end_capture(&replayable);
   if (!g) {  // the capture failed at its end: nothing ran
     p.graph_.off = true;
     if (p.recycle_) p.reclaim();

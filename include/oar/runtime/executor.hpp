@@ -115,7 +115,7 @@ class PreparedBlock {
   struct Graph {
     std::shared_ptr<void> exec;  // the instantiated graph (CudaContext::destroy_graph)
     std::vector<const Value*> values;  // every tensor the block's ops read or write (its feeds among them)
-    std::vector<std::pair<Shape, const void*>> key, last;  // their shapes and buffers: captured with / last run
+    std::vector<std::pair<Shape, const void*>> key, last, now;  // their shapes and buffers: captured with / last run / this run
     int same = 0;      // runs in a row whose tensors matched the run before
     bool off = false;  // never for this block: control flow or a random op on the executor's seeds, or a failed capture
   } graph_;
