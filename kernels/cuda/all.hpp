@@ -4,6 +4,7 @@
 #pragma once
 #include "kernels/cuda/conv.hpp"
 #include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/fused.hpp"
 #include "kernels/cuda/nn.hpp"
 #include "kernels/cuda/optim.hpp"
 #include "kernels/cuda/random.hpp"

@@ -150,6 +150,28 @@ int batch_norm_backward(Elem t, const void* x, const void* dy, const void* scale
 /// The device scratch either pass needs: two sums per channel, then two factors per channel.
 inline size_t batch_norm_scratch_bytes(int64_t n, int64_t c, int64_t s) { return channel_scratch_bytes(n, c, s, 2) + size_t(c) * 2 * sizeof(double); }
 
+// ---- fused.cu: fused_elementwise's postfix program (ops/fused_elementwise.hpp) run per output element
+/// One node: kind as ops::fused::Kind (0 input, 1 constant, 2 unary, 3 binary); code as ops::fused::Unary or
+/// Binary; the stack slot its value lives in; the input it reads; a unary's parameters; a constant's value.
+struct FusedNode {
+  uint8_t kind = 0, code = 0, depth = 0;
+  int8_t input = -1;
+  float p0 = 0, p1 = 0;
+  double value = 0;
+};
+/// How an input is read along the flat output (kernels/cpu/fused_elementwise.hpp's InputMap): mode 0 the same
+/// layout, 1 one value, 2 through the strides of the collapsed output dims (0 where broadcast).
+inline constexpr int fused_max_rank = 9;
+struct FusedInput {
+  const void* data = nullptr;
+  int mode = 0, rank = 0;
+  int64_t dims[fused_max_rank] = {}, strides[fused_max_rank] = {};
+};
+/// What one launch takes in its arguments (under the 4 KiB every device accepts).
+inline constexpr int fused_max_nodes = 48, fused_max_inputs = 8, fused_max_depth = 16;
+/// out[i] = the program at output element i, for i in [0, total) (f32, f64).
+int fused_forward(Elem t, const FusedNode* nodes, int num_nodes, const FusedInput* inputs, int num_inputs, void* out, int64_t total, Stream s);
+
 // ---- optim.cu (one parameter per call; lr is a device scalar of the parameter's type)
 /// p -= lr * g.
 int sgd(Elem t, void* p, const void* g, const void* lr, int64_t n, Stream s);

@@ -4,6 +4,7 @@
 // CUDA kernel for each op listed.
 #include <doctest/doctest.h>
 
+#include <oar/ops/fused_elementwise.hpp>
 #include <oar/ops/optimizers.hpp>
 
 #include "support/op_check.hpp"
@@ -50,7 +51,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
                        "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "uniform_random", "gaussian_random",
                        "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "conv2d_transpose", "conv2d_transpose_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
-                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad", "slice", "slice_grad", "gather", "gather_grad"};
+                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad", "slice", "slice_grad", "gather", "gather_grad", "fused_elementwise"};
   for (const char* op : ops) {
     CAPTURE(op);
     const KernelEntry* e = r.find(op);
@@ -295,6 +296,37 @@ TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch fo
     const auto got = run(cuda(0), &gpu_calls);
     CHECK(gpu_calls == 2);  // one group per run
     for (auto& [n, t] : want) check_close(LoDTensor(got.at(n)), LoDTensor(t), 10 * tol<T>(), 10 * tol<T>(), r + " " + n);
+  }
+}
+
+TEST_CASE_TEMPLATE("cuda: fused_elementwise (every unary token, the binary operators, broadcasts, constants) matches the CPU", T, float, double) {
+  const double t = std::is_same_v<T, double> ? 1e-12 : 1e-5;
+  for (const auto& tok : ops::fused::unary_tokens) {  // inputs in [0.5, 2]: every token is defined there
+    const std::string e = "x0 " + std::string(tok.name);
+    OpTest f("fused_elementwise");
+    f.inputs("X", {LoDTensor(random_tensor<T>({37, 5}, 0.5, 2, 700))}).attr("expression", e);
+    compare_on_cuda(f, e, t, t);
+  }
+  struct Case { std::vector<Shape> shapes; const char* expr; };
+  const std::vector<Case> cases = {
+      {{{300, 7}, {7}}, "x0 x1 add"},
+      {{{300, 7}, {300, 1}}, "x0 x1 mul c:0.5 sub"},
+      {{{1}, {300, 5}}, "x0 x1 div"},
+      {{{64, 1}, {1, 9}}, "x0 x1 mul x0 add"},
+      {{{8, 3, 4}, {3, 1}, {4}}, "x0 x1 mul x2 add relu"},
+      {{{2, 50, 3}, {2, 1, 3}, {50, 1}}, "x0 x1 max x2 min"},
+      {{{7}, {40, 7}, {40, 1}, {1}}, "x0 x1 mul x2 add x3 mul tanh"},
+      {{{100}, {100}}, "x0 x1 pow neg c:2 x0 mul add"},
+      {{{5, 4, 3, 2, 2}, {4, 1, 2, 1}}, "x0 x1 sub softplus:beta=2,threshold=10 x0 mul"},
+      {{{0, 4}, {4}}, "x0 x1 mul exp"},
+  };
+  uint64_t seed = 710;
+  for (const Case& k : cases) {
+    std::vector<LoDTensor> xs;
+    for (const Shape& sh : k.shapes) xs.emplace_back(random_tensor<T>(sh, 0.5, 2, seed++));
+    OpTest f("fused_elementwise");
+    f.inputs("X", xs).attr("expression", k.expr);
+    compare_on_cuda(f, k.expr, t, t);
   }
 }
 

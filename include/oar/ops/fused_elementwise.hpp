@@ -308,6 +308,7 @@ struct FusedElementwise {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/fused_elementwise.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/fused_elementwise.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/fused.hpp (the gradient: CPU only yet)
 };
 
 }  // namespace oar::ops
