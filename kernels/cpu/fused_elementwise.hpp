@@ -500,6 +500,24 @@ void backward(const Program& p, const T* const* xs, const InputMap* maps, size_t
   }
 }
 
+/// target[i]: the X@GRAD variable input i adds its gradient to, numbered in order of first use (-1: none
+/// wanted); inputs that share one variable add up. Returns how many distinct variables there are.
+inline size_t grad_targets(const KernelContext& c, int* target) {
+  using F = ops::FusedElementwise;
+  const size_t n = c.num_in(F::x);
+  std::fill(target, target + n, -1);
+  Value** outs = array<Value*, grad_outs>(n);
+  size_t nt = 0;
+  for (size_t i = 0; i < n && i < c.num_out(F::x_grad); ++i) {
+    Value* v = c.out_value(F::x_grad, i);
+    if (!v) continue;
+    Value** it = std::find(outs, outs + nt, v);
+    target[i] = int(it - outs);
+    if (it == outs + nt) outs[nt++] = v;
+  }
+  return nt;
+}
+
 }  // namespace oar::cpu_kernels::fused
 
 namespace oar::ops {
@@ -527,16 +545,7 @@ inline void FusedElementwise::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   namespace fk = cpu_kernels::fused;
   const size_t n = c.num_in(x);
   int* target = fk::array<int, fk::grad_target>(n);
-  std::fill(target, target + n, -1);
-  Value** outs = fk::array<Value*, fk::grad_outs>(n);  // distinct X@GRAD variables; inputs sharing one add up
-  size_t nt = 0;
-  for (size_t i = 0; i < n && i < c.num_out(x_grad); ++i) {
-    Value* v = c.out_value(x_grad, i);
-    if (!v) continue;
-    Value** it = std::find(outs, outs + nt, v);
-    target[i] = int(it - outs);
-    if (it == outs + nt) outs[nt++] = v;
-  }
+  const size_t nt = fk::grad_targets(c, target);
   if (nt == 0) return;
   const LoDTensor** xs;
   fk::InputMap* maps;

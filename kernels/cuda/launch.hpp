@@ -171,6 +171,12 @@ struct FusedInput {
 inline constexpr int fused_max_nodes = 48, fused_max_inputs = 8, fused_max_depth = 16;
 /// out[i] = the program at output element i, for i in [0, total) (f32, f64).
 int fused_forward(Elem t, const FusedNode* nodes, int num_nodes, const FusedInput* inputs, int num_inputs, void* out, int64_t total, Stream s);
+/// The gradient: for each output element i, the nodes' values and then their adjoints from dout[i] back to
+/// the inputs; input k's adjoints add up in gradient `target[k]` (-1: not wanted), whose values at element i
+/// go to grads[target][i] (an output-shaped array: the caller sums a broadcast input's over its broadcast dims).
+/// Every gradient array is written at every element.
+int fused_backward(Elem t, const FusedNode* nodes, int num_nodes, const FusedInput* inputs, int num_inputs, const int8_t* target,
+                   void* const* grads, int num_grads, const void* dout, int64_t total, Stream s);
 
 // ---- optim.cu (one parameter per call; lr is a device scalar of the parameter's type)
 /// p -= lr * g.

@@ -6,12 +6,8 @@
 
 namespace oar::cuda_kernels {
 
-/// The plan of reducing X over `a`'s dims, as the device kernels take it; the reduced axes in `axes`.
-inline ReduceGroups reduce_groups(const KernelContext& c, const Shape& x, const ops::ReduceOp::Attrs& a, std::vector<int>& axes) {
-  std::string why;
-  axes = ops::reduce_axes(x, a.dim, a.reduce_all, why);
-  c.check(why.empty(), "{}", why);
-  const cpu_kernels::ReducePlan p = cpu_kernels::make_reduce_plan(x, axes);
+/// A CPU reduce plan as the device kernels take it.
+inline ReduceGroups groups_of(const cpu_kernels::ReducePlan& p) {
   ReduceGroups g;
   g.groups = int(p.size.size());
   g.count = p.count, g.out_numel = p.out_numel;
@@ -21,6 +17,14 @@ inline ReduceGroups reduce_groups(const KernelContext& c, const Shape& x, const 
     stride *= g.size[k];
   }
   return g;
+}
+
+/// The plan of reducing X over `a`'s dims, as the device kernels take it; the reduced axes in `axes`.
+inline ReduceGroups reduce_groups(const KernelContext& c, const Shape& x, const ops::ReduceOp::Attrs& a, std::vector<int>& axes) {
+  std::string why;
+  axes = ops::reduce_axes(x, a.dim, a.reduce_all, why);
+  c.check(why.empty(), "{}", why);
+  return groups_of(cpu_kernels::make_reduce_plan(x, axes));
 }
 
 inline void reduce_forward(KernelContext& c, Reduce r, const ops::ReduceOp::Attrs& a) {

@@ -89,6 +89,29 @@ TEST_CASE("cuda: a model trains on cuda:0 as on the CPU: same initial weights, t
   CHECK(std::abs(accuracy[1] - accuracy[0]) <= 0.01);
 }
 
+TEST_CASE("cuda: a model with Var expressions (fused_elementwise and its gradient) trains on cuda:0 as on the CPU") {
+  if (no_device()) return;
+  std::vector<double> per_place[2];
+  const Place places[2] = {cpu(), cuda(0)};
+  for (int p = 0; p < 2; ++p) {
+    Tape tape;
+    auto x = data("x", f32, {-1, 8});
+    auto label = data("label", i64, {-1, 1});
+    Var a = fc(x, 16), b = fc(x, 16);
+    Var h = oar::relu(a * b + 0.5 * a - b / 4);  // one fused_elementwise op, x0 and x1 each read twice
+    auto cost = mean(cross_entropy(fc(h, 3).act(softmax), label));
+    Model model(tape.program({cost}), places[p], 11);
+    Optimizer opt(model, cost, optim::adam(0.01));
+    auto r = toy(1024, 1).shuffle(256, 5).batch(64);
+    opt.train(r, {x, label}, 2, [&](const Event& e) {
+      if (e.kind == Event::Kind::end_iteration) per_place[p].push_back(e.loss);
+    });
+  }
+  REQUIRE(per_place[0].size() == 32);
+  check_losses_close(per_place[0], per_place[1]);
+  CHECK(per_place[1].back() < per_place[1].front());
+}
+
 TEST_CASE("cuda: a checkpoint written on cuda:0 resumes on the CPU, and one from the CPU resumes on cuda:0") {
   if (no_device()) return;
   const fs::path dir = fs::temp_directory_path() / "oar_cuda_ckpt";

@@ -51,7 +51,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
                        "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "uniform_random", "gaussian_random",
                        "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "conv2d_transpose", "conv2d_transpose_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
-                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad", "slice", "slice_grad", "gather", "gather_grad", "fused_elementwise"};
+                       "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad", "slice", "slice_grad", "gather", "gather_grad", "fused_elementwise", "fused_elementwise_grad"};
   for (const char* op : ops) {
     CAPTURE(op);
     const KernelEntry* e = r.find(op);
@@ -299,14 +299,22 @@ TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch fo
   }
 }
 
-TEST_CASE_TEMPLATE("cuda: fused_elementwise (every unary token, the binary operators, broadcasts, constants) matches the CPU", T, float, double) {
+TEST_CASE_TEMPLATE("cuda: fused_elementwise (every unary token, the binary operators, broadcasts, constants) and its gradient match the CPU", T,
+                   float, double) {
   const double t = std::is_same_v<T, double> ? 1e-12 : 1e-5;
-  for (const auto& tok : ops::fused::unary_tokens) {  // inputs in [0.5, 2]: every token is defined there
-    const std::string e = "x0 " + std::string(tok.name);
+  // The op and its gradient (every input's, a broadcast one summed over its broadcast dims) on the same inputs.
+  auto both = [&](const std::vector<LoDTensor>& xs, const std::string& e, uint64_t seed) {
     OpTest f("fused_elementwise");
-    f.inputs("X", {LoDTensor(random_tensor<T>({37, 5}, 0.5, 2, 700))}).attr("expression", e);
+    f.inputs("X", xs).attr("expression", e);
     compare_on_cuda(f, e, t, t);
-  }
+    const LoDTensor y = f.run().at("Out");
+    OpTest g("fused_elementwise_grad");
+    g.skip_inferred_check();
+    g.inputs("X", xs).input("Out", y).input("Out@GRAD", random_tensor<T>(y.shape(), -1, 1, seed)).attr("expression", e).outputs("X@GRAD", xs.size());
+    compare_on_cuda(g, e + " (grad)", 10 * t, 10 * t);
+  };
+  for (const auto& tok : ops::fused::unary_tokens)  // inputs in [0.5, 2]: every token is defined there
+    both({LoDTensor(random_tensor<T>({37, 5}, 0.5, 2, 700))}, "x0 " + std::string(tok.name), 701);
   struct Case { std::vector<Shape> shapes; const char* expr; };
   const std::vector<Case> cases = {
       {{{300, 7}, {7}}, "x0 x1 add"},
@@ -324,9 +332,7 @@ TEST_CASE_TEMPLATE("cuda: fused_elementwise (every unary token, the binary opera
   for (const Case& k : cases) {
     std::vector<LoDTensor> xs;
     for (const Shape& sh : k.shapes) xs.emplace_back(random_tensor<T>(sh, 0.5, 2, seed++));
-    OpTest f("fused_elementwise");
-    f.inputs("X", xs).attr("expression", k.expr);
-    compare_on_cuda(f, k.expr, t, t);
+    both(xs, k.expr, seed++);
   }
 }
 

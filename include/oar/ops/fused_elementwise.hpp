@@ -308,7 +308,8 @@ struct FusedElementwise {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/fused_elementwise.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/fused_elementwise.hpp
-  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/fused.hpp (the gradient: CPU only yet)
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/fused.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/fused.hpp
 };
 
 }  // namespace oar::ops
