@@ -518,6 +518,27 @@ inline size_t grad_targets(const KernelContext& c, int* target) {
   return nt;
 }
 
+/// What both devices' gradient kernels start from: the targets, the inputs and their maps onto the broadcast
+/// shape, and Out@GRAD checked against that shape.
+struct GradPlan {
+  int* target = nullptr;
+  const LoDTensor** xs = nullptr;
+  InputMap* maps = nullptr;
+  Shape os;
+  const LoDTensor* dout = nullptr;
+};
+/// Fills `g` and returns the number of gradient targets; 0 (and `g` left unfilled) when none is wanted.
+inline size_t grad_plan(const KernelContext& c, GradPlan& g) {
+  using F = ops::FusedElementwise;
+  g.target = array<int, grad_target>(c.num_in(F::x));
+  const size_t nt = grad_targets(c, g.target);
+  if (nt == 0) return 0;
+  inputs(c, F::x, g.xs, g.maps, g.os);
+  g.dout = &c.in(F::out_grad);
+  c.check(g.dout->shape() == g.os, "Out@GRAD {} does not match the broadcast shape {} of X", g.dout->shape(), g.os);
+  return nt;
+}
+
 }  // namespace oar::cpu_kernels::fused
 
 namespace oar::ops {
@@ -543,16 +564,15 @@ inline void FusedElementwise::eval_cpu(KernelContext& c, const Attrs& a) {
 
 inline void FusedElementwise::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   namespace fk = cpu_kernels::fused;
-  const size_t n = c.num_in(x);
-  int* target = fk::array<int, fk::grad_target>(n);
-  const size_t nt = fk::grad_targets(c, target);
+  fk::GradPlan g;
+  const size_t nt = fk::grad_plan(c, g);
   if (nt == 0) return;
-  const LoDTensor** xs;
-  fk::InputMap* maps;
-  Shape os;
-  fk::inputs(c, x, xs, maps, os);
-  const LoDTensor& dout = c.in(out_grad);
-  c.check(dout.shape() == os, "Out@GRAD {} does not match the broadcast shape {} of X", dout.shape(), os);
+  const size_t n = c.num_in(x);
+  const int* target = g.target;
+  const LoDTensor** xs = g.xs;
+  const fk::InputMap* maps = g.maps;
+  const Shape& os = g.os;
+  const LoDTensor& dout = *g.dout;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* const* px = fk::data_of<T>(xs, n);

@@ -63,19 +63,17 @@ inline void FusedElementwise::eval_cuda(KernelContext& c, const Attrs& a) {
 inline void FusedElementwise::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   namespace fk = cpu_kernels::fused;
   namespace ck = cuda_kernels;
-  const size_t n = c.num_in(x);
-  int* target = fk::array<int, fk::grad_target>(n);
-  const size_t nt = fk::grad_targets(c, target);
+  fk::GradPlan gp;
+  const size_t nt = fk::grad_plan(c, gp);
   if (nt == 0) return;
-  const LoDTensor** xs;
-  fk::InputMap* maps;
-  Shape os;
-  fk::inputs(c, x, xs, maps, os);
-  const LoDTensor& dout = c.in(out_grad);
-  c.check(dout.shape() == os, "Out@GRAD {} does not match the broadcast shape {} of X", dout.shape(), os);
+  const size_t n = c.num_in(x);
+  const int* target = gp.target;
+  const LoDTensor** xs = gp.xs;
+  const Shape& os = gp.os;
+  const LoDTensor& dout = *gp.dout;
   ck::FusedNode nodes[ck::fused_max_nodes];
   ck::FusedInput ins[ck::fused_max_inputs];
-  ck::fused_args(c, a.program, xs, maps, n, nodes, ins);
+  ck::fused_args(c, a.program, xs, gp.maps, n, nodes, ins);
   const ck::Elem t = ck::elem(c, xs[0]->dtype());
   int8_t tg[ck::fused_max_inputs];
   LoDTensor* dx[ck::fused_max_inputs] = {};
