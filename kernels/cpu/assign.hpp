@@ -2,6 +2,7 @@
 #pragma once
 #include <limits>
 
+#include "kernels/cast.hpp"
 #include "oar/ops/assign.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
@@ -47,28 +48,18 @@ namespace tensor_detail {
 template <class From, class To>
 void cast_loop(const From* src, To* dst, int64_t n) {
   parallel_for(0, n, 1 << 15, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      if constexpr (std::is_same_v<To, bool>) {
-        dst[i] = src[i] != From(0);
-      } else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-        From v = src[i];  // saturate (NaN -> 0): a plain conversion of these is undefined behaviour
-        constexpr From lo = From(std::numeric_limits<To>::min()), hi = From(std::numeric_limits<To>::max());
-        dst[i] = v != v ? To(0) : v <= lo ? std::numeric_limits<To>::min() : v >= hi ? std::numeric_limits<To>::max() : static_cast<To>(v);
-      } else {
-        dst[i] = static_cast<To>(src[i]);
-      }
-    }
+    for (int64_t i = lo; i < hi; ++i) dst[i] = fn::cast_value<From, To>(src[i]);
   });
 }
 }  // namespace tensor_detail
 
-/// Out = X converted element-wise to out_dtype: float -> integer truncates toward zero and saturates at the
-/// integer's range (NaN -> 0); anything -> bool is x != 0.
+/// Out = X converted element-wise to out_dtype (fn::cast_value: float -> integer truncates and saturates,
+/// anything -> bool is x != 0, f16 and bf16 round to nearest even).
 inline void Cast::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   LoDTensor& ot = c.out(out);
   const DType to = a.out_dtype;
-  using types = type_list<bool, int32_t, int64_t, float, double>;
+  using types = type_list<bool, int32_t, int64_t, float, double, half, bfloat16>;
   if (to == xt.dtype()) {
     if (&ot != &xt) ot.copy_from(xt);
   } else {

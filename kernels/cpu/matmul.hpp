@@ -37,6 +37,7 @@ void matmul_batch_sum(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha
 /// The CPU's products for the matmul kernels below; kernels/cuda/nn.hpp has the same two on cuBLAS, so that
 /// one kernel (ops::detail::matmul_forward / matmul_backward) plans the products for both places.
 struct CpuMatmul {
+  using types = type_list<float, double>;
   template <class T>
   static void batched(const KernelContext&, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, int64_t sa,
                       const T* b, int64_t ldb, int64_t sb, T* c, int64_t ldc, int64_t sc, int64_t batch) {
@@ -83,10 +84,10 @@ void matmul_forward(KernelContext& c, const Matmul::Attrs& attrs) {
   LoDTensor& out = c.out(Matmul::out);
   const detail::MatmulPlan p = detail::matmul_plan(c, attrs, x, y);
   const float alpha = attrs.alpha;
-  c.dispatch_float([&](auto tag) {
+  c.dispatch(typename P::types{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     out.resize(p.out, x.dtype());
-    P::template batched<T>(c, p.x.trans, p.y.trans, p.m, p.n, p.k, T(alpha), x.data<T>(), p.x.cols, p.sx, y.data<T>(), p.y.cols, p.sy,
+    P::template batched<T>(c, p.x.trans, p.y.trans, p.m, p.n, p.k, compute_t<T>(alpha), x.data<T>(), p.x.cols, p.sx, y.data<T>(), p.y.cols, p.sy,
                            out.data<T>(), p.n, p.sout, p.batch);
   });
 }
@@ -105,10 +106,10 @@ void matmul_backward(KernelContext& c, const Matmul::Attrs& attrs) {
   c.check(dout.numel() == p.batch * p.m * p.n, "Out@GRAD {} does not match Out {}", dout.shape(), p.out);
   const float alpha = attrs.alpha;
   const bool tx = p.x.trans, ty = p.y.trans;
-  c.dispatch_float([&](auto tag) {
+  c.dispatch(typename P::types{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *px = x.data<T>(), *py = y.data<T>(), *pd = dout.data<T>();
-    const T a = T(alpha);
+    const compute_t<T> a = compute_t<T>(alpha);
     if (c.has_out(Matmul::x_grad)) {
       LoDTensor& dx = c.out(Matmul::x_grad);
       dx.resize(x.shape(), x.dtype());

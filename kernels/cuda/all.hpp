@@ -2,9 +2,12 @@
 // builds the kernel registry (src/kernels.cpp, or a header-only unit) when oar is built with CUDA. The device
 // side is the .cu files of this folder, in the oar_cuda library.
 #pragma once
+#include "kernels/cuda/clip_norm.hpp"
+#include "kernels/cuda/amp.hpp"
 #include "kernels/cuda/conv.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/fused.hpp"
+#include "kernels/cuda/layer_norm.hpp"
 #include "kernels/cuda/nn.hpp"
 #include "kernels/cuda/optim.hpp"
 #include "kernels/cuda/random.hpp"

@@ -38,7 +38,7 @@ int by_any(Elem t, F&& f) {
     case Elem::f64: return f(double{});
     case Elem::i32: return f(int32_t{});
     case Elem::i64: return f(int64_t{});
-    case Elem::b8: break;  // cast alone takes bool
+    case Elem::b8: case Elem::f16: case Elem::bf16: break;  // cast, the products and convolutions alone take these
   }
   return bad_type();
 }

@@ -22,7 +22,8 @@ namespace oar::cuda_kernels {
 class ConvDescs {
  public:
   ConvDescs(const KernelContext& c, DType t, const Shape& x, const Shape& f, const Shape& y, const ops::detail::ConvAttrs& a) {
-    const cudnnDataType_t dt = t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    const cudnnDataType_t dt = t == DType::f64 ? CUDNN_DATA_DOUBLE : t == DType::f16 ? CUDNN_DATA_HALF : t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    const bool sixteen = t == DType::f16 || t == DType::bf16;
     for (const Shape* s : {&x, &f, &y})
       for (int i = 0; i < 4; ++i) c.check((*s)[i] <= INT32_MAX, "{} is beyond cuDNN's 32-bit sizes", *s);
     check(c, cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
@@ -34,14 +35,19 @@ class ConvDescs {
     check(c, cudnnSetFilter4dDescriptor(f_, dt, CUDNN_TENSOR_NCHW, int(f[0]), int(f[1]), int(f[2]), int(f[3])), "cudnnSetFilter4dDescriptor");
     check(c,
           cudnnSetConvolution2dDescriptor(conv_, a.paddings[0], a.paddings[1], a.strides[0], a.strides[1], a.dilations[0], a.dilations[1],
-                                          CUDNN_CROSS_CORRELATION, dt),
+                                          CUDNN_CROSS_CORRELATION, sixteen ? CUDNN_DATA_FLOAT : dt),  // 16-bit data accumulates in f32
           "cudnnSetConvolution2dDescriptor");
     check(c, cudnnSetConvolutionGroupCount(conv_, a.groups), "cudnnSetConvolutionGroupCount");
-    // Full f32 math unless set_cuda_tf32 allows TF32 (the CPU kernels' precision by default).
-    check(c, cudnnSetConvolutionMathType(conv_, math()), "cudnnSetConvolutionMathType");
+    // Full f32 math unless set_cuda_tf32 allows TF32 (the CPU kernels' precision by default); 16-bit data on
+    // tensor cores.
+    check(c, cudnnSetConvolutionMathType(conv_, math(t)), "cudnnSetConvolutionMathType");
   }
-  /// The math type convolutions run in: FMA (full f32), or the default (TF32 allowed) under set_cuda_tf32.
-  static cudnnMathType_t math() { return cuda_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+  /// The math type convolutions of `t` run in: tensor cores for the 16-bit floats; for f32 FMA (full f32), or
+  /// the default (TF32 allowed) under set_cuda_tf32.
+  static cudnnMathType_t math(DType t) {
+    if (t == DType::f16 || t == DType::bf16) return CUDNN_TENSOR_OP_MATH;
+    return cuda_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  }
   ~ConvDescs() {
     cudnnDestroyConvolutionDescriptor(conv_);
     cudnnDestroyFilterDescriptor(f_);
@@ -67,7 +73,7 @@ struct ConvPlan {
 };
 
 /// The plan of (pass, shapes, window, dtype, device, TF32 setting), made on first use of the shape and kept:
-/// descriptors built once, the algorithm cuDNN's heuristics' first choice in the math type ConvDescs::math()
+/// descriptors built once, the algorithm cuDNN's heuristics' first choice in the math type ConvDescs::math(t)
 /// asks for. A step then makes no cuDNN set-up calls at all (descriptors and workspace queries cost more host
 /// time than the launches).
 inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x, const Shape& f, const Shape& y, const ops::detail::ConvAttrs& a,
@@ -93,7 +99,7 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
   size_t bytes = 0;
   auto pick = [&](const auto* perf) {
     for (int i = 0; i < got && algo < 0; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == ConvDescs::math()) algo = int(perf[i].algo);
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == ConvDescs::math(t)) algo = int(perf[i].algo);
     for (int i = 0; i < got && algo < 0; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS) algo = int(perf[i].algo);
     c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
@@ -128,9 +134,9 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
 /// The three passes of the convolution x (*) f = y on cuDNN, through its kept plan. conv2d runs them as they
 /// are; conv2d_transpose runs them with its Output as x and its Input as y.
 inline void conv_forward(const KernelContext& c, const ops::detail::ConvAttrs& a, const Tensor& x, const Tensor& f, Tensor& y) {
-  float_types(c, x.dtype(), [&](auto z) {
+  gemm_types(c, x.dtype(), [&](auto z) {
     using T = decltype(z);
-    const T one = 1, zero = 0;
+    const compute_t<T> one = 1, zero = 0;
     const ConvPlan p = conv_plan(c, ConvPass::forward, x.shape(), f.shape(), y.shape(), a, x.dtype());
     Tensor ws = workspace(c, p.bytes);
     check(c,
@@ -141,9 +147,9 @@ inline void conv_forward(const KernelContext& c, const ops::detail::ConvAttrs& a
 }
 /// dx from dy (dx already has x's shape).
 inline void conv_data_grad(const KernelContext& c, const ops::detail::ConvAttrs& a, const Tensor& f, const Tensor& dy, Tensor& dx) {
-  float_types(c, dx.dtype(), [&](auto z) {
+  gemm_types(c, dx.dtype(), [&](auto z) {
     using T = decltype(z);
-    const T one = 1, zero = 0;
+    const compute_t<T> one = 1, zero = 0;
     const ConvPlan p = conv_plan(c, ConvPass::data, dx.shape(), f.shape(), dy.shape(), a, dx.dtype());
     Tensor ws = workspace(c, p.bytes);
     check(c,
@@ -154,9 +160,9 @@ inline void conv_data_grad(const KernelContext& c, const ops::detail::ConvAttrs&
 }
 /// df from x and dy (df already has the filter's shape).
 inline void conv_filter_grad(const KernelContext& c, const ops::detail::ConvAttrs& a, const Tensor& x, const Tensor& dy, Tensor& df) {
-  float_types(c, x.dtype(), [&](auto z) {
+  gemm_types(c, x.dtype(), [&](auto z) {
     using T = decltype(z);
-    const T one = 1, zero = 0;
+    const compute_t<T> one = 1, zero = 0;
     const ConvPlan p = conv_plan(c, ConvPass::filter, x.shape(), df.shape(), dy.shape(), a, x.dtype());
     Tensor ws = workspace(c, p.bytes);
     check(c,

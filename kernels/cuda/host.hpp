@@ -36,6 +36,23 @@ void float_types(const KernelContext& c, DType t, F&& f) {
   else c.fail("no CUDA kernel for dtype {} (it has: float32, float64)", name(t));
 }
 
+/// Calls f(T{}) for the types the products and convolutions take: f32, f64, and the 16-bit floats (half,
+/// bfloat16: stored in 16 bits, multiplied on tensor cores and accumulated in f32), else an oar::Error.
+template <class F>
+void gemm_types(const KernelContext& c, DType t, F&& f) {
+  if (t == DType::f32) f(float{});
+  else if (t == DType::f64) f(double{});
+  else if (t == DType::f16) f(half{});
+  else if (t == DType::bf16) f(bfloat16{});
+  else c.fail("no CUDA kernel for dtype {} (it has: float32, float64, float16, bfloat16)", name(t));
+}
+
+/// cuBLAS's name of the 16-bit float type T.
+template <class T>
+constexpr cudaDataType_t cublas_type() {
+  return std::is_same_v<T, half> ? CUDA_R_16F : CUDA_R_16BF;
+}
+
 /// An oar::Error naming the op when a launch failed (`err`: a cudaError_t, 0 for none).
 inline void check(const KernelContext& c, int err) {
   if (err != 0) [[unlikely]]
@@ -74,17 +91,22 @@ inline cublasHandle_t cublas(const KernelContext& c) {
   return h;
 }
 
-/// Row-major C[m, n] = alpha op(A) op(B) + beta C on cuBLAS (float or double): the column-major product
-/// C^T = op(B)^T op(A)^T, so B goes first.
+/// Row-major C[m, n] = alpha op(A) op(B) + beta C on cuBLAS (f32, f64, or a 16-bit float accumulated in f32):
+/// the column-major product C^T = op(B)^T op(A)^T, so B goes first.
 template <class T>
-void gemm(const KernelContext& c, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* out, int64_t ldc) {
+void gemm(const KernelContext& c, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, compute_t<T> alpha, const T* a, int64_t lda,
+          const T* b, int64_t ldb, compute_t<T> beta, T* out, int64_t ldc) {
   if (m == 0 || n == 0) return;
   c.check(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && lda <= INT32_MAX && ldb <= INT32_MAX && ldc <= INT32_MAX,
           "a product of {} x {} x {} is beyond cuBLAS's 32-bit sizes", m, k, n);
   cublasHandle_t h = cublas(c);
   const cublasOperation_t ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (is_half_v<T>)
+    check(c,
+          cublasGemmEx(h, ta, tb, int(n), int(m), int(k), &alpha, b, cublas_type<T>(), int(ldb), a, cublas_type<T>(), int(lda), &beta, out,
+                       cublas_type<T>(), int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
+  else if constexpr (std::is_same_v<T, float>)
     check(c, cublasSgemm(h, ta, tb, int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, out, int(ldc)), "cublasSgemm");
   else
     check(c, cublasDgemm(h, ta, tb, int(n), int(m), int(k), &alpha, b, int(ldb), a, int(lda), &beta, out, int(ldc)), "cublasDgemm");

@@ -19,7 +19,7 @@ namespace oar::cuda_kernels {
 using Stream = CUstream_st*;
 
 /// The element types the device kernels are instantiated for (b8: bool, for cast only).
-enum class Elem : int { f32, f64, i32, i64, b8 };
+enum class Elem : int { f32, f64, i32, i64, b8, f16, bf16 };
 
 /// The unary and binary element-wise ops, in the order of their lists.
 enum class Unary : int {
@@ -190,6 +190,35 @@ int adam(Elem t, void* p, void* m, void* v, const void* g, const void* lr, const
          float epsilon, float coeff, int64_t n, Stream s);
 /// pow_out[0] = pow[0] * beta (Adam's running powers).
 int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s);
+/// adagrad (decay < 0: m += g^2) and decayed_adagrad (m = decay m + (1 - decay) g^2); p -= lr g / (sqrt(m) + eps).
+int adagrad(Elem t, void* p, void* m, const void* g, const void* lr, float epsilon, float decay, int64_t n, Stream s);
+/// adamax: m = b1 m + (1 - b1) g; u = max(b2 u + eps, |g|); p -= lr / (1 - b1^t) m / u (b1^t: the device scalar
+/// beta1_pow, advanced by the caller with scale_scalar).
+int adamax(Elem t, void* p, void* m, void* u, const void* g, const void* lr, const void* beta1_pow, float beta1, float beta2, float epsilon, int64_t n,
+           Stream s);
+/// rmsprop: ms = rho ms + (1 - rho) g^2; centered (mg not null): mg = rho mg + (1 - rho) g; mom = mu mom + lr g /
+/// sqrt(ms [- mg^2] + eps); p -= mom.
+int rmsprop(Elem t, void* p, void* ms, void* mg, void* mom, const void* g, const void* lr, float epsilon, float decay, float momentum, int64_t n,
+            Stream s);
+/// adadelta: eg = rho eg + (1 - rho) g^2; d = -sqrt((edx + eps) / (eg + eps)) g; edx = rho edx + (1 - rho) d^2; p += d.
+int adadelta(Elem t, void* p, void* eg, void* edx, const void* g, float rho, float epsilon, int64_t n, Stream s);
+/// lamb: the moments as adam's, r = (m1 / (1 - b1^t)) / (sqrt(m2 / (1 - b2^t)) + eps) + wd p, then p -= lr trust r
+/// with trust = ||p|| / ||r|| (1 when either is 0), the norms summed in double on the device. `scratch`:
+/// lamb_scratch_bytes(t, n) bytes.
+int lamb(Elem t, void* p, void* m1, void* m2, const void* g, const void* lr, const void* beta1_pow, const void* beta2_pow, float beta1, float beta2,
+         float epsilon, float weight_decay, int64_t n, void* scratch, Stream s);
+size_t lamb_scratch_bytes(Elem t, int64_t n);
+/// A SelectedRows gradient's rows grouped by Param row, as one device array `plan`: rows [k] (each Param row
+/// once, in the order of first appearance, as cpu_kernels::param_update::merge_rows lists them) | start [k + 1] |
+/// src [n] (group i is the value rows src[start[i] .. start[i + 1]), in their order). value: [n, width].
+/// sgd: p[rows[i]] -= lr value[src[e]] for each e of group i in order (the CPU's sequential sum).
+int sparse_sgd(Elem t, void* p, const void* value, const int64_t* plan, int64_t k, int64_t width, const void* lr, Stream s);
+/// merged[at(i)] = 0 + value[src[e]] over group i's e in order (merge_rows's sums), at(i) = i (`compact`: [k, width])
+/// or rows[i] (into a zeroed [height, width], which then is the dense gradient).
+int sparse_merge(Elem t, const void* value, const int64_t* plan, int64_t k, int64_t width, bool compact, void* merged, Stream s);
+/// adam (adamw: coeff) on the listed rows alone (lazy_mode): element j of row rows[i] with g = merged[i, j].
+int sparse_adam(Elem t, void* p, void* m, void* v, const void* merged, const int64_t* rows, int64_t k, int64_t width, const void* lr,
+                const void* beta1_pow, const void* beta2_pow, float beta1, float beta2, float epsilon, float coeff, Stream s);
 /// Several parameters of one dtype updated by one rule in one launch (the update ops' eval_cuda_group): each
 /// tensor's arrays and device scalars, the same arithmetic as the one-parameter kernels above. For adam the
 /// powers are read by that launch and advanced by a second one (pow_out = pow * beta; in place allowed).
@@ -225,5 +254,42 @@ int lr_schedule(const ops::LrFormula& f, Elem step_type, const void* step, float
 int uniform_random(Elem t, void* out, int64_t n, uint64_t seed, double lo, double hi, Stream s);
 /// out[i] = mean + std z_i (z_i standard normal; `truncated`: redrawn until |z| <= 2).
 int gaussian_random(Elem t, void* out, int64_t n, uint64_t seed, double mean, double std, bool truncated, Stream s);
+
+// ---- clip_norm.cu: what clipping by norm or global norm and L1 decay add to an update program (the CPU's semantics)
+/// out[0] = sum(x^2) over n elements (f32, f64), summed in double in a fixed order (the same bits every run);
+/// `scratch`: squared_l2_norm_scratch_bytes(n).
+int squared_l2_norm(Elem t, const void* x, void* out, int64_t n, void* scratch, Stream s);
+inline size_t squared_l2_norm_scratch_bytes(int64_t n) { return channel_scratch_bytes(n, 1, 1, 1); }
+/// dx = 2 dout[0] x (f32, f64).
+int squared_l2_norm_grad(Elem t, const void* x, const void* dout, void* dx, int64_t n, Stream s);
+/// out = x max_norm / max(||x||_2, max_norm) (f32, f64; the norm as squared_l2_norm's). In place allowed.
+/// `scratch`: clip_by_norm_scratch_bytes(n) (the sum's pieces, then the factor).
+int clip_by_norm(Elem t, const void* x, void* out, int64_t n, double max_norm, void* scratch, Stream s);
+inline size_t clip_by_norm_scratch_bytes(int64_t n) { return channel_scratch_bytes(n, 1, 1, 1) + sizeof(double); }
+/// out = 1 for x > 0, -1 for x < 0, else x (0, -0, NaN) (f32, f64, i32, i64). In place allowed.
+int sign(Elem t, const void* x, void* out, int64_t n, Stream s);
+
+// ---- norm.cu: layer_norm over x as [rows, k] (k: the dims from begin_norm_axis on), the CPU kernel's semantics.
+/// Per row: mean and biased variance in double (two passes), y = (x - mean) istd scale + bias in T, with
+/// istd = 1 / sqrt(var + eps); scale, bias [k] may be null. y may be x.
+int layer_norm_forward(Elem t, const void* x, const void* scale, const void* bias, void* y, void* mean, void* var, int64_t rows, int64_t k,
+                       double epsilon, Stream s);
+/// From the forward's mean and variance: dx = istd (g - mean(g) - xhat mean(g xhat)) with g = dy scale (scale may
+/// be null: 1); dscale = sum over rows of dy xhat, dbias = sum over rows of dy (in double, a fixed order). dx,
+/// dscale, dbias may each be null. `scratch`: layer_norm_scratch_bytes(rows, k).
+int layer_norm_backward(Elem t, const void* x, const void* dy, const void* scale, const void* mean, const void* var, void* dx, void* dscale,
+                        void* dbias, int64_t rows, int64_t k, double epsilon, void* scratch, Stream s);
+/// Each row's istd, then the column sums' pieces.
+inline size_t layer_norm_scratch_bytes(int64_t rows, int64_t k) { return size_t(rows) * sizeof(double) + channel_scratch_bytes(rows, k, 1, 2); }
+
+// ---- amp.cu: dynamic loss scaling (ops/amp.hpp) and logical_not.
+/// out[i] = x[i] / scale[0] (x and out may be the same); *found set to true when some x[i] is inf or NaN (it is
+/// only ever set, never cleared: the caller clears it once before the first tensor).
+int unscale_and_check(Elem t, const void* x, void* out, int64_t n, const float* scale, bool* found, Stream s);
+/// update_loss_scaling's rule (kernels/loss_scale.hpp) on the device's one-value tensors.
+int update_loss_scaling(const bool* found, const float* prev, const int32_t* good_in, const int32_t* bad_in, float* scale, int32_t* good, int32_t* bad,
+                        int32_t incr_every, int32_t decr_every, float incr_ratio, float decr_ratio, Stream s);
+/// out[i] = !x[i].
+int logical_not(const bool* x, bool* out, int64_t n, Stream s);
 
 }  // namespace oar::cuda_kernels

@@ -1,5 +1,6 @@
 // kernels/cuda/nn.hpp: eval_cuda of mul and matmul (cuBLAS), softmax and log_softmax (cuDNN), cross_entropy,
-// softmax_with_cross_entropy, top_k, accuracy, dropout and lookup_table with its dense gradient (kernels/cuda/nn.cu).
+// softmax_with_cross_entropy, top_k, accuracy, dropout and lookup_table with its gradient, dense or SelectedRows
+// (kernels/cuda/nn.cu).
 #pragma once
 #include <cstring>
 
@@ -66,18 +67,24 @@ void softmax_backward(KernelContext& c, int axis) {
 
 /// matmul's products on cuBLAS (cpu_kernels::CpuMatmul's counterpart): strided batches, one call each.
 struct CudaMatmul {
+  using types = type_list<float, double, half, bfloat16>;
   template <class T>
-  static void batched(const KernelContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, int64_t sa,
-                      const T* b, int64_t ldb, int64_t sb, T* out, int64_t ldc, int64_t sc, int64_t batch) {
+  static void batched(const KernelContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, compute_t<T> alpha, const T* a, int64_t lda,
+                      int64_t sa, const T* b, int64_t ldb, int64_t sb, T* out, int64_t ldc, int64_t sc, int64_t batch) {
     if (batch <= 0 || m == 0 || n == 0) return;
-    if (batch == 1) return gemm<T>(c, ta, tb, m, n, k, alpha, a, lda, b, ldb, T(0), out, ldc);
+    if (batch == 1) return gemm<T>(c, ta, tb, m, n, k, alpha, a, lda, b, ldb, 0, out, ldc);
     c.check(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && batch <= INT32_MAX, "a batch of {} x {} x {} products is beyond cuBLAS's 32-bit sizes", m,
             k, n);
-    const T zero = 0;
+    const compute_t<T> zero = 0;
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first (as gemm in host.hpp).
     const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasHandle_t h = cublas(c);
-    if constexpr (std::is_same_v<T, float>)
+    if constexpr (is_half_v<T>)
+      check(c,
+            cublasGemmStridedBatchedEx(h, opb, opa, int(n), int(m), int(k), &alpha, b, cublas_type<T>(), int(ldb), sb, a, cublas_type<T>(), int(lda), sa,
+                                       &zero, out, cublas_type<T>(), int(ldc), sc, int(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "cublasGemmStridedBatchedEx");
+    else if constexpr (std::is_same_v<T, float>)
       check(c, cublasSgemmStridedBatched(h, opb, opa, int(n), int(m), int(k), &alpha, b, int(ldb), sb, a, int(lda), sa, &zero, out, int(ldc), sc, int(batch)),
             "cublasSgemmStridedBatched");
     else
@@ -86,13 +93,13 @@ struct CudaMatmul {
   }
   /// C = sum over the batch of alpha op(A_b) op(B_b): the products accumulate into C.
   template <class T>
-  static void batch_sum(const KernelContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, int64_t sa,
-                        const T* b, int64_t ldb, int64_t sb, T* out, int64_t ldc, int64_t batch) {
+  static void batch_sum(const KernelContext& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, compute_t<T> alpha, const T* a, int64_t lda,
+                        int64_t sa, const T* b, int64_t ldb, int64_t sb, T* out, int64_t ldc, int64_t batch) {
     if (batch <= 0) {
       check(c, fill(out, m * ldc, int(sizeof(T)), 0, stream(c)));
       return;
     }
-    for (int64_t i = 0; i < batch; ++i) gemm<T>(c, ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, i ? T(1) : T(0), out, ldc);
+    for (int64_t i = 0; i < batch; ++i) gemm<T>(c, ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, i ? 1 : 0, out, ldc);
   }
 };
 
@@ -124,9 +131,9 @@ inline void Mul::eval_cuda(KernelContext& c, const Attrs& a) {
   Shape os = xt.shape().slice(0, xd);
   for (int i = yd; i < yt.rank(); ++i) os.push_back(yt.dim(i));
   ot.resize(os, xt.dtype());
-  cuda_kernels::float_types(c, xt.dtype(), [&](auto z) {
+  cuda_kernels::gemm_types(c, xt.dtype(), [&](auto z) {
     using T = decltype(z);
-    cuda_kernels::gemm<T>(c, false, false, m, n, k, T(1), xt.data<T>(), k, yt.data<T>(), n, T(0), ot.data<T>(), n);
+    cuda_kernels::gemm<T>(c, false, false, m, n, k, 1, xt.data<T>(), k, yt.data<T>(), n, 0, ot.data<T>(), n);
   });
   ot.set_lod(xt.lod());
 }
@@ -138,18 +145,18 @@ inline void Mul::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const int64_t m = xt.shape().numel(0, a.x_num_col_dims), k = xt.shape().numel(a.x_num_col_dims, xt.rank());
   const int64_t n = yt.shape().numel(a.y_num_col_dims, yt.rank());
   c.check(dout.numel() == m * n, "Out@GRAD {} does not hold {} x {} values", dout.shape(), m, n);
-  cuda_kernels::float_types(c, xt.dtype(), [&](auto z) {
+  cuda_kernels::gemm_types(c, xt.dtype(), [&](auto z) {
     using T = decltype(z);
     if (c.has_out(x_grad)) {  // dX = dOut Y^T
       LoDTensor& dx = c.out(x_grad);
       dx.resize(xt.shape(), xt.dtype());
-      cuda_kernels::gemm<T>(c, false, true, m, k, n, T(1), dout.data<T>(), n, yt.data<T>(), n, T(0), dx.data<T>(), k);
+      cuda_kernels::gemm<T>(c, false, true, m, k, n, 1, dout.data<T>(), n, yt.data<T>(), n, 0, dx.data<T>(), k);
       dx.set_lod(xt.lod());
     }
     if (c.has_out(y_grad)) {  // dY = X^T dOut
       LoDTensor& dy = c.out(y_grad);
       dy.resize(yt.shape(), yt.dtype());
-      cuda_kernels::gemm<T>(c, true, false, k, n, m, T(1), xt.data<T>(), k, dout.data<T>(), n, T(0), dy.data<T>(), n);
+      cuda_kernels::gemm<T>(c, true, false, k, n, m, 1, xt.data<T>(), k, dout.data<T>(), n, 0, dy.data<T>(), n);
     }
   });
 }
@@ -269,6 +276,49 @@ inline void Dropout::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   dx.set_lod(dout.lod());
 }
 
+}  // namespace oar::ops
+
+namespace oar::cuda_kernels {
+
+/// lookup_table's SelectedRows gradient, as the CPU makes it: rows = the non-padding ids in order (repeats
+/// kept), height = V, value = their Out@GRAD rows, on the device. The rows are host data, so the ids come to
+/// the host: the stream is synchronized first (the ids may be a kernel's output), and they are checked there
+/// against [0, V) as the CPU checks them.
+inline void lookup_sparse_grad(const KernelContext& c, Value& gv, const LoDTensor& ids_t, const LoDTensor& dout, DType w_type, int64_t v, int64_t d,
+                               int64_t pad) {
+  const Elem t = elem(c, w_type);
+  c.check(dout.dtype() == w_type, "Out@GRAD is {} but W is {}", name(dout.dtype()), name(w_type));
+  c.device().synchronize();
+  const Tensor host_ids = ids_t.to(cpu());
+  const std::span<const int64_t> idv = cpu_kernels::lookup_ids(c, host_ids, v, pad);
+  // NOTE: the variable was created as a tensor (its kind comes from the forward program); as on the CPU, the
+  // kernel switches the value's kind.
+  if (!gv.is_selected_rows()) gv.reset();
+  SelectedRows& sr = gv.selected_rows();
+  sr.height = v;
+  sr.rows.clear();
+  thread_local std::vector<int64_t> src;  // the Out@GRAD row of each listed row
+  src.clear();
+  for (size_t i = 0; i < idv.size(); ++i)
+    if (idv[i] != pad) {
+      sr.rows.push_back(idv[i]);
+      src.push_back(int64_t(i));
+    }
+  const int64_t k = int64_t(sr.rows.size());
+  sr.value.resize(Shape{k, d}, w_type, c.place());
+  if (k * d == 0) return;
+  if (k == int64_t(idv.size())) {  // no padding id: the value is Out@GRAD
+    detail::cuda_copy_rows(c.cuda(), sr.value.raw(), sr.value.bytes(), dout.raw(), sr.value.bytes(), sr.value.bytes(), 1);
+    return;
+  }
+  const Tensor dev_src = Tensor::from<int64_t>(src).to(c.place());
+  check(c, lookup_rows(t, dout.raw(), dev_src.data<int64_t>(), sr.value.raw(), k, d, int64_t(idv.size()), -1, stream(c)));
+}
+
+}  // namespace oar::cuda_kernels
+
+namespace oar::ops {
+
 inline void LookupTable::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& wt = c.in(w);
   const LoDTensor& ids_t = c.in(ids);
@@ -288,7 +338,6 @@ inline void LookupTable::eval_cuda(KernelContext& c, const Attrs& a) {
 inline void LookupTable::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   Value* gv = c.out_value(w_grad);
   if (!gv) return;
-  c.check(!a.is_sparse, "is_sparse: the SelectedRows gradient is on the CPU only for now (on CUDA it would copy the ids to the host)");
   const LoDTensor& wt = c.in(w);
   const LoDTensor& ids_t = c.in(ids);
   const LoDTensor& dout = c.in(out_grad);
@@ -296,6 +345,10 @@ inline void LookupTable::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const int64_t v = wt.dim(0), d = wt.dim(1), pad = cpu_kernels::padding_row(a.padding_idx, v), n = ids_t.numel();
   c.check(dout.numel() == n * d, "Out@GRAD {} does not hold {} rows of {}", dout.shape(), n, d);
   const cuda_kernels::Elem t = cuda_kernels::elem(c, wt.dtype());
+  if (a.is_sparse) {
+    cuda_kernels::lookup_sparse_grad(c, *gv, ids_t, dout, wt.dtype(), v, d, pad);
+    return;
+  }
   LoDTensor& dw = gv->tensor();
   dw.set_place(c.place());
   dw.resize(wt.shape(), wt.dtype());

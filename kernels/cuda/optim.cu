@@ -1,5 +1,8 @@
-// kernels/cuda/optim.cu: the parameter updates of kernels/cpu/optimizers.hpp on the device, the learning rate
-// and Adam's running powers read from device scalars so that a step never waits for the host.
+// kernels/cuda/optim.cu: the parameter updates of kernels/cpu/optimizers.hpp on the device (dense gradients,
+// and SelectedRows ones for sgd and adam), the learning rate and the running powers read from device scalars
+// so that a step never waits for the host.
+#include <cub/block/block_reduce.cuh>
+
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
@@ -25,10 +28,9 @@ __device__ AdamRates adam_rates(const T* lr, const T* b1p, const T* b2p, T coeff
   return {l * sqrt(1 - double(b2p[0])) / (1 - double(b1p[0])), l * double(coeff)};
 }
 template <class T>
-__device__ void adam_at(T* p, T* m, T* v, const T* g, int64_t i, T lr_t, T wd, T b1, T b2, T eps, T coeff) {
+__device__ void adam_at(T* p, T* m, T* v, int64_t i, T gi, T lr_t, T wd, T b1, T b2, T eps, T coeff) {
   T pv = p[i];
   if (coeff != T(0)) pv -= wd * pv;
-  const T gi = g[i];
   const T a = b1 * m[i] + (T(1) - b1) * gi;
   const T b = b2 * v[i] + (T(1) - b2) * gi * gi;
   m[i] = a;
@@ -49,11 +51,150 @@ __global__ void momentum_kernel(T* p, T* v, const T* g, const T* lr, T mu, bool 
 template <class T>
 __global__ void adam_kernel(T* p, T* m, T* v, const T* g, const T* lr, const T* b1p, const T* b2p, T b1, T b2, T eps, T coeff, int64_t n) {
   const AdamRates r = adam_rates(lr, b1p, b2p, coeff);
-  OAR_GRID_STRIDE(i, n) adam_at(p, m, v, g, i, T(r.lr_t), T(r.wd), b1, b2, eps, coeff);
+  OAR_GRID_STRIDE(i, n) adam_at(p, m, v, i, g[i], T(r.lr_t), T(r.wd), b1, b2, eps, coeff);
 }
 template <class T>
 __global__ void scale_scalar_kernel(const T* in, T* out, T beta) {
   out[0] = T(double(in[0]) * double(beta));
+}
+
+// adagrad, decayed_adagrad, adamax, rmsprop, adadelta: kernels/cpu/optimizers.hpp's loops, one element per thread,
+// each output the input it updates (the host copied the inputs there).
+template <class T>
+__global__ void adagrad_kernel(T* p, T* m, const T* g, const T* lr, T e, T d, bool plain, int64_t n) {
+  const T l = lr[0];
+  OAR_GRID_STRIDE(i, n) {
+    const T gi = g[i];
+    const T mn = plain ? m[i] + gi * gi : d * m[i] + (T(1) - d) * gi * gi;
+    m[i] = mn;
+    p[i] = p[i] - l * gi / (sqrt(mn) + e);
+  }
+}
+template <class T>
+__global__ void adamax_kernel(T* p, T* m, T* u, const T* g, const T* lr, const T* b1p, T b1, T b2, T e, int64_t n) {
+  const T lr_t = T(double(lr[0]) / (1 - double(b1p[0])));
+  OAR_GRID_STRIDE(i, n) {
+    const T gi = g[i];
+    const T mn = b1 * m[i] + (T(1) - b1) * gi;
+    const T a = b2 * u[i] + e, ag = fabs(gi);
+    const T un = a < ag ? ag : a;  // std::max(a, |g|), NaN included
+    m[i] = mn;
+    u[i] = un;
+    p[i] = p[i] - lr_t * mn / un;
+  }
+}
+template <class T>
+__global__ void rmsprop_kernel(T* p, T* ms, T* mg, T* mom, const T* g, const T* lr, T e, T rho, T mu, int64_t n) {
+  const T l = lr[0];
+  OAR_GRID_STRIDE(i, n) {
+    const T gi = g[i];
+    const T msn = rho * ms[i] + (T(1) - rho) * gi * gi;
+    T denom = msn + e;
+    if (mg) {
+      const T mgn = rho * mg[i] + (T(1) - rho) * gi;
+      mg[i] = mgn;
+      denom = msn - mgn * mgn + e;
+    }
+    const T momn = mu * mom[i] + l * gi / sqrt(denom);
+    ms[i] = msn;
+    mom[i] = momn;
+    p[i] = p[i] - momn;
+  }
+}
+template <class T>
+__global__ void adadelta_kernel(T* p, T* eg, T* edx, const T* g, T r, T e, int64_t n) {
+  OAR_GRID_STRIDE(i, n) {
+    const T gi = g[i];
+    const T egn = r * eg[i] + (T(1) - r) * gi * gi;
+    const T d = -sqrt((edx[i] + e) / (egn + e)) * gi;
+    eg[i] = egn;
+    edx[i] = r * edx[i] + (T(1) - r) * d * d;
+    p[i] = p[i] + d;
+  }
+}
+
+// lamb in three launches: the moments and the direction r with each block's partial sums of p^2 and r^2 (in
+// double); one block adding the partials in a fixed order into the step lr * ||p|| / ||r||; the update.
+// Scratch: partials [2 * blocks] | step [2] | r [n] (doubles first, so r is aligned for either type).
+template <class T>
+__global__ void lamb_direction_kernel(const T* p, T* m1, T* m2, const T* g, const T* b1p, const T* b2p, T b1, T b2, T e, T wd, T* r, double* partial,
+                                      int64_t n) {
+  const T c1 = T(1 - double(b1p[0])), c2 = T(1 - double(b2p[0]));
+  double pn = 0, rn = 0;
+  OAR_GRID_STRIDE(i, n) {
+    const T gi = g[i];
+    const T am = b1 * m1[i] + (T(1) - b1) * gi;
+    const T bm = b2 * m2[i] + (T(1) - b2) * gi * gi;
+    m1[i] = am;
+    m2[i] = bm;
+    const T pi = p[i];
+    const T ri = (am / c1) / (sqrt(bm / c2) + e) + wd * pi;
+    r[i] = ri;
+    pn += double(pi) * double(pi);
+    rn += double(ri) * double(ri);
+  }
+  using Block = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Block::TempStorage tmp;
+  const double ps = Block(tmp).Sum(pn);
+  __syncthreads();
+  const double rs = Block(tmp).Sum(rn);
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = ps;
+    partial[2 * blockIdx.x + 1] = rs;
+  }
+}
+template <class T>
+__global__ void lamb_step_kernel(const double* partial, int blocks, const T* lr, double* step) {
+  double pn = 0, rn = 0;
+  for (int b = threadIdx.x; b < blocks; b += blockDim.x) {
+    pn += partial[2 * b];
+    rn += partial[2 * b + 1];
+  }
+  using Block = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Block::TempStorage tmp;
+  const double ps = sqrt(Block(tmp).Sum(pn));
+  __syncthreads();
+  const double rs = sqrt(Block(tmp).Sum(rn));
+  if (threadIdx.x == 0) step[0] = double(lr[0]) * (ps > 0 && rs > 0 ? ps / rs : 1.0);
+}
+template <class T>
+__global__ void lamb_update_kernel(T* p, const T* r, const double* step, int64_t n) {
+  const T s = T(step[0]);
+  OAR_GRID_STRIDE(i, n) p[i] = p[i] - s * r[i];
+}
+
+// ---- SelectedRows gradients: one thread per (group, column) of launch.hpp's plan, the group's value rows in order.
+struct Plan {
+  const int64_t *rows, *start, *src;
+  __device__ Plan(const int64_t* plan, int64_t k) : rows(plan), start(plan + k), src(plan + 2 * k + 1) {}
+};
+template <class T>
+__global__ void sparse_sgd_kernel(T* p, const T* value, const int64_t* plan, int64_t k, int64_t w, const T* lr) {
+  const Plan pl(plan, k);
+  const T l = lr[0];
+  OAR_GRID_STRIDE(e, k * w) {
+    const int64_t i = e / w, j = e % w;
+    T* dst = p + pl.rows[i] * w + j;
+    T x = *dst;
+    for (int64_t q = pl.start[i]; q < pl.start[i + 1]; ++q) x -= l * value[pl.src[q] * w + j];
+    *dst = x;
+  }
+}
+template <class T>
+__global__ void sparse_merge_kernel(const T* value, const int64_t* plan, int64_t k, int64_t w, bool compact, T* merged) {
+  const Plan pl(plan, k);
+  OAR_GRID_STRIDE(e, k * w) {
+    const int64_t i = e / w, j = e % w;
+    T s = T(0);
+    for (int64_t q = pl.start[i]; q < pl.start[i + 1]; ++q) s += value[pl.src[q] * w + j];
+    merged[(compact ? i : pl.rows[i]) * w + j] = s;
+  }
+}
+template <class T>
+__global__ void sparse_adam_kernel(T* p, T* m, T* v, const T* merged, const int64_t* rows, int64_t k, int64_t w, const T* lr, const T* b1p, const T* b2p,
+                                   T b1, T b2, T eps, T coeff) {
+  const AdamRates r = adam_rates(lr, b1p, b2p, coeff);
+  OAR_GRID_STRIDE(e, k * w) adam_at(p, m, v, rows[e / w] * w + e % w, merged[e], T(r.lr_t), T(r.wd), b1, b2, eps, coeff);
 }
 
 // ---- several tensors in one launch: blocks take chunks of the tensors laid end to end
@@ -84,7 +225,7 @@ __global__ void update_group_kernel(UpdateArgs a, UpdateBatch b) {
       const T coeff = T(a.coeff);
       const AdamRates r = adam_rates(lr, static_cast<const T*>(u.beta1_pow), static_cast<const T*>(u.beta2_pow), coeff);
       for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
-        adam_at(p, static_cast<T*>(u.m), static_cast<T*>(u.v), g, i, T(r.lr_t), T(r.wd), T(a.beta1), T(a.beta2), T(a.epsilon), coeff);
+        adam_at(p, static_cast<T*>(u.m), static_cast<T*>(u.v), i, g[i], T(r.lr_t), T(r.wd), T(a.beta1), T(a.beta2), T(a.epsilon), coeff);
     }
   }
 }
@@ -160,6 +301,103 @@ int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s) {
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     scale_scalar_kernel<<<1, 1, 0, s>>>(static_cast<const T*>(pow), static_cast<T*>(pow_out), T(beta));
+    return launched();
+  });
+}
+
+int adagrad(Elem t, void* p, void* m, const void* g, const void* lr, float epsilon, float decay, int64_t n, Stream s) {
+  if (n == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    adagrad_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(m), static_cast<const T*>(g), static_cast<const T*>(lr),
+                                                       T(epsilon), T(decay), decay < 0, n);
+    return launched();
+  });
+}
+
+int adamax(Elem t, void* p, void* m, void* u, const void* g, const void* lr, const void* beta1_pow, float beta1, float beta2, float epsilon, int64_t n,
+           Stream s) {
+  if (n == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    adamax_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(m), static_cast<T*>(u), static_cast<const T*>(g),
+                                                      static_cast<const T*>(lr), static_cast<const T*>(beta1_pow), T(beta1), T(beta2), T(epsilon), n);
+    return launched();
+  });
+}
+
+int rmsprop(Elem t, void* p, void* ms, void* mg, void* mom, const void* g, const void* lr, float epsilon, float decay, float momentum, int64_t n,
+            Stream s) {
+  if (n == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    rmsprop_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(ms), static_cast<T*>(mg), static_cast<T*>(mom),
+                                                       static_cast<const T*>(g), static_cast<const T*>(lr), T(epsilon), T(decay), T(momentum), n);
+    return launched();
+  });
+}
+
+int adadelta(Elem t, void* p, void* eg, void* edx, const void* g, float rho, float epsilon, int64_t n, Stream s) {
+  if (n == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    adadelta_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(eg), static_cast<T*>(edx), static_cast<const T*>(g), T(rho),
+                                                        T(epsilon), n);
+    return launched();
+  });
+}
+
+size_t lamb_scratch_bytes(Elem t, int64_t n) {
+  if (n == 0) return 0;
+  return (2 * size_t(blocks_for(n)) + 2) * sizeof(double) + size_t(n) * (t == Elem::f64 ? sizeof(double) : sizeof(float));
+}
+
+int lamb(Elem t, void* p, void* m1, void* m2, const void* g, const void* lr, const void* beta1_pow, const void* beta2_pow, float beta1, float beta2,
+         float epsilon, float weight_decay, int64_t n, void* scratch, Stream s) {
+  if (n == 0) return 0;
+  const unsigned blocks = blocks_for(n);
+  double* partial = static_cast<double*>(scratch);
+  double* step = partial + 2 * blocks;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    T* r = reinterpret_cast<T*>(step + 2);
+    lamb_direction_kernel<<<blocks, kThreads, 0, s>>>(static_cast<const T*>(p), static_cast<T*>(m1), static_cast<T*>(m2), static_cast<const T*>(g),
+                                                       static_cast<const T*>(beta1_pow), static_cast<const T*>(beta2_pow), T(beta1), T(beta2), T(epsilon),
+                                                       T(weight_decay), r, partial, n);
+    lamb_step_kernel<<<1, kThreads, 0, s>>>(partial, int(blocks), static_cast<const T*>(lr), step);
+    lamb_update_kernel<<<blocks, kThreads, 0, s>>>(static_cast<T*>(p), r, step, n);
+    return launched();
+  });
+}
+
+int sparse_sgd(Elem t, void* p, const void* value, const int64_t* plan, int64_t k, int64_t width, const void* lr, Stream s) {
+  if (k * width == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    sparse_sgd_kernel<<<blocks_for(k * width), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<const T*>(value), plan, k, width,
+                                                                  static_cast<const T*>(lr));
+    return launched();
+  });
+}
+
+int sparse_merge(Elem t, const void* value, const int64_t* plan, int64_t k, int64_t width, bool compact, void* merged, Stream s) {
+  if (k * width == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    sparse_merge_kernel<<<blocks_for(k * width), kThreads, 0, s>>>(static_cast<const T*>(value), plan, k, width, compact, static_cast<T*>(merged));
+    return launched();
+  });
+}
+
+int sparse_adam(Elem t, void* p, void* m, void* v, const void* merged, const int64_t* rows, int64_t k, int64_t width, const void* lr,
+                const void* beta1_pow, const void* beta2_pow, float beta1, float beta2, float epsilon, float coeff, Stream s) {
+  if (k * width == 0) return 0;
+  return by_float(t, [&](auto z) {
+    using T = decltype(z);
+    sparse_adam_kernel<<<blocks_for(k * width), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(m), static_cast<T*>(v),
+                                                                   static_cast<const T*>(merged), rows, k, width, static_cast<const T*>(lr),
+                                                                   static_cast<const T*>(beta1_pow), static_cast<const T*>(beta2_pow), T(beta1), T(beta2),
+                                                                   T(epsilon), T(coeff));
     return launched();
   });
 }

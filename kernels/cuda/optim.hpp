@@ -1,19 +1,21 @@
-// kernels/cuda/optim.hpp: eval_cuda of sgd, momentum, adam, adamw and lr_schedule (kernels/cuda/optim.cu). Each output
-// starts as its input (the same variable in a training program, or a device copy) and is updated in place;
-// the learning rate and Adam's powers stay on the device.
+// kernels/cuda/optim.hpp: eval_cuda of the update ops (sgd, momentum, adagrad, decayed_adagrad, adam, adamw, adamax,
+// rmsprop, adadelta, lamb; sgd, adam and adamw also with a SelectedRows Grad) and lr_schedule (kernels/cuda/optim.cu).
+// Each output starts as its input (the same variable in a training program, or a device copy) and is updated in
+// place; the learning rate and the running powers stay on the device.
 #pragma once
 #include <algorithm>
 #include <span>
 #include <vector>
 
-#include "kernels/cpu/optimizers.hpp"  // param_update::like_param, dense_grad
+#include "kernels/cpu/optimizers.hpp"  // param_update::like_param, dense_grad, check_sparse
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/lr_schedule.hpp"
 #include "oar/ops/optimizers.hpp"
 
 namespace oar::cuda_kernels::update {
 
-using cpu_kernels::param_update::dense_grad;  // shape and dtype checks only: they serve every place
+using cpu_kernels::param_update::check_sparse;  // shape, dtype and row checks only: they serve every place
+using cpu_kernels::param_update::dense_grad;
 using cpu_kernels::param_update::like_param;
 
 /// A one-value device scalar of Param's dtype (the kernels read it as that type).
@@ -32,6 +34,64 @@ inline LoDTensor& out_from(const KernelContext& c, Slot slot, const LoDTensor& i
   }
   return o;
 }
+/// pow_out = pow * beta (Beta1PowOut = Beta1Pow * beta1) when the op asks for it, queued after the update that
+/// read pow (one stream).
+inline void advance_pow(const KernelContext& c, Slot in, Slot out, float beta, Elem t) {
+  if (!c.has_out(out)) return;
+  const LoDTensor& pin = c.in(in);
+  LoDTensor& pout = c.out(out);
+  if (&pout != &pin) pout.resize(pin.shape(), pin.dtype());
+  check(c, scale_scalar(t, pin.raw(), pout.raw(), beta, stream(c)));
+}
+
+/// The grad in `slot` when it is SelectedRows, else null.
+inline const SelectedRows* sparse_grad(const KernelContext& c, Slot slot) {
+  Value* v = c.in_value(slot);
+  return v && v->is_selected_rows() ? &v->selected_rows() : nullptr;
+}
+
+/// A SelectedRows Grad checked as the CPU kernels check it, with its rows grouped by Param row (launch.hpp's
+/// plan: rows | start | src) on the device.
+struct SparsePlan {
+  int64_t width = 0, k = 0;  ///< Param's row width; the distinct rows
+  Tensor plan;
+  const int64_t* data() const { return plan.data<int64_t>(); }
+};
+inline SparsePlan sparse_plan(const KernelContext& c, const SelectedRows& g, const LoDTensor& p) {
+  SparsePlan sp;
+  sp.width = check_sparse(c, g, p);
+  c.check(g.value.place() == c.place(), "SelectedRows Grad's value is on {}, but the kernel runs on {}", g.value.place().str(), c.place().str());
+  // The rows live on the host: grouped there (merge_rows's order, by first appearance), in per-thread buffers that
+  // keep their capacity.
+  thread_local std::vector<int64_t> slot, count, buf;
+  const int64_t n = int64_t(g.rows.size());
+  slot.assign(size_t(p.dim(0)), -1);
+  count.clear();
+  buf.clear();
+  for (int64_t r : g.rows) {
+    if (slot[size_t(r)] < 0) {
+      slot[size_t(r)] = int64_t(buf.size());
+      buf.push_back(r);
+      count.push_back(0);
+    }
+    ++count[size_t(slot[size_t(r)])];
+  }
+  sp.k = int64_t(buf.size());
+  buf.resize(size_t(2 * sp.k + 1 + n));
+  int64_t* start = buf.data() + sp.k;
+  int64_t* src = start + sp.k + 1;
+  start[0] = 0;
+  for (int64_t i = 0; i < sp.k; ++i) {
+    start[i + 1] = start[i] + count[size_t(i)];
+    count[size_t(i)] = start[i];  // now: where group i's next value row goes
+  }
+  for (int64_t e = 0; e < n; ++e) src[count[size_t(slot[size_t(g.rows[size_t(e)])])]++] = e;
+  sp.plan = Tensor(Shape{int64_t(buf.size())}, DType::i64, c.place());
+  // NOTE: an asynchronous copy from pageable memory returns once the driver has staged the bytes, so `buf` may
+  // be reused at once; the copy is ordered on the stream before the kernels that read the plan.
+  check(c, int(cudaMemcpyAsync(sp.plan.raw(), buf.data(), buf.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream(c))));
+  return sp;
+}
 
 }  // namespace oar::cuda_kernels::update
 
@@ -40,9 +100,15 @@ namespace oar::ops {
 inline void Sgd::eval_cuda(KernelContext& c, const NoAttrs&) {
   using namespace cuda_kernels::update;
   const LoDTensor& p = c.in(param);
-  const LoDTensor& g = dense_grad(c, grad, p);
   const LoDTensor& lr = scalar(c, learning_rate, p);
   const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
+  if (const SelectedRows* sg = sparse_grad(c, grad)) {  // only the listed rows change; repeated rows add up in order
+    const SparsePlan sp = sparse_plan(c, *sg, p);
+    LoDTensor& po = out_from(c, param_out, p);
+    cuda_kernels::check(c, cuda_kernels::sparse_sgd(t, po.raw(), sg->value.raw(), sp.data(), sp.k, sp.width, lr.raw(), cuda_kernels::stream(c)));
+    return;
+  }
+  const LoDTensor& g = dense_grad(c, grad, p);
   LoDTensor& po = out_from(c, param_out, p);
   cuda_kernels::check(c, cuda_kernels::sgd(t, po.raw(), g.raw(), lr.raw(), p.numel(), cuda_kernels::stream(c)));
 }
@@ -66,7 +132,8 @@ namespace oar::cuda_kernels::update {
 template <class Op>
 void adam_like(KernelContext& c, const typename Op::Attrs& a, float coeff) {
   const LoDTensor& p = c.in(Op::param);
-  const LoDTensor& g = dense_grad(c, Op::grad, p);
+  const SelectedRows* sg = sparse_grad(c, Op::grad);
+  const LoDTensor* g = sg ? nullptr : &dense_grad(c, Op::grad, p);
   const LoDTensor& m1 = like_param(c, Op::moment1, p);
   const LoDTensor& m2 = like_param(c, Op::moment2, p);
   const LoDTensor& lr = scalar(c, Op::learning_rate, p);
@@ -76,15 +143,28 @@ void adam_like(KernelContext& c, const typename Op::Attrs& a, float coeff) {
   LoDTensor& po = out_from(c, Op::param_out, p);
   LoDTensor& m1o = out_from(c, Op::moment1_out, m1);
   LoDTensor& m2o = out_from(c, Op::moment2_out, m2);
-  // The powers are read by this launch before the ones below advance them (one stream).
-  check(c, adam(t, po.raw(), m1o.raw(), m2o.raw(), g.raw(), lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2, a.epsilon, coeff, p.numel(), stream(c)));
-  for (auto [in, out, beta] : {std::tuple{Op::beta1_pow, Op::beta1_pow_out, a.beta1}, std::tuple{Op::beta2_pow, Op::beta2_pow_out, a.beta2}}) {
-    if (!c.has_out(out)) continue;
-    const LoDTensor& pin = c.in(in);
-    LoDTensor& pout = c.out(out);
-    if (&pout != &pin) pout.resize(pin.shape(), pin.dtype());
-    check(c, scale_scalar(t, pin.raw(), pout.raw(), beta, stream(c)));
+  if (g) {
+    check(c, adam(t, po.raw(), m1o.raw(), m2o.raw(), g->raw(), lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2, a.epsilon, coeff, p.numel(), stream(c)));
+  } else {
+    // As the CPU: repeated rows summed first (in their order, from 0); lazy_mode updates the listed rows alone,
+    // otherwise every row is, with g = 0 where none is listed (the merged rows in a zeroed dense gradient).
+    const SparsePlan sp = sparse_plan(c, *sg, p);
+    if (a.lazy_mode) {
+      Tensor merged = workspace(c, size_t(sp.k * sp.width) * size_of(p.dtype()));
+      check(c, sparse_merge(t, sg->value.raw(), sp.data(), sp.k, sp.width, true, merged.raw(), stream(c)));
+      check(c, sparse_adam(t, po.raw(), m1o.raw(), m2o.raw(), merged.raw(), sp.data(), sp.k, sp.width, lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2,
+                           a.epsilon, coeff, stream(c)));
+    } else {
+      Tensor dense = workspace(c, p.bytes());
+      detail::cuda_zero(c.cuda(), dense.raw(), dense.bytes());
+      check(c, sparse_merge(t, sg->value.raw(), sp.data(), sp.k, sp.width, false, dense.raw(), stream(c)));
+      check(c, adam(t, po.raw(), m1o.raw(), m2o.raw(), dense.raw(), lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2, a.epsilon, coeff, p.numel(),
+                    stream(c)));
+    }
   }
+  // The powers were read by the launches above before these advance them (one stream).
+  advance_pow(c, Op::beta1_pow, Op::beta1_pow_out, a.beta1, t);
+  advance_pow(c, Op::beta2_pow, Op::beta2_pow_out, a.beta2, t);
 }
 
 /// One update op's tensors for update_group, after the checks its one-op kernel makes (the outputs start as
@@ -117,11 +197,16 @@ UpdateTensor group_member(KernelContext& c) {
 
 /// Consecutive update ops of one rule and attributes (Executor groups them): every parameter in one launch
 /// per dtype and per max_update_tensors parameters, not one (adam: three) per parameter.
-template <class Op>
-void run_group(std::span<KernelContext* const> cs, const UpdateArgs& args) {
+/// A member whose Grad is SelectedRows runs alone through the op's own kernel.
+template <class Op, class A>
+void run_group(std::span<KernelContext* const> cs, const A& attrs, const UpdateArgs& args) {
   std::vector<UpdateTensor> by_type[2];  // f32, f64
   std::vector<KernelContext*> owner[2];
   for (KernelContext* c : cs) {
+    if (sparse_grad(*c, Op::grad)) {
+      Op::eval_cuda(*c, attrs);
+      continue;
+    }
     const LoDTensor& p = c->in(Op::param);
     const int k = elem(*c, p.dtype()) == Elem::f64;
     by_type[k].push_back(group_member<Op>(*c));
@@ -138,22 +223,115 @@ void run_group(std::span<KernelContext* const> cs, const UpdateArgs& args) {
 
 namespace oar::ops {
 
-inline void Sgd::eval_cuda_group(std::span<KernelContext* const> cs, const NoAttrs&) {
-  cuda_kernels::update::run_group<Sgd>(cs, {.rule = cuda_kernels::UpdateRule::sgd});
+inline void Sgd::eval_cuda_group(std::span<KernelContext* const> cs, const NoAttrs& a) {
+  cuda_kernels::update::run_group<Sgd>(cs, a, {.rule = cuda_kernels::UpdateRule::sgd});
 }
 inline void Momentum::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
-  cuda_kernels::update::run_group<Momentum>(cs, {.rule = cuda_kernels::UpdateRule::momentum, .mu = a.mu, .nesterov = a.use_nesterov});
+  cuda_kernels::update::run_group<Momentum>(cs, a, {.rule = cuda_kernels::UpdateRule::momentum, .mu = a.mu, .nesterov = a.use_nesterov});
 }
 inline void Adam::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
-  cuda_kernels::update::run_group<Adam>(cs, {.rule = cuda_kernels::UpdateRule::adam, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon});
+  cuda_kernels::update::run_group<Adam>(cs, a, {.rule = cuda_kernels::UpdateRule::adam, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon});
 }
 inline void AdamW::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
   cuda_kernels::update::run_group<AdamW>(
-      cs, {.rule = cuda_kernels::UpdateRule::adam, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon, .coeff = a.with_decay ? a.coeff : 0.0f});
+      cs, a, {.rule = cuda_kernels::UpdateRule::adam, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon, .coeff = a.with_decay ? a.coeff : 0.0f});
 }
 
 inline void Adam::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adam_like<Adam>(c, a, 0.0f); }
 inline void AdamW::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adam_like<AdamW>(c, a, a.with_decay ? a.coeff : 0.0f); }
+
+}  // namespace oar::ops
+
+namespace oar::cuda_kernels::update {
+
+/// adagrad (decay < 0) and decayed_adagrad, `Op`'s slots.
+template <class Op>
+void adagrad_like(KernelContext& c, float epsilon, float decay) {
+  const LoDTensor& p = c.in(Op::param);
+  const LoDTensor& g = dense_grad(c, Op::grad, p);
+  const LoDTensor& m = like_param(c, Op::moment, p);
+  const LoDTensor& lr = scalar(c, Op::learning_rate, p);
+  const Elem t = elem(c, p.dtype());
+  LoDTensor& po = out_from(c, Op::param_out, p);
+  LoDTensor& mo = out_from(c, Op::moment_out, m);
+  check(c, adagrad(t, po.raw(), mo.raw(), g.raw(), lr.raw(), epsilon, decay, p.numel(), stream(c)));
+}
+
+}  // namespace oar::cuda_kernels::update
+
+namespace oar::ops {
+
+inline void Adagrad::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adagrad_like<Adagrad>(c, a.epsilon, -1.0f); }
+inline void DecayedAdagrad::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adagrad_like<DecayedAdagrad>(c, a.epsilon, a.decay); }
+
+inline void Adamax::eval_cuda(KernelContext& c, const Attrs& a) {
+  using namespace cuda_kernels::update;
+  const LoDTensor& p = c.in(param);
+  const LoDTensor& g = dense_grad(c, grad, p);
+  const LoDTensor& m = like_param(c, moment, p);
+  const LoDTensor& u = like_param(c, inf_norm, p);
+  const LoDTensor& lr = scalar(c, learning_rate, p);
+  const LoDTensor& b1p = scalar(c, beta1_pow, p);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
+  LoDTensor& po = out_from(c, param_out, p);
+  LoDTensor& mo = out_from(c, moment_out, m);
+  LoDTensor& uo = out_from(c, inf_norm_out, u);
+  cuda_kernels::check(c, cuda_kernels::adamax(t, po.raw(), mo.raw(), uo.raw(), g.raw(), lr.raw(), b1p.raw(), a.beta1, a.beta2, a.epsilon, p.numel(),
+                                              cuda_kernels::stream(c)));
+  advance_pow(c, beta1_pow, beta1_pow_out, a.beta1, t);
+}
+
+inline void Rmsprop::eval_cuda(KernelContext& c, const Attrs& a) {
+  using namespace cuda_kernels::update;
+  const LoDTensor& p = c.in(param);
+  const LoDTensor& g = dense_grad(c, grad, p);
+  const LoDTensor& ms = like_param(c, mean_square, p);
+  const LoDTensor& mom = like_param(c, moment, p);
+  c.check(!a.centered || (c.has_in(mean_grad) && c.has_out(mean_grad_out)), "centered = true needs MeanGrad and MeanGradOut");
+  const LoDTensor& lr = scalar(c, learning_rate, p);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
+  LoDTensor& po = out_from(c, param_out, p);
+  LoDTensor& mso = out_from(c, mean_square_out, ms);
+  LoDTensor& momo = out_from(c, moment_out, mom);
+  void* mgo = a.centered ? out_from(c, mean_grad_out, like_param(c, mean_grad, p)).raw() : nullptr;  // null: not centered
+  cuda_kernels::check(c, cuda_kernels::rmsprop(t, po.raw(), mso.raw(), mgo, momo.raw(), g.raw(), lr.raw(), a.epsilon, a.decay, a.momentum, p.numel(),
+                                               cuda_kernels::stream(c)));
+}
+
+inline void Adadelta::eval_cuda(KernelContext& c, const Attrs& a) {
+  using namespace cuda_kernels::update;
+  const LoDTensor& p = c.in(param);
+  const LoDTensor& g = dense_grad(c, grad, p);
+  const LoDTensor& eg = like_param(c, avg_squared_grad, p);
+  const LoDTensor& edx = like_param(c, avg_squared_update, p);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
+  LoDTensor& po = out_from(c, param_out, p);
+  LoDTensor& ego = out_from(c, avg_squared_grad_out, eg);
+  LoDTensor& edxo = out_from(c, avg_squared_update_out, edx);
+  cuda_kernels::check(c, cuda_kernels::adadelta(t, po.raw(), ego.raw(), edxo.raw(), g.raw(), a.rho, a.epsilon, p.numel(), cuda_kernels::stream(c)));
+}
+
+// The trust ratio's norms are summed on the device (per-block partials in double, added in a fixed order), so
+// the step never waits for the host.
+inline void Lamb::eval_cuda(KernelContext& c, const Attrs& a) {
+  using namespace cuda_kernels::update;
+  const LoDTensor& p = c.in(param);
+  const LoDTensor& g = dense_grad(c, grad, p);
+  const LoDTensor& m1 = like_param(c, moment1, p);
+  const LoDTensor& m2 = like_param(c, moment2, p);
+  const LoDTensor& lr = scalar(c, learning_rate, p);
+  const LoDTensor& b1p = scalar(c, beta1_pow, p);
+  const LoDTensor& b2p = scalar(c, beta2_pow, p);
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
+  LoDTensor& po = out_from(c, param_out, p);
+  LoDTensor& m1o = out_from(c, moment1_out, m1);
+  LoDTensor& m2o = out_from(c, moment2_out, m2);
+  Tensor scratch = cuda_kernels::workspace(c, cuda_kernels::lamb_scratch_bytes(t, p.numel()));
+  cuda_kernels::check(c, cuda_kernels::lamb(t, po.raw(), m1o.raw(), m2o.raw(), g.raw(), lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2, a.epsilon,
+                                            a.weight_decay, p.numel(), scratch.raw(), cuda_kernels::stream(c)));
+  advance_pow(c, beta1_pow, beta1_pow_out, a.beta1, t);
+  advance_pow(c, beta2_pow, beta2_pow_out, a.beta2, t);
+}
 
 inline void LrSchedule::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& st = c.in(step);

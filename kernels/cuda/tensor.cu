@@ -1,4 +1,5 @@
 // kernels/cuda/tensor.cu: cast and the permuted copy of transpose.
+#include "kernels/cast.hpp"
 #include "kernels/cuda/common.cuh"
 
 namespace oar::cuda_kernels {
@@ -7,13 +8,15 @@ namespace {
 
 template <class From, class To>
 __global__ void cast_kernel(const From* x, To* out, int64_t n) {
-  OAR_GRID_STRIDE(i, n) out[i] = static_cast<To>(x[i]);
+  OAR_GRID_STRIDE(i, n) out[i] = fn::cast_value<From, To>(x[i]);
 }
 
 /// Calls f(T{}) for the type `t` names, bool included.
 template <class F>
 int by_cast_type(Elem t, F&& f) {
   if (t == Elem::b8) return f(bool{});
+  if (t == Elem::f16) return f(half{});
+  if (t == Elem::bf16) return f(bfloat16{});
   return by_any(t, f);
 }
 

@@ -10,7 +10,12 @@
 namespace oar::cuda_kernels {
 
 /// The element type of a cast: the numeric ones, and bool.
-inline Elem cast_elem(const KernelContext& c, DType t) { return t == DType::boolean ? Elem::b8 : elem(c, t, true); }
+inline Elem cast_elem(const KernelContext& c, DType t) {
+  if (t == DType::boolean) return Elem::b8;
+  if (t == DType::f16) return Elem::f16;
+  if (t == DType::bf16) return Elem::bf16;
+  return elem(c, t, true);
+}
 
 /// out = x with its dims permuted by `perm` (out dim k is x's dim perm[k]).
 inline void transpose(const KernelContext& c, const Tensor& x, std::span<const int32_t> perm, Tensor& out) {

@@ -126,8 +126,8 @@ TEST_CASE("cast: in_dtype must match X and dtypes must be supported") {
   auto m = error_of([] { OpTest("cast").input("X", random_tensor<float>({2, 3})).attr("in_dtype", 6).attr("out_dtype", 5).build(); });
   CHECK(m.find("cast") != std::string::npos);
   CHECK(m.find("X is f32 but in_dtype is 6") != std::string::npos);
-  auto m2 = error_of([] { OpTest("cast").input("X", random_tensor<float>({2, 3})).attr("in_dtype", 5).attr("out_dtype", 4).build(); });
-  CHECK(m2.find("out_dtype") != std::string::npos);
+  auto m2 = error_of([] { OpTest("cast").input("X", random_tensor<float>({2, 3})).attr("in_dtype", 5).attr("out_dtype", 1).build(); });
+  CHECK(m2.find("out_dtype") != std::string::npos);  // i16 has no cast kernel (f16, 4, and bf16, 22, do: tests/ops/amp.cpp)
 }
 
 TEST_CASE_TEMPLATE("increment: Out = X + step for every numeric dtype", T, float, double, int32_t, int64_t) {

@@ -66,6 +66,12 @@ class OpTest {
     inputs_.push_back({slot, std::move(ts)});
     return *this;
   }
+  /// Input `slot` as SelectedRows (sparse rows, a sparse gradient). Not a feed: run() puts it in the run's scope
+  /// with its value copied to the run's place (check_grad does not take it).
+  OpTest& selected_rows_input(const std::string& slot, SelectedRows sr) {
+    sparse_inputs_.push_back({slot, std::move(sr)});
+    return *this;
+  }
   /// Declares an output slot with `n` variables (single-output slots are declared automatically from the schema).
   OpTest& outputs(const std::string& slot, size_t n) {
     out_counts_[slot] = n;
@@ -104,6 +110,12 @@ class OpTest {
       }
       op.set_input(slot, names);
     }
+    for (auto& [slot, sr] : sparse_inputs_) {
+      Shape s = sr.value.shape();
+      if (s.rank() > 0) s[0] = sr.height;
+      b.create_var(var_name(slot, 0), {.dtype = sr.value.dtype(), .shape = s, .kind = VarKind::selected_rows});
+      op.set_input(slot, {var_name(slot, 0)});
+    }
     const OpDef& d = op_def(type_);
     for (auto& s : d.outputs) {
       size_t n = out_counts_.count(s.name) ? out_counts_.at(s.name) : 1;
@@ -132,6 +144,7 @@ class OpTest {
         if (!t.lod().empty() && !lod_error(t.lod(), t.rank() > 0 ? t.dim(0) : 0).empty()) scope.var(var_name(slot, i)).tensor() = t;
         else feeds[var_name(slot, i)] = t;
       }
+    for (auto& [slot, sr] : sparse_inputs_) scope.var(var_name(slot, 0)).selected_rows() = SelectedRows{sr.rows, sr.height, sr.value.to(place, true)};
     std::vector<std::string> fetch, keys;
     const Operator& op = p.global_block().op(0);
     for (auto& s : op.outputs())
@@ -282,6 +295,7 @@ class OpTest {
 
   std::string type_;
   std::vector<std::pair<std::string, std::vector<LoDTensor>>> inputs_;
+  std::vector<std::pair<std::string, SelectedRows>> sparse_inputs_;
   std::map<std::string, size_t> out_counts_;
   std::map<std::string, Attribute> attrs_;
   bool unknown_batch_ = false;

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "oar/core/error.hpp"
+#include "oar/core/half.hpp"  // the 16-bit float types
 
 namespace oar {
 
@@ -15,10 +16,6 @@ enum class DType : int32_t { boolean = 0, i16 = 1, i32 = 2, i64 = 3, f16 = 4, f3
 
 inline constexpr DType boolean = DType::boolean, i8 = DType::i8, u8 = DType::u8, i16 = DType::i16, i32 = DType::i32,
                        i64 = DType::i64, f16 = DType::f16, bf16 = DType::bf16, f32 = DType::f32, f64 = DType::f64;
-
-/// Storage types of the two 16-bit floats (bit patterns; no arithmetic on them in kernels yet).
-struct half { uint16_t bits; };
-struct bfloat16 { uint16_t bits; };
 
 constexpr size_t size_of(DType t) {
   switch (t) {

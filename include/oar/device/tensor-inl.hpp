@@ -29,8 +29,7 @@ OAR_FUNC double Tensor::get(int64_t i) const {
     throw Error(fmt::format("get(): the tensor lives on {}; copy it to the CPU first (to(oar::cpu()))", place().str()));
   return visit_dtype(dtype_, [&](auto tag) -> double {
     using T = typename decltype(tag)::type;
-    if constexpr (std::is_arithmetic_v<T>) return double(static_cast<const T*>(raw())[i]);
-    else throw Error(fmt::format("get() is not available for {}", name(dtype_)));
+    return double(to_compute(static_cast<const T*>(raw())[i]));  // f16 and bf16 through their f32 value
   });
 }
 

@@ -62,11 +62,11 @@ struct Cast {
     explicit Attrs(const AttrReader& r) : in_dtype(DType(r(Cast::in_dtype))), out_dtype(DType(r(Cast::out_dtype))) {}
   };
   static OpDef def() {
-    auto ok = [](int32_t v) { return v == 0 || v == 2 || v == 3 || v == 5 || v == 6; };
+    auto ok = [](int32_t v) { return v == 0 || v == 2 || v == 3 || v == 4 || v == 5 || v == 6 || v == 22; };
     return OpDef(type, "Out = X converted to out_dtype")
         .in(x).out(out)
-        .required_attr(in_dtype).check<int32_t>(ok, "must be one of 0 (bool), 2 (i32), 3 (i64), 5 (f32), 6 (f64)")
-        .required_attr(out_dtype).check<int32_t>(ok, "must be one of 0 (bool), 2 (i32), 3 (i64), 5 (f32), 6 (f64)");
+        .required_attr(in_dtype).check<int32_t>(ok, "must be one of 0 (bool), 2 (i32), 3 (i64), 4 (f16), 5 (f32), 6 (f64), 22 (bf16)")
+        .required_attr(out_dtype).check<int32_t>(ok, "must be one of 0 (bool), 2 (i32), 3 (i64), 4 (f16), 5 (f32), 6 (f64), 22 (bf16)");
   }
   static void infer_shape(InferShapeContext& c) {
     DType in = DType(c.attr(in_dtype));

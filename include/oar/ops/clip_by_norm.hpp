@@ -25,6 +25,7 @@ struct ClipByNorm {
     c.share_lod(x, out);
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/clip_by_norm.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/clip_norm.hpp
 };
 
 }  // namespace oar::ops

@@ -97,6 +97,7 @@ struct LogicalNot {
     c.share_lod(x, out);
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/compare.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/amp.hpp (mixed precision's condition)
 };
 
 }  // namespace oar::ops

@@ -61,6 +61,8 @@ struct LayerNorm {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/layer_norm.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/layer_norm.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/layer_norm.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/layer_norm.hpp
 };
 
 }  // namespace oar::ops

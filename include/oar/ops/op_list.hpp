@@ -18,7 +18,7 @@
 
 namespace oar {
 
-using AllOps = op_list_concat<op_list<ops::Feed, ops::Fetch, ops::Mul, ops::ConditionalBlock, ops::ConditionalBlockGrad, ops::While, ops::WhileGrad, ops::LrSchedule>, UnaryOps, MathOps, NnOps, TensorOps, OptimOps, ControlOps,
+using AllOps = op_list_concat<op_list<ops::Feed, ops::Fetch, ops::Mul, ops::ConditionalBlock, ops::ConditionalBlockGrad, ops::While, ops::WhileGrad, ops::LrSchedule>, UnaryOps, MathOps, NnOps, TensorOps, OptimOps, AmpOps, ControlOps,
                                 SequenceOps, SequenceShapeOps, RecurrentOps, ArrayOps>::type;
 
 }  // namespace oar

@@ -160,6 +160,7 @@ struct Adagrad {
   }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Adagrad>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
 };
 
 /// decayed_adagrad: m' = decay * m + (1 - decay) * g^2; ParamOut = p - lr * g / (sqrt(m') + epsilon).
@@ -184,6 +185,7 @@ struct DecayedAdagrad {
   }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<DecayedAdagrad>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
 };
 
 /// adam (Fluid's kernel): with b1p = Beta1Pow = beta1^t, b2p = Beta2Pow = beta2^t,
@@ -298,6 +300,7 @@ struct Adamax {
   }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Adamax>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
 };
 
 /// rmsprop (Fluid's kernel; decay is Python's rho):
@@ -338,6 +341,7 @@ struct Rmsprop {
     param_update::infer_update<Rmsprop>(c);
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
 };
 
 /// adadelta (no learning rate):
@@ -366,6 +370,7 @@ struct Adadelta {
   }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Adadelta>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
 };
 
 /// lamb (layer-wise adaptive moments): with b1p = Beta1Pow = beta1^t, b2p = Beta2Pow = beta2^t,
@@ -402,6 +407,7 @@ struct Lamb {
   }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Lamb>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
 };
 
 }  // namespace oar::ops

@@ -14,7 +14,8 @@ struct Sign {
     c.set_output(out, c.shape(x), c.dtype(x));
     c.share_lod(x, out);
   }
-  static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/sign.hpp
+  static void eval_cpu(KernelContext&, const NoAttrs&);   // kernels/cpu/sign.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/clip_norm.hpp
 };
 
 }  // namespace oar::ops

@@ -19,6 +19,8 @@ struct SquaredL2Norm {
   static std::vector<Operator> grad(const GradContext& g) { return {g.default_grad(false)}; }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/squared_l2_norm.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/squared_l2_norm.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);       // kernels/cuda/clip_norm.hpp
+  static void eval_grad_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/clip_norm.hpp
 };
 
 }  // namespace oar::ops

@@ -303,7 +303,8 @@ OAR_FUNC void Executor::run_control(PreparedBlock& p, PreparedBlock::Step& s, in
   if (s.op->attr(Op::is_scalar_condition)) {
     const LoDTensor& cond = c.in(Op::cond);
     c.check(cond.dtype() == DType::boolean && cond.numel() == 1, "Cond must be one bool, got {} {}", oar::name(cond.dtype()), cond.shape());
-    go = cond.data<bool>()[0];
+    if (cond.place().is_cpu()) go = cond.data<bool>()[0];
+    else go = cond.to(cpu()).data<bool>()[0];  // a device's condition: the host waits for it (the branch is chosen here)
   } else {
     for (size_t k = 0; k < c.num_in(Op::cond); ++k) go = go && c.in(Op::cond, k).numel() > 0;
   }
