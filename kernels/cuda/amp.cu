@@ -8,7 +8,7 @@ namespace {
 
 template <class T>
 __global__ void unscale_kernel(const T* x, T* out, int64_t n, const float* scale, bool* found) {
-  const T k = T(1) / T(*scale);
+  const T k = T(1.f / *scale);  // the CPU kernel's factor: the reciprocal in f32, then widened
   bool bad = false;
   OAR_GRID_STRIDE(i, n) {
     const T v = x[i];

@@ -25,6 +25,7 @@ inline void SquaredL2Norm::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
   const LoDTensor& dout = c.in(out_grad);
   LoDTensor& dx = c.out(x_grad);
   c.check(dout.numel() == 1, "Out@GRAD must hold one value, got {}", dout.shape());
+  c.check(dout.dtype() == xt.dtype(), "Out@GRAD is {} but X is {}", name(dout.dtype()), name(xt.dtype()));
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
   dx.resize(xt.shape(), xt.dtype());
   cuda_kernels::check(c, cuda_kernels::squared_l2_norm_grad(t, xt.raw(), dout.raw(), dx.raw(), xt.numel(), cuda_kernels::stream(c)));

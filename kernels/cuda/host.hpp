@@ -72,6 +72,7 @@ class TensorDesc {
  public:
   TensorDesc(const KernelContext& c, DType t, int n, int ch, int h, int w) {
     check(c, cudnnCreateTensorDescriptor(&d_), "cudnnCreateTensorDescriptor");
+    c.check(t == DType::f32 || t == DType::f64, "no cuDNN tensor of {} here (f32 and f64)", name(t));
     check(c, cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, t == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT, n, ch, h, w),
           "cudnnSetTensor4dDescriptor");
   }
@@ -84,10 +85,14 @@ class TensorDesc {
   cudnnTensorDescriptor_t d_ = nullptr;
 };
 
-/// The context's cuBLAS handle in the math mode set_cuda_tf32 asks for (TF32 tensor cores, or full f32).
-inline cublasHandle_t cublas(const KernelContext& c) {
+/// The context's cuBLAS handle in the math mode set_cuda_tf32 asks for (TF32 tensor cores, or full f32); for
+/// 16-bit operands (`sixteen`) with every reduction in f32 too (cuBLAS may otherwise reduce split-K partial
+/// sums in the output's 16 bits).
+inline cublasHandle_t cublas(const KernelContext& c, bool sixteen = false) {
   cublasHandle_t h = c.cuda().cublas();
-  check(c, cublasSetMathMode(h, cuda_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  const int mode = int(cuda_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH) |
+                   (sixteen ? int(CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) : 0);
+  check(c, cublasSetMathMode(h, cublasMath_t(mode)), "cublasSetMathMode");
   return h;
 }
 
@@ -99,7 +104,7 @@ void gemm(const KernelContext& c, bool trans_a, bool trans_b, int64_t m, int64_t
   if (m == 0 || n == 0) return;
   c.check(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && lda <= INT32_MAX && ldb <= INT32_MAX && ldc <= INT32_MAX,
           "a product of {} x {} x {} is beyond cuBLAS's 32-bit sizes", m, k, n);
-  cublasHandle_t h = cublas(c);
+  cublasHandle_t h = cublas(c, is_half_v<T>);
   const cublasOperation_t ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   if constexpr (is_half_v<T>)
     check(c,

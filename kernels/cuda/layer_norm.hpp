@@ -15,7 +15,10 @@ inline void LayerNorm::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor* scale_t = c.has_in(scale) ? &c.in(scale) : nullptr;
   const LoDTensor* bias_t = c.has_in(bias) ? &c.in(bias) : nullptr;
   for (auto* p : {scale_t, bias_t})
-    if (p) c.check(p->numel() == k, "Scale and Bias must have {} elements (X {} from dim {} on), got {}", k, xt.shape(), b, p->shape());
+    if (p) {
+      c.check(p->numel() == k, "Scale and Bias must have {} elements (X {} from dim {} on), got {}", k, xt.shape(), b, p->shape());
+      c.check(p->dtype() == xt.dtype(), "Scale and Bias must be {} as X is, got {}", name(xt.dtype()), name(p->dtype()));
+    }
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
   LoDTensor& yt = c.out(y);
   LoDTensor& mean_t = c.out(mean);
@@ -42,6 +45,9 @@ inline void LayerNorm::eval_grad_cuda(KernelContext& c, const Attrs& a) {
           var_t.shape(), rows, xt.shape(), b);
   const LoDTensor* scale_t = c.has_in(scale) ? &c.in(scale) : nullptr;
   if (scale_t) c.check(scale_t->numel() == k, "Scale must have {} elements (X {} from dim {} on), got {}", k, xt.shape(), b, scale_t->shape());
+  // The device reads these as X's type: another dtype would be read at the wrong width.
+  for (const LoDTensor* p : {&dy, &mean_t, &var_t, scale_t})
+    if (p) c.check(p->dtype() == xt.dtype(), "Y@GRAD, Mean, Variance and Scale must be {} as X is, got {}", name(xt.dtype()), name(p->dtype()));
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
   auto grad_out = [&](Slot slot, const Shape& shape) -> void* {
     if (!c.has_out(slot)) return nullptr;

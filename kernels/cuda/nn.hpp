@@ -78,7 +78,7 @@ struct CudaMatmul {
     const compute_t<T> zero = 0;
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first (as gemm in host.hpp).
     const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasHandle_t h = cublas(c);
+    cublasHandle_t h = cublas(c, is_half_v<T>);
     if constexpr (is_half_v<T>)
       check(c,
             cublasGemmStridedBatchedEx(h, opb, opa, int(n), int(m), int(k), &alpha, b, cublas_type<T>(), int(ldb), sb, a, cublas_type<T>(), int(lda), sa,
@@ -97,6 +97,23 @@ struct CudaMatmul {
                         int64_t sa, const T* b, int64_t ldb, int64_t sb, T* out, int64_t ldc, int64_t batch) {
     if (batch <= 0) {
       check(c, fill(out, m * ldc, int(sizeof(T)), 0, stream(c)));
+      return;
+    }
+    if constexpr (is_half_v<T>) {
+      // The sum in an f32 buffer, rounded to 16 bits once: beta = 1 into a 16-bit C would round at every term.
+      c.check(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && lda <= INT32_MAX && ldb <= INT32_MAX && ldc <= INT32_MAX,
+              "a product of {} x {} x {} is beyond cuBLAS's 32-bit sizes", m, k, n);
+      Tensor acc = workspace(c, size_t(m * ldc) * sizeof(float));
+      const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+      cublasHandle_t h = cublas(c, true);
+      for (int64_t i = 0; i < batch; ++i) {
+        const float beta = i ? 1.f : 0.f;
+        check(c,
+              cublasGemmEx(h, opb, opa, int(n), int(m), int(k), &alpha, b + i * sb, cublas_type<T>(), int(ldb), a + i * sa, cublas_type<T>(), int(lda), &beta,
+                           acc.raw(), CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+              "cublasGemmEx");
+      }
+      check(c, cast(Elem::f32, std::is_same_v<T, half> ? Elem::f16 : Elem::bf16, acc.raw(), out, m * ldc, stream(c)));
       return;
     }
     for (int64_t i = 0; i < batch; ++i) gemm<T>(c, ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, i ? 1 : 0, out, ldc);
@@ -308,7 +325,8 @@ inline void lookup_sparse_grad(const KernelContext& c, Value& gv, const LoDTenso
   sr.value.resize(Shape{k, d}, w_type, c.place());
   if (k * d == 0) return;
   if (k == int64_t(idv.size())) {  // no padding id: the value is Out@GRAD
-    detail::cuda_copy_rows(c.cuda(), sr.value.raw(), sr.value.bytes(), dout.raw(), sr.value.bytes(), sr.value.bytes(), 1);
+    const size_t row = size_t(d) * size_of(w_type);  // row by row: one pitch of the whole tensor may pass cudaMemcpy2D's limit
+    detail::cuda_copy_rows(c.cuda(), sr.value.raw(), row, dout.raw(), row, row, size_t(k));
     return;
   }
   const Tensor dev_src = Tensor::from<int64_t>(src).to(c.place());

@@ -60,6 +60,11 @@ struct SparsePlan {
 inline SparsePlan sparse_plan(const KernelContext& c, const SelectedRows& g, const LoDTensor& p) {
   SparsePlan sp;
   sp.width = check_sparse(c, g, p);
+  // The plan is copied from a host buffer the next step rewrites: a CUDA graph would replay a stale one. A
+  // failed capture falls back to running the block op by op.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check(c, int(cudaStreamIsCapturing(stream(c), &capturing)));
+  c.check(capturing == cudaStreamCaptureStatusNone, "a SelectedRows Grad cannot be captured in a CUDA graph");
   c.check(g.value.place() == c.place(), "SelectedRows Grad's value is on {}, but the kernel runs on {}", g.value.place().str(), c.place().str());
   // The rows live on the host: grouped there (merge_rows's order, by first appearance), in per-thread buffers that
   // keep their capacity.

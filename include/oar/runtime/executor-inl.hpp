@@ -1016,7 +1016,8 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
         p.graph_.off = true;
       for (const auto& names : {op.input_names(), op.output_names()})
         for (const std::string& n : names)
-          if (const Value* v = p.local_->find(n); v && v->is_tensor() && seen.insert(v).second) p.graph_.values.push_back(v);
+          // SelectedRows too: the run-time check turns graphs off for them (their rows are host data).
+          if (const Value* v = p.local_->find(n); v && (v->is_tensor() || v->is_selected_rows()) && seen.insert(v).second) p.graph_.values.push_back(v);
     }
   }
 }
