@@ -16,5 +16,6 @@
 #include "oar/autodiff/backward-inl.hpp"
 #include "oar/optim/optimizer-inl.hpp"
 #include "oar/optim/clip-inl.hpp"
+#include "oar/optim/mixed_precision-inl.hpp"
 #include "oar/optim/regularizer-inl.hpp"
 

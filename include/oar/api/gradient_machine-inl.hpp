@@ -55,7 +55,14 @@ OAR_FUNC void GradientMachine::build() {
   // Data layers made with .stop_gradient(false) ask for their gradient: tracked (kept) from the start.
   for (auto& f : model_->feeds())
     if (const Variable* v = p.global_block().find_var(f); v && !v->stop_gradient() && is_float(v->dtype())) tracked_.insert(f);
+  // Mixed precision: 16-bit products and convolutions where kernels for them exist (CUDA), and the backward
+  // pass of the scaled loss, unscaled at its end (so gradients() are the loss's own).
+  if (amp_ && model_->place().is_cuda()) optim::cast_to_half(p, amp_->dtype);
   auto pg = append_backward(p, loss_, {}, tracked_);
+  if (amp_) {
+    optim::scale_loss_gradient(p, loss_);
+    optim::append_unscale(p, pg);
+  }
   auto program = std::make_shared<const Program>(std::move(p));
   auto prepared = exe_.prepare(program, model_->scope());
   if (prepared_ && prepared_->local_scope()) model_->scope().drop(prepared_->local_scope());
@@ -70,6 +77,7 @@ OAR_FUNC void GradientMachine::apply_keep() {
   std::set<std::string> k = keep_;
   for (auto& pg : params_grads_) k.insert(pg.grad);
   for (auto& t : tracked_) k.insert(grad_var_name(t));
+  if (amp_) k.insert(optim::kFoundInfinite);  // the update program reads it
   k.insert(fetch_.begin(), fetch_.end());
   prepared_->recycle_buffers(std::move(k));
 }

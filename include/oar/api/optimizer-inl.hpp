@@ -19,12 +19,47 @@ OAR_FUNC Optimizer::Optimizer(Model& model, const Var& loss, optim::Rule rule, i
 OAR_FUNC Optimizer::Optimizer(Model& model, std::string loss, optim::Rule rule, int threads)
     : model_(&model), rule_(std::move(rule)), update_exe_(model.place()) {
   OAR_CHECK(threads >= 1, "Optimizer: threads must be >= 1, got {}", threads);
-  std::vector<std::string> extra;
-  for (auto& o : model.outputs())
-    if (o != loss) extra.push_back(o);
-  for (int i = 0; i < threads; ++i)
-    machines_.push_back(std::make_unique<GradientMachine>(model, loss, extra, model.seed() + 1000 + uint64_t(i)));
+  build_machines(loss, threads);
   build_update();
+}
+
+OAR_FUNC void Optimizer::build_machines(const std::string& loss, int threads) {
+  if (rule_.mixed_precision) {
+    // One overflow flag per step: the concurrent mode's machines would each need their own.
+    OAR_CHECK(threads == 1, "Optimizer: mixed precision trains with one thread, not {}", threads);
+    Program main, startup;  // the loss scale exists before the machines' programs read it
+    optim::declare_loss_scaling(main, startup, *rule_.mixed_precision);
+    model_->initialize(startup);
+  }
+  std::vector<std::string> extra;
+  for (auto& o : model_->outputs())
+    if (o != loss) extra.push_back(o);
+  machines_.clear();
+  for (int i = 0; i < threads; ++i) {
+    machines_.push_back(std::make_unique<GradientMachine>(*model_, loss, extra, model_->seed() + 1000 + uint64_t(i)));
+    if (rule_.mixed_precision) {
+      machines_.back()->amp_ = rule_.mixed_precision;
+      machines_.back()->build();
+    }
+  }
+}
+
+OAR_FUNC Optimizer& Optimizer::with_mixed_precision(optim::MixedPrecision m) {
+  rule_.with_mixed_precision(m);
+  const std::string loss = machines_.at(0)->loss_;
+  const int threads = int(machines_.size());
+  update_runs_.clear();
+  update_plans_.clear();
+  build_machines(loss, threads);
+  build_update();
+  return *this;
+}
+
+OAR_FUNC float Optimizer::loss_scale() const {
+  if (!rule_.mixed_precision) return 1.f;
+  Value* v = model_->scope().find(optim::kLossScaling);
+  OAR_CHECK(v && v->is_tensor() && v->tensor().initialized(), "loss_scale: the loss scale has no value");
+  return v->tensor().to(cpu()).data<float>()[0];
 }
 
 OAR_FUNC std::vector<LoDTensor> Optimizer::step(const FeedMap& feeds) {
@@ -39,6 +74,7 @@ OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out)
 }
 
 OAR_FUNC void Optimizer::update(const std::map<std::string, LoDTensor>& gradients) {
+  OAR_CHECK(!rule_.mixed_precision, "update: explicit gradients cannot be applied under mixed precision (the step's overflow check runs in the backward pass)");
   GradientMachine& gm = *machines_[0];
   for (auto& [p, g] : gm.params_grads()) {
     auto it = gradients.find(p);
@@ -51,6 +87,7 @@ OAR_FUNC void Optimizer::update(const std::map<std::string, LoDTensor>& gradient
 }
 
 OAR_FUNC void Optimizer::update(const std::map<std::string, Gradient>& gradients) {
+  OAR_CHECK(!rule_.mixed_precision, "update: explicit gradients cannot be applied under mixed precision (the step's overflow check runs in the backward pass)");
   GradientMachine& gm = *machines_[0];
   for (auto& [p, g] : gm.params_grads()) {
     auto it = gradients.find(p);
@@ -169,7 +206,8 @@ OAR_FUNC void Optimizer::build_update() {
     (void)np;
     upd.global_block().create_var(g, {.dtype = pv.dtype(), .shape = pv.shape()});
   }
-  lr_name_ = optim::append_update(upd, startup, rule_, gm.params_grads());
+  lr_name_ = rule_.mixed_precision ? optim::append_scaled_update(upd, startup, rule_, gm.params_grads())
+                                   : optim::append_update(upd, startup, rule_, gm.params_grads());
   model_->initialize(startup);
   update_ = std::make_shared<const Program>(std::move(upd));
   for (auto& m : machines_) {

@@ -43,6 +43,11 @@ class Optimizer {
 
   Model& model() const { return *model_; }
   const optim::Rule& rule() const { return rule_; }
+  /// Switches to mixed-precision training (the same as constructing with `rule.with_mixed_precision(m)`):
+  /// the machines and the update program are built again; parameters and accumulators are kept.
+  Optimizer& with_mixed_precision(optim::MixedPrecision m = {});
+  /// The current loss scale (mixed precision; 1 without it).
+  float loss_scale() const;
   GradientMachine& machine(size_t i = 0) const { return *machines_.at(i); }
   const Program& update_program() const { return *update_; }
   int64_t epoch() const { return epoch_; }
@@ -77,6 +82,7 @@ class Optimizer {
 
  private:
   void build_update();
+  void build_machines(const std::string& loss, int threads);
   void apply_update(GradientMachine& gm);
   /// Forward/backward of each batch on its own machine (in parallel), gradients summed into machine 0,
   /// one update. Returns the mean loss and mean metrics.

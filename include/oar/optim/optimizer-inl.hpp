@@ -147,9 +147,9 @@ inline bool is_update_op(std::string_view type) {
 }
 }  // namespace detail
 
-OAR_FUNC std::string append_update(Program& main, Program& startup, const Rule& rule, const std::vector<ParamGrad>& params_grads) {
+OAR_FUNC std::string append_update(Program& main, Program& startup, const Rule& rule, const std::vector<ParamGrad>& params_grads, int block) {
   if (!detail::is_update_op(rule.type)) throw Error(fmt::format("unknown update rule '{}'", rule.type));
-  Block& b = main.global_block();
+  Block& b = main.block(block);
   // Fluid's minimize order: clip the raw gradients first, then add the decay (the decay is not clipped).
   std::vector<ParamGrad> pg = append_regularization(b, append_gradient_clip(b, params_grads, rule.clip), rule.regularization);
 

@@ -12,6 +12,7 @@
 #include "oar/config.hpp"
 #include "oar/ops/param_attr.hpp"
 #include "oar/optim/clip.hpp"
+#include "oar/optim/mixed_precision.hpp"
 #include "oar/optim/regularizer.hpp"
 
 namespace oar::optim {
@@ -46,8 +47,11 @@ struct Rule {
   std::optional<Schedule> schedule;
   std::optional<Regularizer> regularization;  ///< for parameters without their own
   std::optional<GradientClip> clip;           ///< for parameters without their own
+  std::optional<MixedPrecision> mixed_precision;  ///< 16-bit products and convolutions with loss scaling (mixed_precision.hpp)
 
   Rule& with_schedule(Schedule s) { schedule = std::move(s); return *this; }
+  /// Trains in mixed precision (on a GPU; on the CPU the loss scaling alone, the math staying f32).
+  Rule& with_mixed_precision(MixedPrecision m = {}) { mixed_precision = m; return *this; }
   Rule& with_regularization(Regularizer r) { regularization = r; return *this; }
   Rule& with_clip(GradientClip c) { clip = c; return *this; }
 };
@@ -76,10 +80,11 @@ Rule lamb(double lr = 1e-3, double weight_decay = 0.01, double beta1 = 0.9, doub
 /// The name of the step counter of learning-rate schedules.
 inline constexpr const char* kStepCounter = "@LR_DECAY_COUNTER@";
 
-/// Appends to `main`'s global block: clipping, regularization (in Fluid's order), the learning rate (and its schedule step), and
-/// the update op of `rule` for every (param, grad). Accumulators are persistable globals named
-/// `<param>.<slot>` initialized in `startup`. Returns the name of the learning-rate variable.
-std::string append_update(Program& main, Program& startup, const Rule& rule, const std::vector<ParamGrad>& params_grads);
+/// Appends to block `block` of `main` (the global block by default): clipping, regularization (in Fluid's order), the learning
+/// rate (and its schedule step), and the update op of `rule` for every (param, grad). Accumulators are persistable globals
+/// named `<param>.<slot>` initialized in `startup`. Returns the name of the learning-rate variable. (The rule's
+/// mixed_precision is not applied here: see append_scaled_update.)
+std::string append_update(Program& main, Program& startup, const Rule& rule, const std::vector<ParamGrad>& params_grads, int block = 0);
 
 }  // namespace oar::optim
 
