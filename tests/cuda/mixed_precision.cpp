@@ -9,6 +9,7 @@
 #include <random>
 
 #include "cuda/compare.hpp"
+#include "support/toy.hpp"
 
 using namespace oar;
 using namespace oar::test;
@@ -143,19 +144,6 @@ TEST_CASE("cuda: a model trained with .with_mixed_precision() (f16 and bf16) on 
     MESSAGE("no CUDA device: skipped");
     return;
   }
-  auto toy = [](int64_t n, uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> d;
-    std::vector<float> x(size_t(n * 8));
-    std::vector<int64_t> y(static_cast<size_t>(n));
-    for (auto& v : x) v = d(rng);
-    for (int64_t i = 0; i < n; ++i) {
-      float s[3] = {0, 0, 0};
-      for (int j = 0; j < 8; ++j) s[j % 3] += x[size_t(i * 8 + j)];
-      y[size_t(i)] = std::max_element(s, s + 3) - s;
-    }
-    return io::Reader::from_tensors({Tensor::from<float>(x, {n, 8}), Tensor::from<int64_t>(y, {n, 1})});
-  };
   double acc[3] = {0, 0, 0};
   for (int k = 0; k < 3; ++k) {
     Tape tape;
@@ -172,11 +160,11 @@ TEST_CASE("cuda: a model trained with .with_mixed_precision() (f16 and bf16) on 
       rule.with_mixed_precision(m);
     }
     Optimizer opt(model, cost, rule);
-    auto r = toy(2048, 1).shuffle(512, 5).batch(64);
+    auto r = toy_classes(2048, 1).shuffle(512, 5).batch(64);
     opt.train(r, {x, label}, 4);
     if (k > 0) CHECK(opt.loss_scale() >= 1.f);
     Evaluator ev(model);
-    acc[k] = ev.test(toy(512, 99).batch(128)).at(model.name_of(a));
+    acc[k] = ev.test(toy_classes(512, 99).batch(128)).at(model.name_of(a));
     if (k > 0) {  // the products ran in 16 bits
       int half_muls = 0;
       for (auto* op : opt.machine().program().global_block().ops())

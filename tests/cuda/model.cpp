@@ -6,6 +6,8 @@
 
 #include <oar/oar.hpp>
 
+#include "support/toy.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -22,21 +24,6 @@ bool no_device() {
   return true;
 }
 
-/// Three classes from sums of the 8 inputs: learnable by a small MLP.
-io::Reader toy(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> x(size_t(n * 8));
-  std::vector<int64_t> y(static_cast<size_t>(n));
-  for (auto& v : x) v = d(rng);
-  for (int64_t i = 0; i < n; ++i) {
-    float s[3] = {0, 0, 0};
-    for (int j = 0; j < 8; ++j) s[j % 3] += x[size_t(i * 8 + j)];
-    y[size_t(i)] = std::max_element(s, s + 3) - s;
-  }
-  return io::Reader::from_tensors({Tensor::from<float>(x, {n, 8}), Tensor::from<int64_t>(y, {n, 1})});
-}
-
 struct Net {
   Var x, label, pred, cost, acc;
   Net() {
@@ -50,7 +37,7 @@ struct Net {
 };
 
 std::vector<double> train(Optimizer& opt, const Net& n, int epochs, uint64_t shuffle_seed = 5) {
-  auto r = toy(1024, 1).shuffle(256, shuffle_seed).batch(64);
+  auto r = test::toy_classes(1024, 1).shuffle(256, shuffle_seed).batch(64);
   std::vector<double> losses;
   opt.train(r, {n.x, n.label}, epochs, [&](const Event& e) {
     if (e.kind == Event::Kind::end_iteration) losses.push_back(e.loss);
@@ -81,7 +68,7 @@ TEST_CASE("cuda: a model trains on cuda:0 as on the CPU: same initial weights, t
     Optimizer opt(model, n.cost, optim::adam(0.01).with_schedule(optim::cosine_decay(80)));
     per_place[p] = train(opt, n, 5);
     Evaluator ev(model);
-    accuracy[p] = ev.test(toy(512, 99).batch(128)).at(model.name_of(n.acc));
+    accuracy[p] = ev.test(test::toy_classes(512, 99).batch(128)).at(model.name_of(n.acc));
   }
   check_losses_close(per_place[0], per_place[1]);
   CHECK(per_place[1].back() < 0.5 * per_place[1].front());
@@ -102,7 +89,7 @@ TEST_CASE("cuda: a model with Var expressions (fused_elementwise and its gradien
     auto cost = mean(cross_entropy(fc(h, 3).act(softmax), label));
     Model model(tape.program({cost}), places[p], 11);
     Optimizer opt(model, cost, optim::adam(0.01));
-    auto r = toy(1024, 1).shuffle(256, 5).batch(64);
+    auto r = test::toy_classes(1024, 1).shuffle(256, 5).batch(64);
     opt.train(r, {x, label}, 2, [&](const Event& e) {
       if (e.kind == Event::Kind::end_iteration) per_place[p].push_back(e.loss);
     });
@@ -184,7 +171,7 @@ TEST_CASE("cuda: an inference model saved from cuda:0 loads on the CPU and predi
   Model infer(tape.program(n.pred), cuda(0));  // shares the trained weights
   infer.save_inference(dir);
   Model loaded = Model::load_inference(dir, cpu());
-  auto batch = *toy(64, 42).batch(64).next();
+  auto batch = *test::toy_classes(64, 42).batch(64).next();
   auto a = Evaluator(infer).forward({{model.name_of(n.x), batch[0]}});
   auto b = Evaluator(loaded).forward({{model.name_of(n.x), batch[0]}});
   REQUIRE(a.size() == 1);
@@ -200,7 +187,7 @@ TEST_CASE("cuda: pin_memory holds the same values in page-locked memory; a pinne
   REQUIRE(p.shape() == t.shape());
   CHECK(std::memcmp(p.raw(), t.raw(), t.bytes()) == 0);
   CHECK_FALSE(t.pinned());
-  auto batch = *toy(64, 3).batch(64).pin_memory().next();
+  auto batch = *test::toy_classes(64, 3).batch(64).pin_memory().next();
   if (cuda_device_count() == 0) {
     CHECK_FALSE(p.pinned());  // no device: a plain copy, and the reader passes batches through
     CHECK_FALSE(batch[0].pinned());
@@ -219,7 +206,7 @@ TEST_CASE("cuda: pin_memory holds the same values in page-locked memory; a pinne
     Net n;
     Model model(tape.program({n.cost, n.acc}), cuda(0), 7);
     Optimizer opt(model, n.cost, optim::adam(0.01));
-    auto r = toy(1024, 1).shuffle(256, 5).batch(64);
+    auto r = test::toy_classes(1024, 1).shuffle(256, 5).batch(64);
     if (pinned) r = r.pin_memory().prefetch(2);
     opt.train(r, {n.x, n.label}, 2, [&](const Event& e) {
       if (e.kind == Event::Kind::end_iteration) losses[pinned].push_back(e.loss);
@@ -244,7 +231,7 @@ TEST_CASE("cuda: with set_cuda_graphs(true) training replays captured steps and 
     auto cost = mean(cross_entropy(fc(h, 3).act(softmax), label));
     Model model(tape.program({cost}), cuda(0), 7);
     Optimizer opt(model, cost, optim::adam(0.01).with_schedule(optim::cosine_decay(50)));
-    auto r = toy(1000, 1).shuffle(256, 5).batch(64);  // 15 batches of 64, then one of 40: the graph is dropped and made again
+    auto r = test::toy_classes(1000, 1).shuffle(256, 5).batch(64);  // 15 batches of 64, then one of 40: the graph is dropped and made again
     std::vector<double> losses;
     opt.train(r, {x, label}, 3, [&](const Event& e) {
       if (e.kind == Event::Kind::end_iteration) losses.push_back(e.loss);

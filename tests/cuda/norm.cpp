@@ -11,6 +11,7 @@
 #include <random>
 
 #include "cuda/compare.hpp"
+#include "support/toy.hpp"
 
 using namespace oar;
 using namespace oar::test;
@@ -117,25 +118,6 @@ TEST_CASE_TEMPLATE("cuda: layer_norm (begin_norm_axis 1 and 2, with and without 
     }
   }
 }
-
-namespace {
-
-/// Three classes from sums of the 8 inputs (as tests/cuda/model.cpp's): learnable by a small MLP.
-io::Reader toy_classes(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> x(size_t(n * 8));
-  std::vector<int64_t> y(static_cast<size_t>(n));
-  for (auto& v : x) v = d(rng);
-  for (int64_t i = 0; i < n; ++i) {
-    float s[3] = {0, 0, 0};
-    for (int j = 0; j < 8; ++j) s[j % 3] += x[size_t(i * 8 + j)];
-    y[size_t(i)] = std::max_element(s, s + 3) - s;
-  }
-  return io::Reader::from_tensors({Tensor::from<float>(x, {n, 8}), Tensor::from<int64_t>(y, {n, 1})});
-}
-
-}  // namespace
 
 TEST_CASE("cuda: a model with layer_norm, clipped by global norm and by norm and decayed by L1, trains on cuda:0 as on the CPU") {
   const bool device = have_device();

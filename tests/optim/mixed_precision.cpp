@@ -8,23 +8,12 @@
 #include <filesystem>
 #include <random>
 
+#include "support/toy.hpp"
+
 using namespace oar;
 
 namespace {
 
-io::Reader toy(int64_t n, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d;
-  std::vector<float> x(size_t(n * 8));
-  std::vector<int64_t> y(static_cast<size_t>(n));
-  for (auto& v : x) v = d(rng);
-  for (int64_t i = 0; i < n; ++i) {
-    float s[3] = {0, 0, 0};
-    for (int j = 0; j < 8; ++j) s[j % 3] += x[size_t(i * 8 + j)];
-    y[size_t(i)] = std::max_element(s, s + 3) - s;
-  }
-  return io::Reader::from_tensors({Tensor::from<float>(x, {n, 8}), Tensor::from<int64_t>(y, {n, 1})});
-}
 
 struct Net {
   Var x, label, cost, acc;
@@ -42,7 +31,7 @@ std::vector<double> losses_of(const optim::Rule& rule, float* final_scale = null
   Net n;
   Model model(tape.program({n.cost, n.acc}), cpu(), 7);
   Optimizer opt(model, n.cost, rule);
-  auto r = toy(512, 1).batch(64);
+  auto r = test::toy_classes(512, 1).batch(64);
   std::vector<double> losses;
   opt.train(r, {n.x, n.label}, epochs, [&](const Event& e) {
     if (e.kind == Event::Kind::end_iteration) losses.push_back(e.loss);
@@ -77,7 +66,7 @@ TEST_CASE("mixed precision on the CPU: an overflowed step is skipped and shrinks
   m.init_loss_scaling = 2.f;
   m.decr_every_n_nan_or_inf = 1;
   Optimizer opt(model, n.cost, optim::adam(0.01).with_mixed_precision(m));
-  auto batch = toy(64, 3).batch(64);
+  auto batch = test::toy_classes(64, 3).batch(64);
   io::Batch b = *batch.next();
   Tensor bad_x = b[0].to(cpu(), true);
   bad_x.data<float>()[17] = INFINITY;  // every gradient becomes NaN
@@ -114,7 +103,7 @@ TEST_CASE("mixed precision: the loss scale is checkpointed and resumed; the opti
     Net n;
     Model model(tape.program({n.cost}), cpu(), 7);
     Optimizer opt(model, n.cost, optim::sgd(0.1).with_mixed_precision(m));
-    auto r = toy(256, 1).batch(64);
+    auto r = test::toy_classes(256, 1).batch(64);
     opt.train(r, {n.x, n.label}, 1);
     CHECK(opt.loss_scale() == 32768.f * 4);
     opt.checkpoint(dir / "ckpt");
