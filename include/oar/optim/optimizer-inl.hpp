@@ -182,6 +182,19 @@ OAR_FUNC std::string append_update(Program& main, Program& startup, const Rule& 
       s.set_input(Sc::x, {lr}).set_output(Sc::out, {plr}).set_attr(Sc::scale, float(pv.param()->learning_rate));
       add_op(b, std::move(s));
     }
+    if (pv.dtype() != DType::f32 && is_float(pv.dtype())) {
+      // The learning rate in the parameter's type (an f64 model): the CUDA kernels read it as Param's type, and
+      // the CPU's read it as a double either way. f32 -> f64 is exact, so nothing changes on the CPU.
+      const std::string typed = plr + "." + std::string(name(pv.dtype()));
+      if (!b.find_var(typed)) {
+        b.create_var(typed, {.dtype = pv.dtype(), .shape = Shape{1}});
+        using C = ops::Cast;
+        Operator cast{std::string(C::type)};
+        cast.set_input(C::x, {plr}).set_output(C::out, {typed}).set_attr(C::in_dtype, int32_t(DType::f32)).set_attr(C::out_dtype, int32_t(pv.dtype()));
+        add_op(b, std::move(cast));
+      }
+      plr = typed;
+    }
     for_each_op(OptimOps{}, [&]<class Op>() {
       if (Op::type == rule.type) add_op(b, detail::update_op<Op>(main, startup, rule, pv, p, g, plr));
     });
