@@ -76,6 +76,33 @@ TEST_CASE("cuda: a model trains on cuda:0 as on the CPU: same initial weights, t
   CHECK(std::abs(accuracy[1] - accuracy[0]) <= 0.01);
 }
 
+TEST_CASE("cuda: an f64 model trains on cuda:0 as on the CPU (its updates read the learning rate cast to f64)") {
+  if (no_device()) return;
+  std::vector<double> per_place[2];
+  const Place places[2] = {cpu(), cuda(0)};
+  for (int p = 0; p < 2; ++p) {
+    Tape tape;
+    auto x = data("x", f64, {-1, 8});
+    auto y = data("y", f64, {-1, 1});
+    Var cost = mean(square_error_cost(fc(fc(x, 16).act(oar::tanh), 1), y));
+    Model model(tape.program({cost}), places[p], 7);
+    Optimizer opt(model, cost, optim::adam(0.01).with_schedule(optim::cosine_decay(40)));
+    std::vector<double> xs(256 * 8), ys(256);
+    std::mt19937_64 rng(3);
+    std::normal_distribution<double> d;
+    for (auto& v : xs) v = d(rng);
+    for (size_t i = 0; i < ys.size(); ++i) ys[i] = std::sin(xs[i * 8]) + 0.5 * xs[i * 8 + 1];
+    auto r = io::Reader::from_tensors({Tensor::from<double>(xs, {256, 8}), Tensor::from<double>(ys, {256, 1})}).batch(32);
+    opt.train(r, {x, y}, 5, [&](const Event& e) {
+      if (e.kind == Event::Kind::end_iteration) per_place[p].push_back(e.loss);
+    });
+  }
+  REQUIRE(per_place[0].size() == 40);
+  REQUIRE(per_place[1].size() == 40);
+  for (size_t i = 0; i < 40; ++i) CHECK(per_place[1][i] == doctest::Approx(per_place[0][i]).epsilon(1e-7));
+  CHECK(per_place[1].back() < 0.5 * per_place[1].front());
+}
+
 TEST_CASE("cuda: a model with Var expressions (fused_elementwise and its gradient) trains on cuda:0 as on the CPU") {
   if (no_device()) return;
   std::vector<double> per_place[2];

@@ -127,6 +127,8 @@ TEST_CASE("mixed precision: the loss scale is checkpointed and resumed; the opti
   CHECK_THROWS_WITH_AS(Optimizer(model, n.cost, optim::sgd(0.1).with_mixed_precision(), 2), doctest::Contains("one thread"), Error);
   Optimizer opt(model, n.cost, optim::sgd(0.1));
   CHECK(opt.loss_scale() == 1.f);
+  CHECK_THROWS_WITH_AS(opt.with_mixed_precision(bad), doctest::Contains("f16 or bf16"), Error);
+  CHECK_FALSE(opt.rule().mixed_precision.has_value());  // refused: nothing changed
   opt.with_mixed_precision();
   CHECK(opt.loss_scale() == 32768.f);
   CHECK_THROWS_WITH_AS(opt.update(std::map<std::string, LoDTensor>{}), doctest::Contains("mixed precision"), Error);

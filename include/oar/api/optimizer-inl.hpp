@@ -45,6 +45,12 @@ OAR_FUNC void Optimizer::build_machines(const std::string& loss, int threads) {
 }
 
 OAR_FUNC Optimizer& Optimizer::with_mixed_precision(optim::MixedPrecision m) {
+  // Checked before anything changes: a refused call leaves the optimizer as it was.
+  OAR_CHECK(machines_.size() == 1, "Optimizer: mixed precision trains with one thread, not {}", machines_.size());
+  {
+    Program main, startup;
+    optim::declare_loss_scaling(main, startup, m);  // throws on bad options
+  }
   rule_.with_mixed_precision(m);
   const std::string loss = machines_.at(0)->loss_;
   const int threads = int(machines_.size());
