@@ -8,6 +8,7 @@
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/fused.hpp"
 #include "kernels/cuda/layer_norm.hpp"
+#include "kernels/cuda/logic.hpp"
 #include "kernels/cuda/nn.hpp"
 #include "kernels/cuda/optim.hpp"
 #include "kernels/cuda/random.hpp"

@@ -56,6 +56,7 @@ struct CompareOp {
     static constexpr std::string_view type = #op_type;                       \
     static OpDef def() { return make_def(type); }                            \
     static void eval_cpu(KernelContext&, const Attrs&); /* kernels/cpu/compare.hpp */ \
+    static void eval_cuda(KernelContext&, const Attrs&); /* kernels/cuda/logic.hpp */ \
   };
 OAR_COMPARE_OPS(OAR_DECLARE_COMPARE_OP)
 #undef OAR_DECLARE_COMPARE_OP
@@ -82,6 +83,7 @@ struct LogicalBinaryOp {
     static constexpr std::string_view type = #op_type;                       \
     static OpDef def() { return make_def(type); }                            \
     static void eval_cpu(KernelContext&, const NoAttrs&); /* kernels/cpu/compare.hpp */ \
+    static void eval_cuda(KernelContext&, const NoAttrs&); /* kernels/cuda/logic.hpp */ \
   };
 OAR_LOGICAL_BINARY_OPS(OAR_DECLARE_LOGICAL_OP)
 #undef OAR_DECLARE_LOGICAL_OP

@@ -34,6 +34,7 @@ struct OneHot {
     c.share_lod(x, out);
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/one_hot.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/logic.hpp
 };
 
 }  // namespace oar::ops

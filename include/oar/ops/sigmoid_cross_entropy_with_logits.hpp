@@ -45,6 +45,8 @@ struct SigmoidCrossEntropyWithLogits {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sigmoid_cross_entropy_with_logits.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/sigmoid_cross_entropy_with_logits.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/logic.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/logic.hpp
 };
 
 }  // namespace oar::ops
