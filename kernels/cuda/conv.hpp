@@ -13,6 +13,7 @@
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/batch_norm.hpp"
 #include "oar/ops/conv2d.hpp"
+#include "oar/ops/conv2d_fusion.hpp"
 #include "oar/ops/conv2d_transpose.hpp"
 #include "oar/ops/pool2d.hpp"
 
@@ -214,6 +215,23 @@ inline void Conv2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   if (!cuda_kernels::conv_grad_outputs(c, input_grad, filter_grad, x, f, dx, df) || dout.numel() == 0) return;
   if (dx) cuda_kernels::conv_data_grad(c, a, f, dout, *dx);
   if (df) cuda_kernels::conv_filter_grad(c, a, x, dout, *df);
+}
+
+// conv2d_fusion: cuDNN's convolution, then the channel bias and the activation in place, one launch each (the
+// existing broadcast-add and relu kernels). cudnnConvolutionBiasActivationForward would save a pass, but it
+// ties relu to one algorithm; this keeps the heuristic's choice.
+inline void Conv2dFusion::eval_cuda(KernelContext& c, const Attrs& a) {
+  Conv2d::eval_cuda(c, a);
+  LoDTensor& out = c.out(output);
+  const LoDTensor& b = c.in(bias);
+  c.check(b.rank() == 1 && b.dim(0) == out.dim(1), "Bias must be [M] = [{}], got {}", out.dim(1), b.shape());
+  c.check(b.dtype() == out.dtype(), "Bias ({}) must have Input's type ({})", name(b.dtype()), name(out.dtype()));
+  if (out.numel() == 0) return;
+  const cuda_kernels::Elem t = cuda_kernels::elem(c, out.dtype());
+  const cuda_kernels::Broadcast bc{out.dim(0), out.dim(1), out.dim(2) * out.dim(3), false};
+  cuda_kernels::check(c, cuda_kernels::binary(cuda_kernels::Binary::Add, t, bc, out.raw(), b.raw(), out.raw(), cuda_kernels::stream(c)));
+  if (a.activation == Activation::relu)
+    cuda_kernels::check(c, cuda_kernels::unary(cuda_kernels::Unary::Relu, 0.f, 0.f, t, out.raw(), out.raw(), out.numel(), cuda_kernels::stream(c)));
 }
 
 // conv2d_transpose is conv2d read the other way: a convolution from its Output (as cuDNN's x) to its Input (as

@@ -20,7 +20,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "elementwise_mul_grad", "elementwise_pow", "scale", "scale_grad", "fill_constant", "fill_constant_batch_size_like", "sum",
                        "sum_grad", "mean", "mean_grad", "mul", "mul_grad", "softmax", "softmax_grad", "log_softmax_grad", "cross_entropy",
                        "cross_entropy_grad", "top_k", "accuracy", "sgd", "momentum", "adam", "adamw", "adagrad", "decayed_adagrad", "adamax", "rmsprop", "adadelta", "lamb", "uniform_random", "gaussian_random",
-                       "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "conv2d_transpose", "conv2d_transpose_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
+                       "truncated_gaussian_random", "lr_schedule", "increment", "conv2d", "conv2d_grad", "conv2d_fusion", "conv2d_transpose", "conv2d_transpose_grad", "pool2d", "pool2d_grad", "batch_norm", "batch_norm_grad", "fill_zeros_like", "cast", "transpose", "transpose_grad", "reshape", "reshape_grad",
                        "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad", "slice", "slice_grad", "gather", "gather_grad", "fused_elementwise", "fused_elementwise_grad",
                        "squared_l2_norm", "squared_l2_norm_grad", "clip_by_norm", "sign", "layer_norm", "layer_norm_grad",
                        "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor",
@@ -354,6 +354,12 @@ TEST_CASE_TEMPLATE("cuda: conv2d (cuDNN) with strides, padding, dilation and gro
     g.input("Input", x).input("Filter", f).input("Output@GRAD", random_tensor<T>(y.shape(), -1, 1, 93));
     g.attr("strides", k.s).attr("paddings", k.p).attr("dilations", k.d).attr("groups", int32_t(k.g));
     compare_on_cuda(g, "conv2d_grad " + what, 10 * t, 10 * t);
+    for (const char* act : {"identity", "relu"}) {  // conv2d_fusion: the same convolution, then the bias and the activation
+      OpTest fused("conv2d_fusion");
+      fused.input("Input", x).input("Filter", f).input("Bias", random_tensor<T>({k.f[0]}, -1, 1, 94));
+      fused.attr("strides", k.s).attr("paddings", k.p).attr("dilations", k.d).attr("groups", int32_t(k.g)).attr("activation", std::string(act));
+      compare_on_cuda(fused, std::string("conv2d_fusion (") + act + ") " + what, t, t);
+    }
   }
 }
 

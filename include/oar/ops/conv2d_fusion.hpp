@@ -47,7 +47,8 @@ struct Conv2dFusion {
     c.check(b.rank() == 1 && dims_compatible(b[0], f[0]), "Bias must be [M] = [{}] for Filter {}, got {}", f[0], f.str(), b.str());
     c.check(c.dtype(bias) == c.dtype(input), "Bias ({}) must have Input's type ({})", name(c.dtype(bias)), name(c.dtype(input)));
   }
-  static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/conv2d.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);   // kernels/cpu/conv2d.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/conv.hpp
 };
 
 }  // namespace oar::ops
