@@ -13,4 +13,5 @@
 #include "kernels/cuda/optim.hpp"
 #include "kernels/cuda/random.hpp"
 #include "kernels/cuda/reduce.hpp"
+#include "kernels/cuda/sequence.hpp"
 #include "kernels/cuda/tensor.hpp"

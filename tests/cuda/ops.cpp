@@ -24,7 +24,8 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
                        "flatten", "squeeze_grad", "unsqueeze", "assign", "concat", "concat_grad", "split", "stack", "stack_grad", "matmul", "matmul_grad", "softmax_with_cross_entropy", "softmax_with_cross_entropy_grad", "dropout", "dropout_grad", "reduce_sum", "reduce_mean_grad", "reduce_max", "reduce_min_grad", "arg_max", "arg_min", "lookup_table", "lookup_table_grad", "slice", "slice_grad", "gather", "gather_grad", "fused_elementwise", "fused_elementwise_grad",
                        "squared_l2_norm", "squared_l2_norm_grad", "clip_by_norm", "sign", "layer_norm", "layer_norm_grad",
                        "less_than", "less_equal", "greater_than", "greater_equal", "equal", "not_equal", "logical_and", "logical_or", "logical_xor",
-                       "one_hot", "sigmoid_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits_grad"};
+                       "one_hot", "sigmoid_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits_grad",
+                       "sequence_pool", "sequence_pool_grad", "sequence_softmax", "sequence_softmax_grad", "sequence_expand", "sequence_expand_grad"};
   for (const char* op : ops) {
     CAPTURE(op);
     const KernelEntry* e = r.find(op);

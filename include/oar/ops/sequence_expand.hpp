@@ -50,6 +50,8 @@ struct SequenceExpand {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sequence_expand.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/sequence_expand.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/sequence.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/sequence.hpp
 };
 
 }  // namespace oar::ops

@@ -65,6 +65,8 @@ struct SequencePool {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sequence_pool.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/sequence_pool.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/sequence.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/sequence.hpp
 };
 
 }  // namespace oar::ops

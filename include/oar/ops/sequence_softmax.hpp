@@ -31,6 +31,8 @@ struct SequenceSoftmax {
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/sequence_softmax.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/sequence_softmax.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);       // kernels/cuda/sequence.hpp
+  static void eval_grad_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/sequence.hpp
 };
 
 }  // namespace oar::ops
