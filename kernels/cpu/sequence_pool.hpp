@@ -49,26 +49,89 @@ inline const LoD& seq_upper_levels(const LoD& lod) {
 /// Sequences per parallel_for chunk so that a chunk covers about 32K elements.
 inline int64_t seq_grain(int64_t elems, int64_t seqs) { return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(elems / std::max<int64_t>(seqs, 1), 1)); }
 
+/// What sequence_pool's kernels on every place start from: X's last-level sequences (S of them, rows of D
+/// values), Out resized to [S, ...], MaxIndex (when asked for) to i32 [S, ...] under MAX and [0] otherwise.
+struct PoolPlan {
+  std::span<const size_t> seq;
+  int64_t S = 0, D = 0;
+  LoDTensor* out = nullptr;
+  int32_t* max_index = nullptr;  ///< MAX with MaxIndex asked for, else null
+};
+inline PoolPlan pool_plan(const KernelContext& c, const ops::SequencePool::Attrs& a) {
+  using Op = ops::SequencePool;
+  const LoDTensor& xt = c.in(Op::x);
+  PoolPlan p;
+  p.seq = seq_last_level(c, Op::x, xt);
+  p.S = int64_t(p.seq.size()) - 1, p.D = row_size(xt);
+  Shape os = xt.shape();
+  os[0] = p.S;
+  c.dispatch(type_list<float, double>{}, xt.dtype(), [](auto) {});  // the dtypes both places take
+  p.out = &c.out(Op::out);
+  p.out->resize(os, xt.dtype());
+  if (c.has_out(Op::max_index)) {
+    LoDTensor& mi = c.out(Op::max_index);
+    mi.resize(a.pooltype == ops::SequencePool::PoolType::max ? os : Shape{0}, DType::i32);
+    if (a.pooltype == ops::SequencePool::PoolType::max) p.max_index = mi.data<int32_t>();
+  }
+  return p;
+}
+
+/// The same for the gradient: Out@GRAD checked against the sequences, MaxIndex under MAX (its values are
+/// checked where they are read), X@GRAD resized to X's shape.
+struct PoolGradPlan {
+  std::span<const size_t> seq;
+  int64_t S = 0, D = 0;
+  const LoDTensor* max_index = nullptr;
+  LoDTensor* x_grad = nullptr;
+};
+inline PoolGradPlan pool_grad_plan(const KernelContext& c, const ops::SequencePool::Attrs& a) {
+  using Op = ops::SequencePool;
+  const LoDTensor& xt = c.in(Op::x);
+  const LoDTensor& dout = c.in(Op::out_grad);
+  PoolGradPlan p;
+  p.seq = seq_last_level(c, Op::x, xt);
+  p.S = int64_t(p.seq.size()) - 1, p.D = row_size(xt);
+  c.check(dout.rank() >= 1 && dout.dim(0) == p.S && dout.numel() == p.S * p.D, "Out@GRAD {} does not fit {} sequences of rows {}", dout.shape(), p.S,
+          xt.shape());
+  if (a.pooltype == ops::SequencePool::PoolType::max) {
+    const LoDTensor& mi = c.in(Op::max_index);
+    c.check(mi.dtype() == DType::i32 && mi.numel() == p.S * p.D, "MaxIndex {} {} does not fit Out@GRAD {}", mi.shape(), name(mi.dtype()), dout.shape());
+    p.max_index = &mi;
+  }
+  c.dispatch(type_list<float, double>{}, xt.dtype(), [](auto) {});
+  p.x_grad = &c.out(Op::x_grad);
+  p.x_grad->resize(xt.shape(), xt.dtype());
+  return p;
+}
+
+/// An oar::Error unless MaxIndex[s, d] (host values) lies in sequence s, for every non-empty s.
+inline void check_max_index(const KernelContext& c, const PoolGradPlan& p, const int32_t* idx) {
+  for (int64_t s = 0; s < p.S; ++s) {
+    const int64_t b = int64_t(p.seq[size_t(s)]), e = int64_t(p.seq[size_t(s) + 1]);
+    if (e == b) continue;
+    for (int64_t d = 0; d < p.D; ++d) {
+      const int32_t i = idx[s * p.D + d];
+      c.check(i >= b && i < e, "MaxIndex[{}, {}] = {} lies outside sequence {} (rows {}..{})", s, d, i, s, b, e);
+    }
+  }
+}
+
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
 inline void SequencePool::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const std::span<const size_t> seq = cpu_kernels::seq_last_level(c, x, xt);
-  const int64_t S = int64_t(seq.size()) - 1, D = cpu_kernels::row_size(xt);
-  Shape os = xt.shape();
-  os[0] = S;
-  LoDTensor& ot = c.out(out);
+  const cpu_kernels::PoolPlan plan = cpu_kernels::pool_plan(c, a);
+  const std::span<const size_t> seq = plan.seq;
+  const int64_t S = plan.S, D = plan.D;
+  LoDTensor& ot = *plan.out;
   const PoolType pt = a.pooltype;
-  LoDTensor* mi = c.has_out(max_index) ? &c.out(max_index) : nullptr;
-  if (mi) mi->resize(pt == PoolType::max ? os : Shape{0}, DType::i32);
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ot.resize(os, xt.dtype());
     const T* px = xt.data<T>();
     T* po = ot.data<T>();
-    int32_t* pi = mi && pt == PoolType::max ? mi->data<int32_t>() : nullptr;
+    int32_t* pi = plan.max_index;
     parallel_for(0, S, cpu_kernels::seq_grain(xt.numel(), S), [&](int64_t lo, int64_t hi) {
       for (int64_t s = lo; s < hi; ++s) {
         const int64_t b = int64_t(seq[size_t(s)]), e = int64_t(seq[size_t(s) + 1]), len = e - b;
@@ -123,21 +186,15 @@ inline void SequencePool::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& xt = c.in(x);
   const LoDTensor& dout = c.in(out_grad);
-  const std::span<const size_t> seq = cpu_kernels::seq_last_level(c, x, xt);
-  const int64_t S = int64_t(seq.size()) - 1, D = cpu_kernels::row_size(xt);
-  c.check(dout.rank() >= 1 && dout.dim(0) == S && dout.numel() == S * D, "Out@GRAD {} does not fit {} sequences of rows {}", dout.shape(), S,
-          xt.shape());
+  const cpu_kernels::PoolGradPlan plan = cpu_kernels::pool_grad_plan(c, a);
+  const std::span<const size_t> seq = plan.seq;
+  const int64_t S = plan.S, D = plan.D;
   const PoolType pt = a.pooltype;
-  const int32_t* pi = nullptr;
-  if (pt == PoolType::max) {
-    const LoDTensor& mi = c.in(max_index);
-    c.check(mi.dtype() == DType::i32 && mi.numel() == S * D, "MaxIndex {} {} does not fit Out@GRAD {}", mi.shape(), name(mi.dtype()), dout.shape());
-    pi = mi.data<int32_t>();
-  }
-  LoDTensor& dx = c.out(x_grad);
+  if (plan.max_index) cpu_kernels::check_max_index(c, plan, plan.max_index->data<int32_t>());
+  const int32_t* pi = plan.max_index ? plan.max_index->data<int32_t>() : nullptr;
+  LoDTensor& dx = *plan.x_grad;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(xt.shape(), xt.dtype());
     const T* pg = dout.data<T>();
     T* pd = dx.data<T>();
     parallel_for(0, S, cpu_kernels::seq_grain(xt.numel(), S), [&](int64_t lo, int64_t hi) {
@@ -163,11 +220,8 @@ inline void SequencePool::eval_grad_cpu(KernelContext& c, const Attrs& a) {
           }
           case PoolType::max: {
             std::fill(pd + b * D, pd + e * D, T(0));
-            const int32_t* idx = pi + s * D;
-            for (int64_t d = 0; d < D; ++d) {
-              c.check(idx[d] >= b && idx[d] < e, "MaxIndex[{}, {}] = {} lies outside sequence {} (rows {}..{})", s, d, idx[d], s, b, e);
-              pd[idx[d] * D + d] = g[d];
-            }
+            const int32_t* idx = pi + s * D;  // checked above
+            for (int64_t d = 0; d < D; ++d) pd[idx[d] * D + d] = g[d];
             break;
           }
         }

@@ -24,20 +24,16 @@ namespace oar::ops {
 
 inline void SequencePool::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const std::span<const size_t> seq = cpu_kernels::seq_last_level(c, x, xt);
-  const int64_t S = int64_t(seq.size()) - 1, D = cpu_kernels::row_size(xt);
-  Shape os = xt.shape();
-  os[0] = S;
-  LoDTensor& ot = c.out(out);
+  const cpu_kernels::PoolPlan plan = cpu_kernels::pool_plan(c, a);
+  const std::span<const size_t> seq = plan.seq;
+  const int64_t S = plan.S, D = plan.D;
+  LoDTensor& ot = *plan.out;
   const PoolType pt = a.pooltype;
-  LoDTensor* mi = c.has_out(max_index) ? &c.out(max_index) : nullptr;
-  if (mi) mi->resize(pt == PoolType::max ? os : Shape{0}, DType::i32);
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ot.resize(os, xt.dtype());
     const T* px = xt.data<T>();
     T* po = ot.data<T>();
-    int32_t* pi = mi && pt == PoolType::max ? mi->data<int32_t>() : nullptr;
+    int32_t* pi = plan.max_index;
     if (S * D == 0) return;
     const Tensor off = cuda_kernels::device_offsets(c, seq);
     cuda_kernels::check(c, cuda_kernels::sequence_pool(cuda_kernels::SeqPool(int(pt)), cuda_kernels::elem(c, xt.dtype()), px, off.data<int64_t>(), po, pi, S,
@@ -52,34 +48,18 @@ inline void SequencePool::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& xt = c.in(x);
   const LoDTensor& dout = c.in(out_grad);
-  const std::span<const size_t> seq = cpu_kernels::seq_last_level(c, x, xt);
-  const int64_t S = int64_t(seq.size()) - 1, D = cpu_kernels::row_size(xt);
-  c.check(dout.rank() >= 1 && dout.dim(0) == S && dout.numel() == S * D, "Out@GRAD {} does not fit {} sequences of rows {}", dout.shape(), S,
-          xt.shape());
+  const cpu_kernels::PoolGradPlan plan = cpu_kernels::pool_grad_plan(c, a);
+  const std::span<const size_t> seq = plan.seq;
+  const int64_t S = plan.S, D = plan.D;
   const PoolType pt = a.pooltype;
-  const int32_t* pi = nullptr;
-  if (pt == PoolType::max) {
-    const LoDTensor& mi = c.in(max_index);
-    c.check(mi.dtype() == DType::i32 && mi.numel() == S * D, "MaxIndex {} {} does not fit Out@GRAD {}", mi.shape(), name(mi.dtype()), dout.shape());
-    pi = mi.data<int32_t>();
-    if (S * D > 0) {
-      c.device().synchronize();
-      const Tensor host = mi.to(cpu());
-      const int32_t* hi = host.data<int32_t>();
-      for (int64_t s = 0; s < S; ++s) {
-        const int64_t b = int64_t(seq[size_t(s)]), e = int64_t(seq[size_t(s) + 1]);
-        if (e == b) continue;
-        for (int64_t d = 0; d < D; ++d) {
-          const int32_t i = hi[s * D + d];
-          c.check(i >= b && i < e, "MaxIndex[{}, {}] = {} lies outside sequence {} (rows {}..{})", s, d, i, s, b, e);
-        }
-      }
-    }
+  const int32_t* pi = plan.max_index ? plan.max_index->data<int32_t>() : nullptr;
+  if (pi && S * D > 0) {
+    c.device().synchronize();
+    cpu_kernels::check_max_index(c, plan, plan.max_index->to(cpu()).data<int32_t>());
   }
-  LoDTensor& dx = c.out(x_grad);
+  LoDTensor& dx = *plan.x_grad;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(xt.shape(), xt.dtype());
     const T* pg = dout.data<T>();
     T* pd = dx.data<T>();
     if (xt.numel() == 0) return;
