@@ -1,4 +1,5 @@
-// kernels/cpu/fill_zeros_like.hpp: fill_zeros_like on the CPU (any dtype: zero bytes).
+// kernels/cpu/fill_zeros_like.hpp: fill_zeros_like on the CPU and, the same code, on CUDA (`any_place`): any
+// dtype, zero bytes; a tensor array entry by entry.
 #pragma once
 #include <cstring>
 
@@ -13,8 +14,7 @@ inline void FillZerosLike::eval_cpu(KernelContext& c, const NoAttrs&) {
     const auto& xs = cpu_kernels::array::in(c, x);
     auto& os = cpu_kernels::array::out(c, out);
     if (&os == &xs) {
-      for (auto& e : os)
-        if (e.bytes()) std::memset(e.raw(), 0, e.bytes());
+      for (auto& e : os) cpu_kernels::place_io::zero(c, e.raw(), e.bytes());
       return;
     }
     os.resize(xs.size());
@@ -23,8 +23,7 @@ inline void FillZerosLike::eval_cpu(KernelContext& c, const NoAttrs&) {
         os[j] = LoDTensor();
         continue;
       }
-      os[j].set_place(c.place());
-      cpu_kernels::array::zeros(os[j], xs[j].shape(), xs[j].dtype());
+      cpu_kernels::array::zeros(c, os[j], xs[j].shape(), xs[j].dtype());
       os[j].set_lod(xs[j].lod());
     }
     return;
@@ -32,7 +31,7 @@ inline void FillZerosLike::eval_cpu(KernelContext& c, const NoAttrs&) {
   const LoDTensor& x = c.in(FillZerosLike::x);
   LoDTensor& out = c.out(FillZerosLike::out);
   if (&out != &x) out.resize(x.shape(), x.dtype());
-  if (out.bytes()) std::memset(out.raw(), 0, out.bytes());
+  cpu_kernels::place_io::zero(c, out.raw(), out.bytes());
 }
 
 }  // namespace oar::ops

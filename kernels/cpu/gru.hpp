@@ -125,23 +125,68 @@ void gate_inputs(T* g, const T* x, const T* b, const int64_t* row_of, int64_t ro
   });
 }
 
+/// gru's inputs, checked, and the batch layout of its sequences: the prologue the CPU and CUDA kernels share.
+struct ForwardArgs {
+  const LoDTensor &x, &w;
+  const LoDTensor *b, *h0;  ///< null when absent
+  int64_t d, rows;
+  rnn::BatchLayout l;
+};
+inline ForwardArgs forward_args(const KernelContext& c, const ops::Gru::Attrs& a) {
+  using G = ops::Gru;
+  const LoDTensor& x = c.in(G::input);
+  const LoDTensor& w = c.in(G::weight);
+  const int64_t d = w.dim(0), rows = x.dim(0);
+  c.check(w.rank() == 2 && w.dim(1) == 3 * d, "Weight must be [D, 3D], got {}", w.shape());
+  c.check(x.rank() == 2 && x.dim(1) == 3 * d, "Input must be [T, {}], got {}", 3 * d, x.shape());
+  const LoDTensor* b = c.has_in(G::bias) ? &c.in(G::bias) : nullptr;
+  if (b) c.check(b->numel() == 3 * d, "Bias must have {} values, got {}", 3 * d, b->shape());
+  const auto offsets = rnn::sequence_offsets(c, x, "Input");
+  const rnn::BatchLayout l = rnn::make_batch_layout(offsets, rows, a.is_reverse);
+  const LoDTensor* h0t = c.has_in(G::h0) ? &c.in(G::h0) : nullptr;
+  if (h0t) c.check(h0t->rank() == 2 && h0t->dim(0) == l.seqs && h0t->dim(1) == d, "H0 must be [S, D] = [{}, {}] for {} sequences, got {}", l.seqs, d, l.seqs, h0t->shape());
+  return {x, w, b, h0t, d, rows, l};
+}
+
+/// gru_grad's inputs, checked, its wanted outputs (null: not wanted) and the batch layout.
+struct GradArgs {
+  const LoDTensor &w, &hid, &gate, &rhp, &bh, &dhid;
+  const LoDTensor* h0;
+  LoDTensor *dx, *dw, *db, *dh0;
+  int64_t d, rows;
+  rnn::BatchLayout l;
+};
+inline GradArgs grad_args(const KernelContext& c, const ops::Gru::Attrs& a) {
+  using G = ops::Gru;
+  const LoDTensor& w = c.in(G::weight);
+  const LoDTensor& hid = c.in(G::hidden);
+  const LoDTensor& gate = c.in(G::batch_gate);
+  const LoDTensor& rhp = c.in(G::batch_reset_hidden_prev);
+  const LoDTensor& bh = c.in(G::batch_hidden);
+  const LoDTensor& dhid = c.in(G::hidden_grad);
+  const int64_t d = w.dim(0), rows = hid.dim(0);
+  c.check(gate.dim(0) == rows && dhid.shape() == hid.shape(), "Hidden {} and Hidden@GRAD {} do not match", hid.shape(), dhid.shape());
+  const auto offsets = rnn::sequence_offsets(c, hid, "Hidden");
+  const rnn::BatchLayout l = rnn::make_batch_layout(offsets, rows, a.is_reverse);
+  const LoDTensor* h0t = c.has_in(G::h0) ? &c.in(G::h0) : nullptr;
+  LoDTensor* dx = c.has_out(G::input_grad) ? &c.out(G::input_grad) : nullptr;
+  LoDTensor* dw = c.has_out(G::weight_grad) ? &c.out(G::weight_grad) : nullptr;
+  LoDTensor* db = c.has_out(G::bias_grad) ? &c.out(G::bias_grad) : nullptr;
+  LoDTensor* dh0 = h0t && c.has_out(G::h0_grad) ? &c.out(G::h0_grad) : nullptr;
+  return {w, hid, gate, rhp, bh, dhid, h0t, dx, dw, db, dh0, d, rows, l};
+}
+
 }  // namespace oar::cpu_kernels::gru
 
 namespace oar::ops {
 
 inline void Gru::eval_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels;
-  const LoDTensor& x = c.in(input);
-  const LoDTensor& w = c.in(weight);
-  const int64_t d = w.dim(0), rows = x.dim(0);
-  c.check(w.rank() == 2 && w.dim(1) == 3 * d, "Weight must be [D, 3D], got {}", w.shape());
-  c.check(x.rank() == 2 && x.dim(1) == 3 * d, "Input must be [T, {}], got {}", 3 * d, x.shape());
-  const LoDTensor* b = c.has_in(bias) ? &c.in(bias) : nullptr;
-  if (b) c.check(b->numel() == 3 * d, "Bias must have {} values, got {}", 3 * d, b->shape());
-  const auto offsets = rnn::sequence_offsets(c, x, "Input");
-  const rnn::BatchLayout l = rnn::make_batch_layout(offsets, rows, a.is_reverse);
-  const LoDTensor* h0t = c.has_in(h0) ? &c.in(h0) : nullptr;
-  if (h0t) c.check(h0t->rank() == 2 && h0t->dim(0) == l.seqs && h0t->dim(1) == d, "H0 must be [S, D] = [{}, {}] for {} sequences, got {}", l.seqs, d, l.seqs, h0t->shape());
+  const gru::ForwardArgs f = gru::forward_args(c, a);
+  const LoDTensor &x = f.x, &w = f.w;
+  const LoDTensor *b = f.b, *h0t = f.h0;
+  const int64_t d = f.d, rows = f.rows;
+  const rnn::BatchLayout& l = f.l;
   LoDTensor& hid = c.out(hidden);
   LoDTensor& gate = c.out(batch_gate);
   LoDTensor& rhp = c.out(batch_reset_hidden_prev);
@@ -169,21 +214,12 @@ inline void Gru::eval_cpu(KernelContext& c, const Attrs& a) {
 
 inline void Gru::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels;
-  const LoDTensor& w = c.in(weight);
-  const LoDTensor& hid = c.in(hidden);
-  const LoDTensor& gate = c.in(batch_gate);
-  const LoDTensor& rhp = c.in(batch_reset_hidden_prev);
-  const LoDTensor& bh = c.in(batch_hidden);
-  const LoDTensor& dhid = c.in(hidden_grad);
-  const int64_t d = w.dim(0), rows = hid.dim(0);
-  c.check(gate.dim(0) == rows && dhid.shape() == hid.shape(), "Hidden {} and Hidden@GRAD {} do not match", hid.shape(), dhid.shape());
-  const auto offsets = rnn::sequence_offsets(c, hid, "Hidden");
-  const rnn::BatchLayout l = rnn::make_batch_layout(offsets, rows, a.is_reverse);
-  const LoDTensor* h0t = c.has_in(h0) ? &c.in(h0) : nullptr;
-  LoDTensor* dx = c.has_out(input_grad) ? &c.out(input_grad) : nullptr;
-  LoDTensor* dw = c.has_out(weight_grad) ? &c.out(weight_grad) : nullptr;
-  LoDTensor* db = c.has_out(bias_grad) ? &c.out(bias_grad) : nullptr;
-  LoDTensor* dh0 = h0t && c.has_out(h0_grad) ? &c.out(h0_grad) : nullptr;
+  const gru::GradArgs ga = gru::grad_args(c, a);
+  const LoDTensor &w = ga.w, &hid = ga.hid, &gate = ga.gate, &rhp = ga.rhp, &bh = ga.bh, &dhid = ga.dhid;
+  const LoDTensor* h0t = ga.h0;
+  LoDTensor *dx = ga.dx, *dw = ga.dw, *db = ga.db, *dh0 = ga.dh0;
+  const int64_t d = ga.d, rows = ga.rows;
+  const rnn::BatchLayout& l = ga.l;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *g = gate.data<T>(), *rh = rhp.data<T>(), *hb = bh.data<T>();

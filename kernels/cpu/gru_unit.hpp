@@ -4,18 +4,41 @@
 #include "kernels/cpu/gru.hpp"
 #include "oar/ops/gru_unit.hpp"
 
+namespace oar::cpu_kernels::gru_unit {
+
+/// gru_unit's inputs, checked (the CPU and CUDA kernels' prologue).
+struct ForwardArgs {
+  const LoDTensor &x, &hp, &w;
+  const LoDTensor* b;  ///< null when absent
+  int64_t d, n;
+};
+inline ForwardArgs forward_args(const KernelContext& c) {
+  using G = ops::GruUnit;
+  const LoDTensor& x = c.in(G::input);
+  const LoDTensor& hp = c.in(G::hidden_prev);
+  const LoDTensor& w = c.in(G::weight);
+  const int64_t d = w.dim(0), n = x.dim(0);
+  c.check(w.rank() == 2 && w.dim(1) == 3 * d && x.rank() == 2 && x.dim(1) == 3 * d && hp.rank() == 2 && hp.dim(0) == n && hp.dim(1) == d,
+          "Input {}, HiddenPrev {} and Weight {} must be [N, 3D], [N, D] and [D, 3D]", x.shape(), hp.shape(), w.shape());
+  const LoDTensor* b = c.has_in(G::bias) ? &c.in(G::bias) : nullptr;
+  if (b) c.check(b->numel() == 3 * d, "Bias must have {} values, got {}", 3 * d, b->shape());
+  return {x, hp, w, b, d, n};
+}
+/// The grad's check: Hidden@GRAD has HiddenPrev's shape, Gate its rows.
+inline void check_grads(const KernelContext& c, const LoDTensor& hp, const LoDTensor& gate, const LoDTensor& dh) {
+  c.check(dh.shape() == hp.shape() && gate.dim(0) == hp.dim(0), "Hidden@GRAD {} must match HiddenPrev {}", dh.shape(), hp.shape());
+}
+
+}  // namespace oar::cpu_kernels::gru_unit
+
 namespace oar::ops {
 
 inline void GruUnit::eval_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels;
-  const LoDTensor& x = c.in(input);
-  const LoDTensor& hp = c.in(hidden_prev);
-  const LoDTensor& w = c.in(weight);
-  const int64_t d = w.dim(0), n = x.dim(0);
-  c.check(w.rank() == 2 && w.dim(1) == 3 * d && x.rank() == 2 && x.dim(1) == 3 * d && hp.rank() == 2 && hp.dim(0) == n && hp.dim(1) == d,
-          "Input {}, HiddenPrev {} and Weight {} must be [N, 3D], [N, D] and [D, 3D]", x.shape(), hp.shape(), w.shape());
-  const LoDTensor* b = c.has_in(bias) ? &c.in(bias) : nullptr;
-  if (b) c.check(b->numel() == 3 * d, "Bias must have {} values, got {}", 3 * d, b->shape());
+  const gru_unit::ForwardArgs f = gru_unit::forward_args(c);
+  const LoDTensor &x = f.x, &hp = f.hp, &w = f.w;
+  const LoDTensor* b = f.b;
+  const int64_t d = f.d, n = f.n;
   LoDTensor& gt = c.out(gate);
   LoDTensor& rt = c.out(reset_hidden_prev);
   LoDTensor& ht = c.out(hidden);
@@ -38,8 +61,8 @@ inline void GruUnit::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& gt = c.in(gate);
   const LoDTensor& rt = c.in(reset_hidden_prev);
   const LoDTensor& dh = c.in(hidden_grad);
+  gru_unit::check_grads(c, hp, gt, dh);
   const int64_t d = w.dim(0), n = hp.dim(0);
-  c.check(dh.shape() == hp.shape() && gt.dim(0) == n, "Hidden@GRAD {} must match HiddenPrev {}", dh.shape(), hp.shape());
   LoDTensor* dx = c.has_out(input_grad) ? &c.out(input_grad) : nullptr;
   LoDTensor* dhp = c.has_out(hidden_prev_grad) ? &c.out(hidden_prev_grad) : nullptr;
   LoDTensor* dw = c.has_out(weight_grad) ? &c.out(weight_grad) : nullptr;

@@ -1,7 +1,8 @@
 // kernels/cpu/lod_rank_table.hpp: the rank-table ops on the CPU: lod_rank_table, max_sequence_len,
 // lod_tensor_to_array (and its gradient), array_to_lod_tensor, shrink_rnn_memory (and its gradient) and
 // reorder_lod_tensor_by_rank (and its gradient). They only move rows, so they take any dtype (rows are copied
-// as bytes).
+// as bytes), and they serve CUDA as they are (`any_place`): rows move through place_io, and the rank table,
+// which decides what moves, is read on the host.
 #pragma once
 #include <algorithm>
 #include <cstring>
@@ -17,6 +18,7 @@ namespace oar::cpu_kernels::array {
 /// A rank table as the kernels read it: S rows (original index, length), longest first. Checked when made:
 /// i64 [S, 2], lengths >= 0 and non-increasing, indices a permutation of 0..S-1.
 struct RankTable {
+  Tensor host;  // the table's values on the host (its own tensor on the CPU, a copy from a device)
   const int64_t* rows = nullptr;
   int64_t size = 0;
   int64_t index(int64_t r) const { return rows[2 * r]; }
@@ -47,7 +49,10 @@ inline RankTable rank_table(const KernelContext& c, Slot slot) {
   const std::string& n = c.in_name(slot);
   c.check(t.dtype() == DType::i64 && t.rank() == 2 && t.dim(1) == 2, "{} ('{}') is not a rank table: it must be i64 [S, 2], got {} {}", slot.name, n,
           name(t.dtype()), t.shape());
-  RankTable r{t.data<int64_t>(), t.dim(0)};
+  RankTable r;
+  r.host = place_io::host(c, t);
+  r.rows = r.host.data<int64_t>();
+  r.size = t.dim(0);
   std::vector<bool> seen(size_t(r.size), false);
   for (int64_t k = 0; k < r.size; ++k) {
     const int64_t i = r.index(k), len = r.length(k);
@@ -97,7 +102,7 @@ inline void gather_steps(const KernelContext& c, Slot slot, const TensorList& li
   }
   out.resize(with_rows(row_shape, rows), dtype);
   const size_t rb = size_t(row_numel(row_shape)) * size_of(dtype);
-  if (lenient && out.bytes()) std::memset(out.raw(), 0, out.bytes());
+  if (lenient) place_io::zero(c, out.raw(), out.bytes());
   char* dst = static_cast<char*>(out.raw());
   for (int64_t t = 0; t < steps; ++t) {
     const int64_t k = table.active(t);
@@ -110,7 +115,7 @@ inline void gather_steps(const KernelContext& c, Slot slot, const TensorList& li
             "entry {} of the array '{}' is {} {}, but the rank table has {} sequences at step {} of rows {} {}", t, n, name(e.dtype()), e.shape(), k, t,
             name(dtype), with_rows(row_shape, k));
     const char* src = static_cast<const char*>(e.raw());
-    for (int64_t r = 0; r < k; ++r) std::memcpy(dst + size_t(start[size_t(table.index(r))] + t) * rb, src + size_t(r) * rb, rb);
+    for (int64_t r = 0; r < k; ++r) place_io::copy(c, dst + size_t(start[size_t(table.index(r))] + t) * rb, src + size_t(r) * rb, rb);
   }
 }
 
@@ -126,12 +131,12 @@ inline void LoDRankTable::eval_cpu(KernelContext& c, const Attrs& a) {
   const int64_t s = int64_t(off.size()) - 1;
   LoDTensor& o = c.out(out);
   o.resize(Shape{s, 2}, DType::i64);
-  int64_t* p = o.data<int64_t>();
-  std::vector<int64_t> order(static_cast<size_t>(s));
+  std::vector<int64_t> order(static_cast<size_t>(s)), rows(static_cast<size_t>(2 * s));
   std::iota(order.begin(), order.end(), int64_t(0));
   auto len = [&](int64_t i) { return int64_t(off[size_t(i) + 1] - off[size_t(i)]); };
   std::stable_sort(order.begin(), order.end(), [&](int64_t u, int64_t v) { return len(u) > len(v); });
-  for (int64_t r = 0; r < s; ++r) p[2 * r] = order[size_t(r)], p[2 * r + 1] = len(order[size_t(r)]);
+  for (int64_t r = 0; r < s; ++r) rows[size_t(2 * r)] = order[size_t(r)], rows[size_t(2 * r + 1)] = len(order[size_t(r)]);
+  cpu_kernels::place_io::store(c, o, rows.data());
   o.clear_lod();
 }
 
@@ -139,7 +144,8 @@ inline void MaxSequenceLen::eval_cpu(KernelContext& c, const NoAttrs&) {
   const auto table = cpu_kernels::array::rank_table(c, rank_table);
   LoDTensor& o = c.out(out);
   o.resize(Shape{1}, DType::i64);
-  o.data<int64_t>()[0] = table.max_length();
+  const int64_t n = table.max_length();
+  cpu_kernels::place_io::store(c, o, &n);
 }
 
 /// requires: X's rows are the table's sequences in original order (X's LoD, when it has one, must agree).
@@ -174,7 +180,7 @@ inline void LoDTensorToArray::eval_cpu(KernelContext& c, const NoAttrs&) {
     e.resize(A::with_rows(xt.shape(), k), xt.dtype());
     e.clear_lod();
     char* dst = static_cast<char*>(e.raw());
-    for (int64_t r = 0; r < k; ++r) std::memcpy(dst + size_t(r) * rb, src + size_t(start[size_t(table.index(r))] + t) * rb, rb);
+    for (int64_t r = 0; r < k; ++r) cpu_kernels::place_io::copy(c, dst + size_t(r) * rb, src + size_t(start[size_t(table.index(r))] + t) * rb, rb);
   }
 }
 
@@ -227,7 +233,7 @@ inline void ShrinkRNNMemory::eval_cpu(KernelContext& c, const NoAttrs&) {
     return;
   }
   o.resize(s, xt.dtype());
-  if (o.bytes()) std::memcpy(o.raw(), xt.raw(), o.bytes());
+  cpu_kernels::place_io::copy(c, o.raw(), xt.raw(), o.bytes());
   o.clear_lod();
 }
 
@@ -242,8 +248,8 @@ inline void ShrinkRNNMemory::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
   LoDTensor& dx = c.out(x_grad);
   c.check(&dx != &g, "X@GRAD cannot be Out@GRAD");
   dx.resize(xt.shape(), xt.dtype());
-  if (g.bytes()) std::memcpy(dx.raw(), g.raw(), g.bytes());
-  if (dx.bytes() > g.bytes()) std::memset(static_cast<char*>(dx.raw()) + g.bytes(), 0, dx.bytes() - g.bytes());
+  cpu_kernels::place_io::copy(c, dx.raw(), g.raw(), g.bytes());
+  if (dx.bytes() > g.bytes()) cpu_kernels::place_io::zero(c, static_cast<char*>(dx.raw()) + g.bytes(), dx.bytes() - g.bytes());
   dx.set_lod(xt.lod());
 }
 
@@ -286,7 +292,7 @@ inline void ReorderLoDTensorByRank::eval_cpu(KernelContext& c, const NoAttrs&) {
   std::vector<size_t> off{0};
   for (int64_t r = 0; r < table.size; ++r) {
     const size_t u = size_t(table.index(r));
-    if (count[u]) std::memcpy(dst + off.back() * rb, src + size_t(first[u]) * rb, size_t(count[u]) * rb);
+    cpu_kernels::place_io::copy(c, dst + off.back() * rb, src + size_t(first[u]) * rb, size_t(count[u]) * rb);
     off.push_back(off.back() + size_t(count[u]));
   }
   if (xt.lod_level() == 1) o.set_lod(LoD{std::move(off)});
@@ -313,7 +319,7 @@ inline void ReorderLoDTensorByRank::eval_grad_cpu(KernelContext& c, const NoAttr
   size_t at = 0;
   for (int64_t r = 0; r < table.size; ++r) {
     const size_t u = size_t(table.index(r));
-    if (count[u]) std::memcpy(dst + size_t(first[u]) * rb, src + at * rb, size_t(count[u]) * rb);
+    cpu_kernels::place_io::copy(c, dst + size_t(first[u]) * rb, src + at * rb, size_t(count[u]) * rb);
     at += size_t(count[u]);
   }
   dx.set_lod(xt.lod());

@@ -1,6 +1,8 @@
-// kernels/cpu/lod_reset.hpp: lod_reset and its grad on the CPU: a copy of the data under the chosen LoD
-// (checked against X's rows before it is set).
+// kernels/cpu/lod_reset.hpp: lod_reset and its grad on the CPU and, the same code, on CUDA (the op is
+// `any_place`): a copy of the data through the place under the chosen LoD (checked against X's rows before it is
+// set); Y's values, when they are the offsets, are read on the host (place_io::host).
 #pragma once
+#include "kernels/cpu/place_io.hpp"
 #include "kernels/cpu/sequence_pool.hpp"
 #include "oar/ops/lod_reset.hpp"
 
@@ -23,7 +25,8 @@ inline void LoDReset::eval_cpu(KernelContext& c, const Attrs& a) {
       s[0].clear();
       c.dispatch(type_list<int32_t, int64_t>{}, yt.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const T* p = yt.data<T>();
+        const Tensor values = cpu_kernels::place_io::host(c, yt);
+        const T* p = values.data<T>();
         for (int64_t i = 0; i < yt.numel(); ++i) {
           c.check(p[i] >= 0, "Y ('{}') has a negative offset {} at {}", c.in_name(y), int64_t(p[i]), i);
           s[0].push_back(size_t(p[i]));

@@ -1,8 +1,25 @@
 // kernels/cpu/lstm_unit.hpp: lstm_unit and lstm_unit_grad on the CPU: one pass over the rows, split over
 // the thread pool; the grad recomputes the gates from X.
 #pragma once
+#include <utility>
+
 #include "kernels/cpu/rnn_batch.hpp"
 #include "oar/ops/lstm_unit.hpp"
+
+namespace oar::cpu_kernels::lstm_unit {
+
+/// [N, D] of C_prev, checked against X [N, 4D] (the CPU and CUDA kernels' check).
+inline std::pair<int64_t, int64_t> dims(const KernelContext& ctx, const LoDTensor& x, const LoDTensor& c_prev) {
+  ctx.check(c_prev.rank() == 2 && x.rank() == 2 && x.dim(0) == c_prev.dim(0) && x.dim(1) == 4 * c_prev.dim(1), "X {} must be [N, 4D] for C_prev {} = [N, D]",
+            x.shape(), c_prev.shape());
+  return {c_prev.dim(0), c_prev.dim(1)};
+}
+/// The grad's check: C@GRAD and H@GRAD have C's shape.
+inline void check_grads(const KernelContext& ctx, const LoDTensor& c, const LoDTensor& dc, const LoDTensor& dh) {
+  ctx.check(dc.shape() == c.shape() && dh.shape() == c.shape(), "C@GRAD {} and H@GRAD {} must match C {}", dc.shape(), dh.shape(), c.shape());
+}
+
+}  // namespace oar::cpu_kernels::lstm_unit
 
 namespace oar::ops {
 
@@ -10,9 +27,7 @@ inline void LstmUnit::eval_cpu(KernelContext& ctx, const Attrs& a) {
   using namespace cpu_kernels;
   const LoDTensor& xt = ctx.in(x);
   const LoDTensor& cp = ctx.in(c_prev);
-  ctx.check(cp.rank() == 2 && xt.rank() == 2 && xt.dim(0) == cp.dim(0) && xt.dim(1) == 4 * cp.dim(1), "X {} must be [N, 4D] for C_prev {} = [N, D]",
-            xt.shape(), cp.shape());
-  const int64_t n = cp.dim(0), d = cp.dim(1);
+  const auto [n, d] = lstm_unit::dims(ctx, xt, cp);
   LoDTensor& ct = ctx.out(c);
   LoDTensor& ht = ctx.out(h);
   ctx.dispatch_float([&](auto tag) {
@@ -44,7 +59,7 @@ inline void LstmUnit::eval_grad_cpu(KernelContext& ctx, const Attrs& a) {
   const LoDTensor& ct = ctx.in(c);
   const LoDTensor& dct = ctx.in(c_grad);
   const LoDTensor& dht = ctx.in(h_grad);
-  ctx.check(dct.shape() == ct.shape() && dht.shape() == ct.shape(), "C@GRAD {} and H@GRAD {} must match C {}", dct.shape(), dht.shape(), ct.shape());
+  lstm_unit::check_grads(ctx, ct, dct, dht);
   const int64_t n = cp.dim(0), d = cp.dim(1);
   LoDTensor* dx = ctx.has_out(x_grad) ? &ctx.out(x_grad) : nullptr;
   LoDTensor* dcp = ctx.has_out(c_prev_grad) ? &ctx.out(c_prev_grad) : nullptr;

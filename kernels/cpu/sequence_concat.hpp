@@ -15,46 +15,92 @@ struct ConcatPart {
 };
 inline ConcatPart* concat_parts(size_t n) { return thread_scratch<ConcatPart, 61>(n); }
 
+/// What sequence_concat's kernels on every place start from: the n inputs checked (S sequences each, one LoD
+/// level, rows of D values, the same dtype and dims after the first), Out resized to their rows, and Out's LoD
+/// (the sums of the inputs' offsets, in a per-thread scratch) for the caller to set after the copy.
+struct ConcatPlan {
+  size_t n = 0, S = 0;
+  int64_t D = 0;
+  LoDTensor* out = nullptr;
+  const LoD* lod = nullptr;
+};
+inline ConcatPlan concat_plan(const KernelContext& c) {
+  using Op = ops::SequenceConcat;
+  ConcatPlan p;
+  p.n = c.num_in(Op::x);
+  const LoDTensor& x0 = c.in(Op::x, 0);
+  p.S = seq_last_level(c, Op::x, x0, 0).size() - 1;
+  p.D = row_size(x0);
+  int64_t rows = 0;
+  for (size_t k = 0; k < p.n; ++k) {
+    const LoDTensor& xk = c.in(Op::x, k);
+    const size_t sk = seq_last_level(c, Op::x, xk, k).size() - 1;
+    c.check(xk.lod_level() == 1, "X[{}] ('{}') has {} LoD levels; sequence_concat joins inputs of exactly 1", k, c.in_name(Op::x, k), xk.lod_level());
+    c.check(sk == p.S, "X[{}] ('{}') has {} sequences but X[0] has {}; every input needs the same number", k, c.in_name(Op::x, k), sk, p.S);
+    bool ok = xk.dtype() == x0.dtype() && xk.rank() == x0.rank();
+    for (int d = 1; ok && d < x0.rank(); ++d) ok = xk.dim(d) == x0.dim(d);
+    c.check(ok, "X[{}] {} {} does not fit X[0] {} {} (only the rows may differ)", k, xk.shape(), name(xk.dtype()), x0.shape(), name(x0.dtype()));
+    rows += xk.dim(0);
+  }
+  p.out = &c.out(Op::out);
+  for (size_t k = 0; k < p.n; ++k) c.check(&c.in(Op::x, k) != p.out, "Out cannot be one of the inputs");
+  LoD& lod = seq_lod_scratch(1);
+  lod[0].assign(p.S + 1, 0);
+  for (size_t k = 0; k < p.n; ++k)
+    for (size_t s = 0; s <= p.S; ++s) lod[0][s] += c.in(Op::x, k).lod()[0][s];
+  p.lod = &lod;
+  Shape os = x0.shape();
+  os[0] = rows;
+  p.out->resize(os, x0.dtype());
+  return p;
+}
+
+/// The same for the gradient: the inputs checked against X[0], Out@GRAD against their rows, and each wanted
+/// X@GRAD[k] resized to X[k]'s shape.
+struct ConcatGradPlan {
+  size_t n = 0, S = 0;
+  int64_t D = 0;
+};
+inline ConcatGradPlan concat_grad_plan(const KernelContext& c) {
+  using Op = ops::SequenceConcat;
+  ConcatGradPlan p;
+  p.n = c.num_in(Op::x);
+  const LoDTensor& x0 = c.in(Op::x, 0);
+  const LoDTensor& dout = c.in(Op::out_grad);
+  p.S = seq_last_level(c, Op::x, x0, 0).size() - 1;
+  p.D = row_size(x0);
+  int64_t rows = 0;
+  for (size_t k = 0; k < p.n; ++k) {
+    const size_t sk = seq_last_level(c, Op::x, c.in(Op::x, k), k).size() - 1;
+    c.check(sk == p.S && c.in(Op::x, k).lod_level() == 1 && row_size(c.in(Op::x, k)) == p.D, "X[{}] ('{}') does not fit X[0]", k, c.in_name(Op::x, k));
+    rows += c.in(Op::x, k).dim(0);
+  }
+  c.check(dout.rank() >= 1 && dout.dim(0) == rows && dout.numel() == rows * p.D && dout.dtype() == x0.dtype(), "Out@GRAD {} does not fit Out [{}, ...] {}",
+          dout.shape(), rows, name(x0.dtype()));
+  for (size_t k = 0; k < p.n; ++k)
+    if (c.has_out(Op::x_grad, k)) c.out(Op::x_grad, k).resize(c.in(Op::x, k).shape(), x0.dtype());
+  return p;
+}
+
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
 /// requires: Out is none of the inputs.
 inline void SequenceConcat::eval_cpu(KernelContext& c, const NoAttrs&) {
-  const size_t n = c.num_in(x);
-  const LoDTensor& x0 = c.in(x, 0);
-  const size_t S = cpu_kernels::seq_last_level(c, x, x0, 0).size() - 1;
-  const int64_t D = cpu_kernels::row_size(x0);
-  int64_t rows = 0;
-  for (size_t k = 0; k < n; ++k) {
-    const LoDTensor& xk = c.in(x, k);
-    const size_t sk = cpu_kernels::seq_last_level(c, x, xk, k).size() - 1;
-    c.check(xk.lod_level() == 1, "X[{}] ('{}') has {} LoD levels; sequence_concat joins inputs of exactly 1", k, c.in_name(x, k), xk.lod_level());
-    c.check(sk == S, "X[{}] ('{}') has {} sequences but X[0] has {}; every input needs the same number", k, c.in_name(x, k), sk, S);
-    bool ok = xk.dtype() == x0.dtype() && xk.rank() == x0.rank();
-    for (int d = 1; ok && d < x0.rank(); ++d) ok = xk.dim(d) == x0.dim(d);
-    c.check(ok, "X[{}] {} {} does not fit X[0] {} {} (only the rows may differ)", k, xk.shape(), name(xk.dtype()), x0.shape(), name(x0.dtype()));
-    rows += xk.dim(0);
-  }
-  LoDTensor& ot = c.out(out);
+  const cpu_kernels::ConcatPlan p = cpu_kernels::concat_plan(c);
+  const size_t n = p.n;
+  LoDTensor& ot = *p.out;
   cpu_kernels::ConcatPart* parts = cpu_kernels::concat_parts(n);
   for (size_t k = 0; k < n; ++k) {
     const LoDTensor& xk = c.in(x, k);
-    c.check(&xk != &ot, "Out cannot be one of the inputs");
     parts[k] = {xk.lod()[0].data(), static_cast<const char*>(xk.raw()), nullptr};
   }
-  LoD& lod = cpu_kernels::seq_lod_scratch(1);
-  lod[0].assign(S + 1, 0);
-  for (size_t k = 0; k < n; ++k)
-    for (size_t s = 0; s <= S; ++s) lod[0][s] += c.in(x, k).lod()[0][s];
-  Shape os = x0.shape();
-  os[0] = rows;
-  ot.resize(os, x0.dtype());
-  const size_t row = size_t(D) * size_of(x0.dtype());
+  const size_t row = size_t(p.D) * size_of(ot.dtype());
   char* po = static_cast<char*>(ot.raw());
-  const std::vector<size_t>& ol = lod[0];
+  const std::vector<size_t>& ol = (*p.lod)[0];
   if (row > 0)
-    parallel_for(0, int64_t(S), cpu_kernels::seq_grain(os.numel(), int64_t(S)), [&](int64_t lo, int64_t hi) {
+    parallel_for(0, int64_t(p.S), cpu_kernels::seq_grain(ot.numel(), int64_t(p.S)), [&](int64_t lo, int64_t hi) {
       for (int64_t s = lo; s < hi; ++s) {
         char* o = po + ol[size_t(s)] * row;
         for (size_t k = 0; k < n; ++k) {
@@ -65,35 +111,23 @@ inline void SequenceConcat::eval_cpu(KernelContext& c, const NoAttrs&) {
         }
       }
     });
-  ot.set_lod(lod);
+  ot.set_lod(*p.lod);
 }
 
 /// X@GRAD[k] = the rows of Out@GRAD that came from X[k], with X[k]'s LoD.
 inline void SequenceConcat::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
-  const size_t n = c.num_in(x);
-  const LoDTensor& x0 = c.in(x, 0);
+  const cpu_kernels::ConcatGradPlan p = cpu_kernels::concat_grad_plan(c);
+  const size_t n = p.n;
   const LoDTensor& dout = c.in(out_grad);
-  const size_t S = cpu_kernels::seq_last_level(c, x, x0, 0).size() - 1;
-  const int64_t D = cpu_kernels::row_size(x0);
-  int64_t rows = 0;
-  for (size_t k = 0; k < n; ++k) {
-    const size_t sk = cpu_kernels::seq_last_level(c, x, c.in(x, k), k).size() - 1;
-    c.check(sk == S && c.in(x, k).lod_level() == 1 && cpu_kernels::row_size(c.in(x, k)) == D, "X[{}] ('{}') does not fit X[0]", k, c.in_name(x, k));
-    rows += c.in(x, k).dim(0);
-  }
-  c.check(dout.rank() >= 1 && dout.dim(0) == rows && dout.numel() == rows * D && dout.dtype() == x0.dtype(), "Out@GRAD {} does not fit Out [{}, ...] {}",
-          dout.shape(), rows, name(x0.dtype()));
   cpu_kernels::ConcatPart* parts = cpu_kernels::concat_parts(n);
   for (size_t k = 0; k < n; ++k) {
-    const LoDTensor& xk = c.in(x, k);
-    char* g = nullptr;
-    if (c.has_out(x_grad, k)) g = static_cast<char*>(c.out(x_grad, k).resize(xk.shape(), x0.dtype()).raw());
-    parts[k] = {xk.lod()[0].data(), nullptr, g};
+    char* g = c.has_out(x_grad, k) ? static_cast<char*>(c.out(x_grad, k).raw()) : nullptr;
+    parts[k] = {c.in(x, k).lod()[0].data(), nullptr, g};
   }
-  const size_t row = size_t(D) * size_of(x0.dtype());
+  const size_t row = size_t(p.D) * size_of(dout.dtype());
   const char* pg = static_cast<const char*>(dout.raw());
   if (row > 0)
-    parallel_for(0, int64_t(S), cpu_kernels::seq_grain(dout.numel(), int64_t(S)), [&](int64_t lo, int64_t hi) {
+    parallel_for(0, int64_t(p.S), cpu_kernels::seq_grain(dout.numel(), int64_t(p.S)), [&](int64_t lo, int64_t hi) {
       for (int64_t s = lo; s < hi; ++s) {
         size_t at = 0;  // Out's offset of sequence s: the sum of the inputs' offsets
         for (size_t k = 0; k < n; ++k) at += parts[k].lod[s];

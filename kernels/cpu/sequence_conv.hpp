@@ -54,6 +54,26 @@ void context_columns(const T* x, std::span<const size_t> offs, int64_t n, int64_
   });
 }
 
+/// sequence_conv's sizes (X [n, d], Filter [w = length * d, m]) and X's offsets, checked as both places'
+/// kernels need them; `grad` checks Out@GRAD [n, m] too.
+struct ConvShape {
+  std::span<const size_t> offs;
+  int64_t n, d, w, m;
+};
+inline ConvShape conv_shape(const KernelContext& c, const ops::SequenceConv::Attrs& a, bool grad) {
+  using Op = ops::SequenceConv;
+  const LoDTensor& xt = c.in(Op::x);
+  const LoDTensor& ft = c.in(Op::filter);
+  c.check(xt.rank() == 2, "X must be [N, D], got {}", xt.shape());
+  ConvShape p{{}, xt.dim(0), xt.dim(1), int64_t(a.length) * xt.dim(1), 0};
+  c.check(ft.rank() == 2 && ft.dim(0) == p.w, "Filter must be [contextLength * D, M] = [{}, M], got {}", p.w, ft.shape());
+  c.check(ft.dtype() == xt.dtype(), "Filter must have X's dtype {}, got {}", name(xt.dtype()), name(ft.dtype()));
+  p.m = ft.dim(1);
+  if (grad) c.check(c.in(Op::out_grad).shape() == Shape{p.n, p.m}, "Out@GRAD must be [{}, {}], got {}", p.n, p.m, c.in(Op::out_grad).shape());
+  p.offs = last_level(c, xt, Op::x, 1);
+  return p;
+}
+
 }  // namespace oar::cpu_kernels::seq_shape
 
 namespace oar::ops {
@@ -61,19 +81,14 @@ namespace oar::ops {
 inline void SequenceConv::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   const LoDTensor& ft = c.in(filter);
-  c.check(xt.rank() == 2, "X must be [N, D], got {}", xt.shape());
-  const int64_t n = xt.dim(0), d = xt.dim(1), w = int64_t(a.length) * d;
-  c.check(ft.rank() == 2 && ft.dim(0) == w, "Filter must be [contextLength * D, M] = [{}, M], got {}", w, ft.shape());
-  c.check(ft.dtype() == xt.dtype(), "Filter must have X's dtype {}, got {}", name(xt.dtype()), name(ft.dtype()));
-  auto offs = cpu_kernels::seq_shape::last_level(c, xt, x, 1);
-  const int64_t m = ft.dim(1);
+  const cpu_kernels::seq_shape::ConvShape p = cpu_kernels::seq_shape::conv_shape(c, a, false);
   LoDTensor& ot = c.out(out);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    ot.resize(Shape{n, m}, xt.dtype());
-    T* col = cpu_kernels::thread_scratch<T, 81>(size_t(n * w));
-    cpu_kernels::seq_shape::context_columns(xt.data<T>(), offs, n, d, a.start, a.length, col);
-    cpu_kernels::gemm<T>(false, false, n, m, w, T(1), col, w, ft.data<T>(), m, T(0), ot.data<T>(), m);
+    ot.resize(Shape{p.n, p.m}, xt.dtype());
+    T* col = cpu_kernels::thread_scratch<T, 81>(size_t(p.n * p.w));
+    cpu_kernels::seq_shape::context_columns(xt.data<T>(), p.offs, p.n, p.d, a.start, a.length, col);
+    cpu_kernels::gemm<T>(false, false, p.n, p.m, p.w, T(1), col, p.w, ft.data<T>(), p.m, T(0), ot.data<T>(), p.m);
   });
   ot.set_lod(xt.lod());
 }
@@ -86,11 +101,9 @@ inline void SequenceConv::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   const LoDTensor& ft = c.in(filter);
   const LoDTensor& dout = c.in(out_grad);
-  c.check(xt.rank() == 2 && ft.rank() == 2, "X and Filter must be matrices, got {} and {}", xt.shape(), ft.shape());
-  const int64_t n = xt.dim(0), d = xt.dim(1), w = int64_t(a.length) * d, m = ft.dim(1);
-  c.check(ft.dim(0) == w, "Filter must be [contextLength * D, M] = [{}, M], got {}", w, ft.shape());
-  c.check(dout.shape() == Shape{n, m}, "Out@GRAD must be [{}, {}], got {}", n, m, dout.shape());
-  auto offs = cpu_kernels::seq_shape::last_level(c, xt, x, 1);
+  const cpu_kernels::seq_shape::ConvShape p = cpu_kernels::seq_shape::conv_shape(c, a, true);
+  const int64_t n = p.n, d = p.d, w = p.w, m = p.m;
+  const std::span<const size_t> offs = p.offs;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* g = dout.data<T>();

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/place_io.hpp"
 #include "kernels/cpu/sequence_conv.hpp"  // seq_shape::last_level
 #include "oar/ops/sequence_pad.hpp"
 
@@ -22,37 +23,160 @@ inline int64_t seq_grain(int64_t elems) { return std::max<int64_t>(1, (int64_t(1
 /// The dtypes the copying kernels take.
 using copy_types = type_list<float, double, int32_t, int64_t>;
 
+/// What sequence_pad's kernels on every place start from: X's top-level sequences (`seqs` of them, rows of
+/// `step` values), `padded` steps each, PadValue checked, Out resized to [seqs, padded, step...] and Length to
+/// i64 [seqs] (no LoD); the caller writes both.
+struct PadPlan {
+  const LoD* lod = nullptr;
+  int64_t seqs = 0, step = 0, padded = 0;
+  LoDTensor* out = nullptr;
+  LoDTensor* length = nullptr;
+  /// The rows of top-level sequence s.
+  int64_t len(int64_t s) const { return int64_t(top_offset(*lod, size_t(s + 1)) - top_offset(*lod, size_t(s))); }
+};
+inline PadPlan pad_plan(const KernelContext& c, const ops::SequencePad::Attrs& a) {
+  using Op = ops::SequencePad;
+  const LoDTensor& xt = c.in(Op::x);
+  const LoDTensor& pv = c.in(Op::pad_value);
+  c.check(xt.rank() >= 2, "X must be [N, step...] with rank >= 2, got {}", xt.shape());
+  last_level(c, xt, Op::x);
+  PadPlan p;
+  p.lod = &xt.lod();
+  p.seqs = int64_t(p.lod->front().size()) - 1, p.step = xt.shape().numel(1, xt.rank());
+  c.check(pv.dtype() == xt.dtype() && (pv.numel() == 1 || pv.numel() == p.step), "PadValue must be {} with 1 or {} (a step of X) elements, got {} {}",
+          name(xt.dtype()), p.step, pv.shape(), name(pv.dtype()));
+  int64_t longest = 0;
+  for (int64_t s = 0; s < p.seqs; ++s) longest = std::max(longest, p.len(s));
+  p.padded = a.padded_length == -1 ? longest : a.padded_length;
+  c.check(p.padded >= longest, "padded_length = {} is shorter than the longest sequence ({} rows)", p.padded, longest);
+  Shape os{p.seqs, p.padded};
+  for (int i = 1; i < xt.rank(); ++i) os.push_back(xt.dim(i));
+  p.length = &c.out(Op::length);
+  p.length->resize(Shape{p.seqs}, DType::i64);
+  p.length->clear_lod();
+  c.dispatch(copy_types{}, xt.dtype(), [](auto) {});  // the dtypes both places take
+  p.out = &c.out(Op::out);
+  p.out->resize(os, xt.dtype());
+  p.out->clear_lod();
+  return p;
+}
+
+/// The same for the gradient: Out@GRAD checked against X's sequences (each at most its padded steps), X@GRAD
+/// resized to X's shape.
+struct PadGradPlan {
+  const LoD* lod = nullptr;
+  int64_t seqs = 0, step = 0, padded = 0;
+  LoDTensor* x_grad = nullptr;
+};
+inline PadGradPlan pad_grad_plan(const KernelContext& c) {
+  using Op = ops::SequencePad;
+  const LoDTensor& xt = c.in(Op::x);
+  const LoDTensor& dout = c.in(Op::out_grad);
+  last_level(c, xt, Op::x);
+  PadGradPlan p;
+  p.lod = &xt.lod();
+  p.seqs = int64_t(p.lod->front().size()) - 1, p.step = xt.shape().numel(1, xt.rank());
+  c.check(dout.rank() == xt.rank() + 1 && dout.dim(0) == p.seqs && dout.shape().numel(2, dout.rank()) == p.step && dout.dtype() == xt.dtype(),
+          "Out@GRAD {} {} must be [{}, padded_length, step...] for X {} {}", dout.shape(), name(dout.dtype()), p.seqs, xt.shape(), name(xt.dtype()));
+  p.padded = dout.dim(1);
+  for (int64_t s = 0; s < p.seqs; ++s) {
+    const int64_t len = int64_t(top_offset(*p.lod, size_t(s + 1)) - top_offset(*p.lod, size_t(s)));
+    c.check(len <= p.padded, "sequence {} has {} rows but Out@GRAD holds {} steps", s, len, p.padded);
+  }
+  c.dispatch(copy_types{}, xt.dtype(), [](auto) {});
+  p.x_grad = &c.out(Op::x_grad);
+  p.x_grad->resize(xt.shape(), xt.dtype());
+  return p;
+}
+
+/// What sequence_unpad's kernels on every place start from: X as [seqs, steps, step...], the lengths (Length's
+/// values, read on the host) checked to lie in [0, steps], Out resized to their sum and its LoD (a per-thread
+/// one) for the caller to set.
+struct UnpadPlan {
+  int64_t seqs = 0, steps = 0, step = 0;
+  Tensor lengths;                ///< Length's values on the host
+  const int64_t* len = nullptr;  ///< in `lengths`
+  const LoD* lod = nullptr;
+  LoDTensor* out = nullptr;
+};
+inline UnpadPlan unpad_plan(const KernelContext& c) {
+  using Op = ops::SequenceUnpad;
+  const LoDTensor& xt = c.in(Op::x);
+  c.check(xt.rank() >= 2, "X must be [S, L, step...] with rank >= 2, got {}", xt.shape());
+  UnpadPlan p;
+  p.seqs = xt.dim(0), p.steps = xt.dim(1), p.step = xt.shape().numel(2, xt.rank());
+  const LoDTensor& lt = c.in(Op::length);
+  c.check(lt.dtype() == DType::i64 && lt.numel() == p.seqs, "Length must be i64 with one entry per sequence ({}), got {} {}", p.seqs, lt.shape(),
+          name(lt.dtype()));
+  p.lengths = place_io::host(c, lt);
+  p.len = p.lengths.data<int64_t>();
+  // NOTE: a per-thread LoD: resizing it to a size it had before allocates nothing.
+  thread_local LoD lod;
+  lod.resize(1);
+  std::vector<size_t>& offs = lod[0];
+  offs.resize(size_t(p.seqs) + 1);
+  offs[0] = 0;
+  for (int64_t s = 0; s < p.seqs; ++s) {
+    c.check(p.len[s] >= 0 && p.len[s] <= p.steps, "Length[{}] = {} is outside [0, {}] (the steps of X)", s, p.len[s], p.steps);
+    offs[size_t(s) + 1] = offs[size_t(s)] + size_t(p.len[s]);
+  }
+  p.lod = &lod;
+  Shape os{int64_t(offs.back())};
+  for (int i = 2; i < xt.rank(); ++i) os.push_back(xt.dim(i));
+  c.dispatch(copy_types{}, xt.dtype(), [](auto) {});
+  p.out = &c.out(Op::out);
+  p.out->resize(os, xt.dtype());
+  return p;
+}
+
+/// The same for the gradient: the lengths checked, Out@GRAD against their sum, X@GRAD resized to X's shape.
+struct UnpadGradPlan {
+  int64_t seqs = 0, steps = 0, step = 0;
+  Tensor lengths;                ///< Length's values on the host
+  const int64_t* len = nullptr;  ///< in `lengths`
+  LoDTensor* x_grad = nullptr;
+};
+inline UnpadGradPlan unpad_grad_plan(const KernelContext& c) {
+  using Op = ops::SequenceUnpad;
+  const LoDTensor& xt = c.in(Op::x);
+  const LoDTensor& dout = c.in(Op::out_grad);
+  UnpadGradPlan p;
+  p.seqs = xt.dim(0), p.steps = xt.dim(1), p.step = xt.shape().numel(2, xt.rank());
+  const LoDTensor& lt = c.in(Op::length);
+  c.check(lt.dtype() == DType::i64 && lt.numel() == p.seqs, "Length must be i64 with one entry per sequence ({}), got {} {}", p.seqs, lt.shape(),
+          name(lt.dtype()));
+  p.lengths = place_io::host(c, lt);
+  p.len = p.lengths.data<int64_t>();
+  int64_t rows = 0;
+  for (int64_t s = 0; s < p.seqs; ++s) {
+    c.check(p.len[s] >= 0 && p.len[s] <= p.steps, "Length[{}] = {} is outside [0, {}] (the steps of X)", s, p.len[s], p.steps);
+    rows += p.len[s];
+  }
+  c.check(dout.rank() >= 1 && dout.dim(0) == rows && dout.numel() == rows * p.step && dout.dtype() == xt.dtype(),
+          "Out@GRAD {} {} must hold the {} unpadded rows of X {} {}", dout.shape(), name(dout.dtype()), rows, xt.shape(), name(xt.dtype()));
+  c.dispatch(copy_types{}, xt.dtype(), [](auto) {});
+  p.x_grad = &c.out(Op::x_grad);
+  p.x_grad->resize(xt.shape(), xt.dtype());
+  return p;
+}
+
 }  // namespace oar::cpu_kernels::seq_shape
 
 namespace oar::ops {
 
 inline void SequencePad::eval_cpu(KernelContext& c, const Attrs& a) {
   namespace ss = cpu_kernels::seq_shape;
+  const ss::PadPlan p = ss::pad_plan(c, a);
   const LoDTensor& xt = c.in(x);
   const LoDTensor& pv = c.in(pad_value);
-  c.check(xt.rank() >= 2, "X must be [N, step...] with rank >= 2, got {}", xt.shape());
-  ss::last_level(c, xt, x);
-  const LoD& lod = xt.lod();
-  const int64_t seqs = int64_t(lod[0].size()) - 1, step = xt.shape().numel(1, xt.rank());
-  c.check(pv.dtype() == xt.dtype() && (pv.numel() == 1 || pv.numel() == step), "PadValue must be {} with 1 or {} (a step of X) elements, got {} {}",
-          name(xt.dtype()), step, pv.shape(), name(pv.dtype()));
-  int64_t longest = 0;
-  for (int64_t s = 0; s < seqs; ++s) longest = std::max(longest, int64_t(ss::top_offset(lod, size_t(s + 1)) - ss::top_offset(lod, size_t(s))));
-  const int64_t padded = a.padded_length == -1 ? longest : a.padded_length;
-  c.check(padded >= longest, "padded_length = {} is shorter than the longest sequence ({} rows)", padded, longest);
-  Shape os{seqs, padded};
-  for (int i = 1; i < xt.rank(); ++i) os.push_back(xt.dim(i));
-  LoDTensor& ot = c.out(out);
-  LoDTensor& lt = c.out(length);
-  lt.resize(Shape{seqs}, DType::i64);
-  lt.clear_lod();
-  int64_t* plen = lt.data<int64_t>();
-  for (int64_t s = 0; s < seqs; ++s) plen[s] = int64_t(ss::top_offset(lod, size_t(s + 1)) - ss::top_offset(lod, size_t(s)));
+  const LoD& lod = *p.lod;
+  const int64_t seqs = p.seqs, step = p.step, padded = p.padded;
+  int64_t* plen = p.length->data<int64_t>();
+  for (int64_t s = 0; s < seqs; ++s) plen[s] = p.len(s);
   c.dispatch(ss::copy_types{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ot.resize(os, xt.dtype());
     const T *px = xt.data<T>(), *pp = pv.data<T>();
-    T* po = ot.data<T>();
+    T* po = p.out->data<T>();
     const bool scalar = pv.numel() == 1;
     parallel_for(0, seqs, ss::seq_grain(padded * step), [&](int64_t lo, int64_t hi) {
       for (int64_t s = lo; s < hi; ++s) {
@@ -65,106 +189,67 @@ inline void SequencePad::eval_cpu(KernelContext& c, const Attrs& a) {
       }
     });
   });
-  ot.clear_lod();
 }
 
 inline void SequencePad::eval_grad_cpu(KernelContext& c, const Attrs&) {
   namespace ss = cpu_kernels::seq_shape;
   if (!c.has_out(x_grad)) return;
+  const ss::PadGradPlan p = ss::pad_grad_plan(c);
   const LoDTensor& xt = c.in(x);
   const LoDTensor& dout = c.in(out_grad);
-  ss::last_level(c, xt, x);
-  const LoD& lod = xt.lod();
-  const int64_t seqs = int64_t(lod[0].size()) - 1, step = xt.shape().numel(1, xt.rank());
-  c.check(dout.rank() == xt.rank() + 1 && dout.dim(0) == seqs && dout.shape().numel(2, dout.rank()) == step && dout.dtype() == xt.dtype(),
-          "Out@GRAD {} {} must be [{}, padded_length, step...] for X {} {}", dout.shape(), name(dout.dtype()), seqs, xt.shape(), name(xt.dtype()));
-  const int64_t padded = dout.dim(1);
-  for (int64_t s = 0; s < seqs; ++s) {
-    const int64_t len = int64_t(ss::top_offset(lod, size_t(s + 1)) - ss::top_offset(lod, size_t(s)));
-    c.check(len <= padded, "sequence {} has {} rows but Out@GRAD holds {} steps", s, len, padded);
-  }
-  LoDTensor& dx = c.out(x_grad);
+  const LoD& lod = *p.lod;
+  const int64_t padded = p.padded, step = p.step;
   c.dispatch(ss::copy_types{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(xt.shape(), xt.dtype());
     const T* pg = dout.data<T>();
-    T* px = dx.data<T>();
-    parallel_for(0, seqs, ss::seq_grain(padded * step), [&](int64_t lo, int64_t hi) {
+    T* px = p.x_grad->data<T>();
+    parallel_for(0, p.seqs, ss::seq_grain(padded * step), [&](int64_t lo, int64_t hi) {
       for (int64_t s = lo; s < hi; ++s) {
         const int64_t b = int64_t(ss::top_offset(lod, size_t(s))), len = int64_t(ss::top_offset(lod, size_t(s + 1))) - b;
         std::copy_n(pg + s * padded * step, len * step, px + b * step);
       }
     });
   });
-  dx.set_lod(xt.lod());
+  p.x_grad->set_lod(xt.lod());
 }
 
 inline void SequenceUnpad::eval_cpu(KernelContext& c, const NoAttrs&) {
   namespace ss = cpu_kernels::seq_shape;
+  const ss::UnpadPlan p = ss::unpad_plan(c);
   const LoDTensor& xt = c.in(x);
-  const LoDTensor& lt = c.in(length);
-  c.check(xt.rank() >= 2, "X must be [S, L, step...] with rank >= 2, got {}", xt.shape());
-  const int64_t seqs = xt.dim(0), steps = xt.dim(1), step = xt.shape().numel(2, xt.rank());
-  c.check(lt.dtype() == DType::i64 && lt.numel() == seqs, "Length must be i64 with one entry per sequence ({}), got {} {}", seqs, lt.shape(),
-          name(lt.dtype()));
-  const int64_t* plen = lt.data<int64_t>();
-  // NOTE: a per-thread LoD: resizing it to a size it had before allocates nothing.
-  thread_local LoD lod;
-  lod.resize(1);
-  std::vector<size_t>& offs = lod[0];
-  offs.resize(size_t(seqs) + 1);
-  offs[0] = 0;
-  for (int64_t s = 0; s < seqs; ++s) {
-    c.check(plen[s] >= 0 && plen[s] <= steps, "Length[{}] = {} is outside [0, {}] (the steps of X)", s, plen[s], steps);
-    offs[size_t(s) + 1] = offs[size_t(s)] + size_t(plen[s]);
-  }
-  Shape os{int64_t(offs.back())};
-  for (int i = 2; i < xt.rank(); ++i) os.push_back(xt.dim(i));
-  LoDTensor& ot = c.out(out);
+  const std::vector<size_t>& offs = (*p.lod)[0];
+  const int64_t steps = p.steps, step = p.step;
   c.dispatch(ss::copy_types{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ot.resize(os, xt.dtype());
     const T* px = xt.data<T>();
-    T* po = ot.data<T>();
-    parallel_for(0, seqs, ss::seq_grain(steps * step), [&](int64_t lo, int64_t hi) {
-      for (int64_t s = lo; s < hi; ++s) std::copy_n(px + s * steps * step, plen[s] * step, po + int64_t(offs[size_t(s)]) * step);
+    T* po = p.out->data<T>();
+    parallel_for(0, p.seqs, ss::seq_grain(steps * step), [&](int64_t lo, int64_t hi) {
+      for (int64_t s = lo; s < hi; ++s) std::copy_n(px + s * steps * step, p.len[s] * step, po + int64_t(offs[size_t(s)]) * step);
     });
   });
-  ot.set_lod(lod);
+  p.out->set_lod(*p.lod);
 }
 
 inline void SequenceUnpad::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
   namespace ss = cpu_kernels::seq_shape;
   if (!c.has_out(x_grad)) return;
+  const ss::UnpadGradPlan p = ss::unpad_grad_plan(c);
   const LoDTensor& xt = c.in(x);
-  const LoDTensor& lt = c.in(length);
   const LoDTensor& dout = c.in(out_grad);
-  const int64_t seqs = xt.dim(0), steps = xt.dim(1), step = xt.shape().numel(2, xt.rank());
-  c.check(lt.dtype() == DType::i64 && lt.numel() == seqs, "Length must be i64 with one entry per sequence ({}), got {} {}", seqs, lt.shape(),
-          name(lt.dtype()));
-  const int64_t* plen = lt.data<int64_t>();
-  int64_t rows = 0;
-  for (int64_t s = 0; s < seqs; ++s) {
-    c.check(plen[s] >= 0 && plen[s] <= steps, "Length[{}] = {} is outside [0, {}] (the steps of X)", s, plen[s], steps);
-    rows += plen[s];
-  }
-  c.check(dout.rank() >= 1 && dout.dim(0) == rows && dout.numel() == rows * step && dout.dtype() == xt.dtype(),
-          "Out@GRAD {} {} must hold the {} unpadded rows of X {} {}", dout.shape(), name(dout.dtype()), rows, xt.shape(), name(xt.dtype()));
-  LoDTensor& dx = c.out(x_grad);
+  const int64_t steps = p.steps, step = p.step;
   c.dispatch(ss::copy_types{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(xt.shape(), xt.dtype());
     const T* pg = dout.data<T>();
-    T* px = dx.data<T>();
+    T* px = p.x_grad->data<T>();
     int64_t at = 0;
-    for (int64_t s = 0; s < seqs; ++s) {
+    for (int64_t s = 0; s < p.seqs; ++s) {
       T* dst = px + s * steps * step;
-      std::copy_n(pg + at * step, plen[s] * step, dst);
-      std::fill(dst + plen[s] * step, dst + steps * step, T(0));
-      at += plen[s];
+      std::copy_n(pg + at * step, p.len[s] * step, dst);
+      std::fill(dst + p.len[s] * step, dst + steps * step, T(0));
+      at += p.len[s];
     }
   });
-  dx.set_lod(xt.lod());
+  p.x_grad->set_lod(xt.lod());
 }
 
 }  // namespace oar::ops

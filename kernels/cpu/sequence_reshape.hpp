@@ -1,8 +1,8 @@
-// kernels/cpu/sequence_reshape.hpp: sequence_reshape and its grad on the CPU: a copy of the bytes (the
-// row-major layout already is the re-cut one) and the last LoD level rescaled.
+// kernels/cpu/sequence_reshape.hpp: sequence_reshape and its grad on the CPU and, the same code, on CUDA (the op
+// is `any_place`): a copy of the bytes (the row-major layout already is the re-cut one) and the last LoD level
+// rescaled, which reads only the LoD (on the host on every place).
 #pragma once
-#include <cstring>
-
+#include "kernels/cpu/place_io.hpp"
 #include "kernels/cpu/sequence_conv.hpp"  // seq_shape::last_level
 #include "oar/ops/sequence_reshape.hpp"
 
@@ -20,7 +20,7 @@ inline void SequenceReshape::eval_cpu(KernelContext& c, const Attrs& a) {
   }
   LoDTensor& ot = c.out(out);
   ot.resize(Shape{xt.dim(0) * d / nd, nd}, xt.dtype());
-  if (xt.bytes()) std::memcpy(ot.raw(), xt.raw(), xt.bytes());
+  cpu_kernels::place_io::copy(c, ot.raw(), xt.raw(), xt.bytes());
   // NOTE: a per-thread LoD: assigning into it reuses its vectors, so a steady state allocates nothing.
   thread_local LoD lod;
   lod = xt.lod();
@@ -36,7 +36,7 @@ inline void SequenceReshape::eval_grad_cpu(KernelContext& c, const Attrs&) {
           xt.shape(), name(xt.dtype()));
   LoDTensor& dx = c.out(x_grad);
   dx.resize(xt.shape(), xt.dtype());
-  if (xt.bytes()) std::memcpy(dx.raw(), dout.raw(), xt.bytes());
+  cpu_kernels::place_io::copy(c, dx.raw(), dout.raw(), xt.bytes());
   dx.set_lod(xt.lod());
 }
 

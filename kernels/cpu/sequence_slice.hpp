@@ -2,14 +2,16 @@
 #pragma once
 #include <cstring>
 
+#include "kernels/cpu/place_io.hpp"
 #include "kernels/cpu/sequence_conv.hpp"  // seq_shape::last_level
 #include "oar/ops/sequence_slice.hpp"
 
 namespace oar::cpu_kernels::seq_shape {
 
-/// Offset and Length of sequence_slice as spans, checked against the S sequences of `offs`: i64, S entries,
-/// 0 <= offset, 0 <= length, offset + length <= the sequence's length.
+/// Offset and Length of sequence_slice as spans over their values on the host, checked against the S
+/// sequences of `offs`: i64, S entries, 0 <= offset, 0 <= length, offset + length <= the sequence's length.
 struct SliceSpec {
+  Tensor offset_values, length_values;  ///< on the host: the inputs themselves on the CPU
   std::span<const int64_t> offset, length;
 };
 inline SliceSpec slice_spec(const KernelContext& c, std::span<const size_t> offs) {
@@ -20,7 +22,9 @@ inline SliceSpec slice_spec(const KernelContext& c, std::span<const size_t> offs
   c.check(ot.dtype() == DType::i64 && lt.dtype() == DType::i64, "Offset and Length must be i64, got {} and {}", name(ot.dtype()), name(lt.dtype()));
   c.check(size_t(ot.numel()) == n && size_t(lt.numel()) == n, "Offset {} and Length {} must have one entry per sequence of X ({})", ot.shape(),
           lt.shape(), n);
-  SliceSpec s{{ot.data<int64_t>(), n}, {lt.data<int64_t>(), n}};
+  SliceSpec s{place_io::host(c, ot), place_io::host(c, lt), {}, {}};
+  s.offset = {s.offset_values.data<int64_t>(), n};
+  s.length = {s.length_values.data<int64_t>(), n};
   for (size_t i = 0; i < n; ++i) {
     const int64_t len = int64_t(offs[i + 1] - offs[i]);
     c.check(s.offset[i] >= 0 && s.length[i] >= 0 && s.offset[i] + s.length[i] <= len,
@@ -30,55 +34,90 @@ inline SliceSpec slice_spec(const KernelContext& c, std::span<const size_t> offs
   return s;
 }
 
+/// What sequence_slice's kernels on every place start from: X's last-level sequences, the checked spec, Out
+/// resized to the lengths' sum, and Out's LoD (a per-thread one: X's with the last level cut) for the caller to
+/// set. Row: the bytes of one row of X.
+struct SlicePlan {
+  std::span<const size_t> offs;
+  SliceSpec spec;
+  const LoD* lod = nullptr;
+  size_t row = 0;
+  LoDTensor* out = nullptr;
+};
+inline SlicePlan slice_plan(const KernelContext& c) {
+  using Op = ops::SequenceSlice;
+  const LoDTensor& xt = c.in(Op::x);
+  c.check(xt.rank() >= 1, "X must have rank >= 1, got {}", xt.shape());
+  SlicePlan p;
+  p.offs = last_level(c, xt, Op::x);
+  p.spec = slice_spec(c, p.offs);
+  // NOTE: a per-thread LoD: assigning into it reuses its vectors, so a steady state allocates nothing.
+  thread_local LoD lod;
+  lod = xt.lod();
+  std::vector<size_t>& last = lod.back();
+  for (size_t i = 0; i < p.spec.length.size(); ++i) last[i + 1] = last[i] + size_t(p.spec.length[i]);
+  p.lod = &lod;
+  Shape os = xt.shape();
+  os[0] = int64_t(last.back());
+  p.out = &c.out(Op::out);
+  p.out->resize(os, xt.dtype());
+  p.row = xt.dim(0) ? xt.bytes() / size_t(xt.dim(0)) : 0;
+  return p;
+}
+
+/// The same for the gradient: Out@GRAD checked against the sliced rows, X@GRAD resized to X's shape.
+struct SliceGradPlan {
+  std::span<const size_t> offs;
+  SliceSpec spec;
+  size_t row = 0;
+  LoDTensor* x_grad = nullptr;
+};
+inline SliceGradPlan slice_grad_plan(const KernelContext& c) {
+  using Op = ops::SequenceSlice;
+  const LoDTensor& xt = c.in(Op::x);
+  const LoDTensor& dout = c.in(Op::out_grad);
+  SliceGradPlan p;
+  p.offs = last_level(c, xt, Op::x);
+  p.spec = slice_spec(c, p.offs);
+  int64_t rows = 0;
+  for (int64_t l : p.spec.length) rows += l;
+  c.check(dout.rank() == xt.rank() && dout.dim(0) == rows && dout.numel() == (xt.dim(0) ? xt.numel() / xt.dim(0) * rows : 0) &&
+              dout.dtype() == xt.dtype(),
+          "Out@GRAD {} {} must hold the {} sliced rows of X {} {}", dout.shape(), name(dout.dtype()), rows, xt.shape(), name(xt.dtype()));
+  p.x_grad = &c.out(Op::x_grad);
+  p.x_grad->resize(xt.shape(), xt.dtype());
+  p.row = xt.dim(0) ? xt.bytes() / size_t(xt.dim(0)) : 0;
+  return p;
+}
+
 }  // namespace oar::cpu_kernels::seq_shape
 
 namespace oar::ops {
 
 inline void SequenceSlice::eval_cpu(KernelContext& c, const NoAttrs&) {
+  const cpu_kernels::seq_shape::SlicePlan p = cpu_kernels::seq_shape::slice_plan(c);
   const LoDTensor& xt = c.in(x);
-  c.check(xt.rank() >= 1, "X must have rank >= 1, got {}", xt.shape());
-  auto offs = cpu_kernels::seq_shape::last_level(c, xt, x);
-  auto spec = cpu_kernels::seq_shape::slice_spec(c, offs);
-  // NOTE: a per-thread LoD: assigning into it reuses its vectors, so a steady state allocates nothing.
-  thread_local LoD lod;
-  lod = xt.lod();
-  std::vector<size_t>& last = lod.back();
-  for (size_t i = 0; i < spec.length.size(); ++i) last[i + 1] = last[i] + size_t(spec.length[i]);
-  Shape os = xt.shape();
-  os[0] = int64_t(last.back());
-  LoDTensor& ot = c.out(out);
-  ot.resize(os, xt.dtype());
-  const size_t row = xt.dim(0) ? xt.bytes() / size_t(xt.dim(0)) : 0;
+  const std::vector<size_t>& last = p.lod->back();
   const char* src = static_cast<const char*>(xt.raw());
-  char* dst = static_cast<char*>(ot.raw());
-  for (size_t i = 0; i < spec.length.size(); ++i)
-    if (spec.length[i]) std::memcpy(dst + last[i] * row, src + (offs[i] + size_t(spec.offset[i])) * row, size_t(spec.length[i]) * row);
-  ot.set_lod(lod);
+  char* dst = static_cast<char*>(p.out->raw());
+  for (size_t i = 0; i < p.spec.length.size(); ++i)
+    if (p.spec.length[i]) std::memcpy(dst + last[i] * p.row, src + (p.offs[i] + size_t(p.spec.offset[i])) * p.row, size_t(p.spec.length[i]) * p.row);
+  p.out->set_lod(*p.lod);
 }
 
 inline void SequenceSlice::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
   if (!c.has_out(x_grad)) return;
+  const cpu_kernels::seq_shape::SliceGradPlan p = cpu_kernels::seq_shape::slice_grad_plan(c);
   const LoDTensor& xt = c.in(x);
-  const LoDTensor& dout = c.in(out_grad);
-  auto offs = cpu_kernels::seq_shape::last_level(c, xt, x);
-  auto spec = cpu_kernels::seq_shape::slice_spec(c, offs);
-  int64_t rows = 0;
-  for (int64_t l : spec.length) rows += l;
-  c.check(dout.rank() == xt.rank() && dout.dim(0) == rows && dout.numel() == (xt.dim(0) ? xt.numel() / xt.dim(0) * rows : 0) &&
-              dout.dtype() == xt.dtype(),
-          "Out@GRAD {} {} must hold the {} sliced rows of X {} {}", dout.shape(), name(dout.dtype()), rows, xt.shape(), name(xt.dtype()));
-  LoDTensor& dx = c.out(x_grad);
-  dx.resize(xt.shape(), xt.dtype());
-  const size_t row = xt.dim(0) ? xt.bytes() / size_t(xt.dim(0)) : 0;
-  char* dst = static_cast<char*>(dx.raw());
-  const char* src = static_cast<const char*>(dout.raw());
+  char* dst = static_cast<char*>(p.x_grad->raw());
+  const char* src = static_cast<const char*>(c.in(out_grad).raw());
   if (xt.bytes()) std::memset(dst, 0, xt.bytes());  // all-zero bytes are 0.0 for f32 and f64
   size_t at = 0;
-  for (size_t i = 0; i < spec.length.size(); ++i) {
-    if (spec.length[i]) std::memcpy(dst + (offs[i] + size_t(spec.offset[i])) * row, src + at * row, size_t(spec.length[i]) * row);
-    at += size_t(spec.length[i]);
+  for (size_t i = 0; i < p.spec.length.size(); ++i) {
+    if (p.spec.length[i]) std::memcpy(dst + (p.offs[i] + size_t(p.spec.offset[i])) * p.row, src + at * p.row, size_t(p.spec.length[i]) * p.row);
+    at += size_t(p.spec.length[i]);
   }
-  dx.set_lod(xt.lod());
+  p.x_grad->set_lod(xt.lod());
 }
 
 }  // namespace oar::ops

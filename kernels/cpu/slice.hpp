@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 
+#include "kernels/cpu/place_io.hpp"
 #include "oar/ops/slice.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
@@ -100,8 +101,7 @@ inline void Slice::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   c.check(dout.shape() == os, "Out@GRAD {} does not match the slice {}", dout.shape(), os);
   LoDTensor& din = c.out(input_grad);
   din.resize(in.shape(), dout.dtype());
-  if (c.place().is_cuda()) oar::detail::cuda_zero(c.cuda(), din.raw(), din.bytes());
-  else if (din.bytes()) std::memset(din.raw(), 0, din.bytes());
+  cpu_kernels::place_io::zero(c, din.raw(), din.bytes());
   cpu_kernels::box_copy(c, static_cast<char*>(din.raw()), in.shape(), static_cast<char*>(dout.raw()), os, begin.data(), size_of(dout.dtype()), false);
   din.set_lod(in.lod());
 }

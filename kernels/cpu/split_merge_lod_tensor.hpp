@@ -1,9 +1,12 @@
 // kernels/cpu/split_merge_lod_tensor.hpp: split_lod_tensor, merge_lod_tensor and merge_lod_tensor_grad on the
-// CPU: whole rows moved as bytes (any dtype), item by item in X's order.
+// CPU and, the same code, on CUDA (the ops are `any_place`): whole rows moved as bytes (any dtype), one copy per
+// run of neighbouring items on one side, in X's order. On a GPU the mask comes to the host (a stream sync: which
+// rows move is decided there, as the LoD is) and each run is one copy on the kernel's stream.
 #pragma once
 #include <cstring>
 
 #include "kernels/cpu/sequence_pool.hpp"
+#include "kernels/cpu/place_io.hpp"
 #include "oar/ops/split_merge_lod_tensor.hpp"
 
 namespace oar::cpu_kernels {
@@ -20,7 +23,8 @@ struct MaskedItems {
   const LoD* lod = nullptr;  // null: each row is an item
   size_t level = 0;
   int64_t count = 0;
-  const bool* mask = nullptr;
+  const bool* mask = nullptr;  // on the host
+  Tensor mask_host;            // the mask (a copy when it lives on a device)
 
   /// The rows [first, second) of item i: its offsets followed down to the last level.
   std::pair<int64_t, int64_t> rows(int64_t i) const {
@@ -77,31 +81,42 @@ inline MaskedItems masked_items(const KernelContext& c, Slot xs, Slot ms, int32_
   c.check(m.numel() == it.count && (m.rank() == 1 || (m.rank() == 2 && m.dim(1) == 1)),
           "Mask ('{}') {} must hold one entry per {} of X ('{}') {}, which has {}", c.in_name(ms), m.shape(), it.lod ? "sequence" : "row", c.in_name(xs),
           x.shape(), it.count);
-  it.mask = m.data<bool>();
+  it.mask_host = place_io::host(c, m);
+  it.mask = it.mask_host.data<bool>();
   return it;
 }
 
 /// Copies the rows of the items whose mask entry is `side` between `whole` (all items, X's order) and `part`
 /// (those items packed): gather when `to_part`, else scatter. `row_bytes` is the bytes of one row of either.
-inline void move_items(const MaskedItems& it, bool side, const Tensor& whole, const Tensor& part, size_t row_bytes, bool to_part) {
+/// Neighbouring items on one side are neighbours in both, so each run of them is one copy.
+inline void move_items(const KernelContext& c, const MaskedItems& it, bool side, const Tensor& whole, const Tensor& part, size_t row_bytes, bool to_part) {
   char* w = static_cast<char*>(whole.raw());
   char* p = static_cast<char*>(part.raw());
-  size_t at = 0;  // rows of `part` done
+  size_t at = 0;  // bytes of `part` done
+  auto copy = [&](int64_t b, int64_t e) {  // rows [b, e) of whole
+    const size_t n = size_t(e - b) * row_bytes;
+    char* wb = w + size_t(b) * row_bytes;
+    if (to_part) place_io::copy(c, p + at, wb, n);
+    else place_io::copy(c, wb, p + at, n);
+    at += n;
+  };
+  int64_t run_b = 0, run_e = 0;  // the run being gathered: rows [run_b, run_e) of whole
   for (int64_t i = 0; i < it.count; ++i) {
     if (it.mask[i] != side) continue;
     auto [b, e] = it.rows(i);
-    const size_t n = size_t(e - b) * row_bytes;
-    if (n == 0) continue;
-    if (to_part) std::memcpy(p + at, w + size_t(b) * row_bytes, n);
-    else std::memcpy(w + size_t(b) * row_bytes, p + at, n);
-    at += n;
+    if (b != run_e) {
+      copy(run_b, run_e);
+      run_b = b;
+    }
+    run_e = e;
   }
+  copy(run_b, run_e);
 }
 
 /// Writes into `part` the items of `whole` whose mask entry is `side`, with their sub-LoD when X has one.
-inline void gather_side(const MaskedItems& it, bool side, const LoDTensor& whole, LoDTensor& part) {
+inline void gather_side(const KernelContext& c, const MaskedItems& it, bool side, const LoDTensor& whole, LoDTensor& part) {
   resize_rows_like(part, whole.shape(), whole.dtype(), it.rows_of(side));
-  move_items(it, side, whole, part, size_t(row_size(whole)) * size_of(whole.dtype()), true);
+  move_items(c, it, side, whole, part, size_t(row_size(whole)) * size_of(whole.dtype()), true);
   if (it.lod) part.set_lod(it.sub_lod(side));
   else part.clear_lod();
 }
@@ -119,7 +134,7 @@ inline void SplitLoDTensor::eval_cpu(KernelContext& c, const Attrs& a) {
     if (!c.has_out(s)) continue;
     LoDTensor& o = c.out(s);
     c.check(&o != &xt, "{} ('{}') cannot be X", s.name, c.out_name(s));
-    gather_side(it, side, xt, o);
+    gather_side(c, it, side, xt, o);
   }
 }
 
@@ -152,7 +167,7 @@ inline void MergeLoDTensor::eval_cpu(KernelContext& c, const Attrs& a) {
   resize_rows_like(o, like->shape(), like->dtype(), xt.dim(0));
   const size_t row_bytes = size_t(row_size(o)) * size_of(o.dtype());
   for (int k = 0; k < 2; ++k)
-    if (parts[k]) move_items(it, k == 0, o, *parts[k], row_bytes, false);
+    if (parts[k]) move_items(c, it, k == 0, o, *parts[k], row_bytes, false);
   o.set_lod(xt.lod());
 }
 
@@ -171,7 +186,7 @@ inline void MergeLoDTensor::eval_grad_cpu(KernelContext& c, const Attrs& a) {
     LoDTensor& g = c.out(gs);
     c.check(&g != &dout, "{} ('{}') cannot be Out@GRAD", gs.name, c.out_name(gs));
     if (it.rows_of(side) > 0) {
-      gather_side(it, side, dout, g);
+      gather_side(c, it, side, dout, g);
       continue;
     }
     const Value* v = c.in_value(side ? in_true : in_false);
@@ -183,7 +198,7 @@ inline void MergeLoDTensor::eval_grad_cpu(KernelContext& c, const Attrs& a) {
       resize_rows_like(g, dout.shape(), dout.dtype(), 0);
       g.clear_lod();
     }
-    if (g.bytes()) std::memset(g.raw(), 0, g.bytes());
+    place_io::zero(c, g.raw(), g.bytes());
   }
 }
 

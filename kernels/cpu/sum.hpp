@@ -8,7 +8,8 @@
 namespace oar::cpu_kernels::array {
 
 /// Out[j] = the sum of the non-empty entries j of the arrays X (empty when all are); Out is as long as the
-/// longest X. Out may be one of the X: the sum is built aside and moved in.
+/// longest X. Out may be one of the X: the sum is built aside and moved in. Serves both places (CUDA's Sum
+/// kernel calls it for arrays): the entries are added where they live.
 inline void sum(KernelContext& c) {
   using S = ops::Sum;
   const size_t k = c.num_in(S::x);
@@ -37,6 +38,7 @@ inline void sum(KernelContext& c) {
         using T = typename decltype(tag)::type;
         T* po = o.data<T>();
         const T* pe = e.data<T>();
+        if (c.place().is_cuda()) return oar::detail::cuda_accumulate(c.cuda(), e.dtype(), po, pe, e.numel());
         for (int64_t n = 0; n < e.numel(); ++n) po[n] += pe[n];
       });
     }

@@ -1,8 +1,10 @@
 // kernels/cpu/tensor_array.hpp: write_to_array, read_from_array (and their gradients) and lod_array_length on the
-// CPU, with the helpers every array kernel uses (the array values of a slot, the index I, empty entries).
+// CPU and, the same code, on CUDA (the ops are `any_place`: entries are copied on the place, the index is read
+// on the host), with the helpers every array kernel uses (the array values of a slot, the index I, empty entries).
 #pragma once
 #include <cstring>
 
+#include "kernels/cpu/place_io.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/ops/tensor_array.hpp"
 
@@ -37,8 +39,8 @@ inline int64_t index(const KernelContext& c, Slot slot) {
   const LoDTensor& t = c.in(slot);
   c.check(t.numel() == 1, "{} ('{}') must hold exactly one element, got {}", slot.name, c.in_name(slot), t.shape());
   int64_t i = 0;
-  if (t.dtype() == DType::i64) i = t.data<int64_t>()[0];
-  else if (t.dtype() == DType::i32) i = t.data<int32_t>()[0];
+  if (t.dtype() == DType::i64) i = place_io::host(c, t).data<int64_t>()[0];
+  else if (t.dtype() == DType::i32) i = place_io::host(c, t).data<int32_t>()[0];
   else c.fail("{} ('{}') is an index and must be i64 (or i32), got {}", slot.name, c.in_name(slot), name(t.dtype()));
   c.check(i >= 0, "{} ('{}') is a negative index {}", slot.name, c.in_name(slot), i);
   return i;
@@ -50,10 +52,11 @@ inline void copy(LoDTensor& dst, const LoDTensor& src) {
   dst.set_lod(src.lod());
 }
 
-/// dst = zeros of `shape` and `dtype`.
-inline void zeros(LoDTensor& dst, const Shape& shape, DType dtype) {
+/// dst = zeros of `shape` and `dtype` on the kernel's place.
+inline void zeros(const KernelContext& c, LoDTensor& dst, const Shape& shape, DType dtype) {
+  dst.set_place(c.place());
   dst.resize(shape, dtype);
-  if (dst.bytes()) std::memset(dst.raw(), 0, dst.bytes());
+  place_io::zero(c, dst.raw(), dst.bytes());
 }
 
 }  // namespace oar::cpu_kernels::array
@@ -86,7 +89,7 @@ inline void WriteToArray::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
             name(g->dtype()), g->shape(), c.in_name(x), name(xt.dtype()), xt.shape());
     dx.copy_from(*g);
   } else {
-    cpu_kernels::array::zeros(dx, xt.shape(), xt.dtype());
+    cpu_kernels::array::zeros(c, dx, xt.shape(), xt.dtype());
   }
   dx.set_lod(xt.lod());
 }
@@ -118,7 +121,8 @@ inline void LoDArrayLength::eval_cpu(KernelContext& c, const NoAttrs&) {
   const auto& list = cpu_kernels::array::in(c, x);
   LoDTensor& o = c.out(out);
   o.resize(Shape{1}, DType::i64);
-  o.data<int64_t>()[0] = int64_t(list.size());
+  const int64_t n = int64_t(list.size());
+  cpu_kernels::place_io::store(c, o, &n);
 }
 
 }  // namespace oar::ops

@@ -13,5 +13,8 @@
 #include "kernels/cuda/optim.hpp"
 #include "kernels/cuda/random.hpp"
 #include "kernels/cuda/reduce.hpp"
+#include "kernels/cuda/rnn.hpp"
 #include "kernels/cuda/sequence.hpp"
+#include "kernels/cuda/sequence_shape.hpp"
+#include "kernels/cuda/sequence_conv.hpp"
 #include "kernels/cuda/tensor.hpp"

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "kernels/cuda/launch.hpp"
 #include "oar/device/allocator.hpp"
 #include "oar/device/cuda.hpp"
 
@@ -290,13 +291,30 @@ void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t by
 void detail::cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {
   if (!width || !rows) return;
   DeviceGuard g(ctx.device());
-  cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice, ctx.stream()), "cudaMemcpy2DAsync");
+  if (rows == 1 || (dst_pitch == width && src_pitch == width))  // one block: no pitch limit (a 2-D copy's pitch is capped)
+    cuda_check(cudaMemcpyAsync(dst, src, width * rows, cudaMemcpyDeviceToDevice, ctx.stream()), "cudaMemcpyAsync");
+  else
+    cuda_check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice, ctx.stream()), "cudaMemcpy2DAsync");
 }
 
 void detail::cuda_zero(const CudaContext& ctx, void* dst, size_t bytes) {
   if (!bytes) return;
   DeviceGuard g(ctx.device());
   cuda_check(cudaMemsetAsync(dst, 0, bytes, ctx.stream()), "cudaMemsetAsync");
+}
+
+void detail::cuda_accumulate(const CudaContext& ctx, DType dtype, void* dst, const void* src, int64_t n) {
+  if (n <= 0) return;
+  cuda_kernels::Elem e;
+  switch (dtype) {
+    case DType::f32: e = cuda_kernels::Elem::f32; break;
+    case DType::f64: e = cuda_kernels::Elem::f64; break;
+    case DType::i32: e = cuda_kernels::Elem::i32; break;
+    case DType::i64: e = cuda_kernels::Elem::i64; break;
+    default: throw Error(fmt::format("cannot add {} tensors on a CUDA device (f32, f64, i32, i64 only)", name(dtype)));
+  }
+  DeviceGuard g(ctx.device());
+  cuda_check(cudaError_t(cuda_kernels::accumulate(e, src, dst, n, ctx.stream())), "accumulate");
 }
 
 }  // namespace oar

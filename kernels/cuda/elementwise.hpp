@@ -171,7 +171,7 @@ inline void FillConstantBatchSizeLike::eval_cuda(KernelContext& c, const Attrs& 
 
 inline void Sum::eval_cuda(KernelContext& c, const NoAttrs&) {
   if (const Value* v = c.in_value(Sum::x, 0); v && v->is_list()) [[unlikely]]
-    c.fail("sums tensor arrays on the CPU only for now, not on {}", c.place().str());
+    return cpu_kernels::array::sum(c);  // entry by entry, each added on the device
   const size_t k = c.num_in(Sum::x);
   const LoDTensor& x0 = c.in(Sum::x, 0);
   LoDTensor& o = c.out(Sum::out);

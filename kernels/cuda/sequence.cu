@@ -1,27 +1,17 @@
-// kernels/cuda/sequence.cu: the device kernels of sequence_pool, sequence_softmax and sequence_expand and their
-// gradients (kernels/cuda/sequence.hpp is the host side). The LoD's offsets come uploaded per call as int64; each
-// sum runs in one fixed order (the CPU's row order where one thread owns it, a fixed warp tree for softmax), so a
-// result repeats bit for bit. Launched through kernels/cuda/launch.hpp.
+// kernels/cuda/sequence.cu: the device kernels of sequence_pool, sequence_softmax and their gradients, and
+// sequence_expand's gradient (kernels/cuda/sequence.hpp is the host side; expand's forward is a copy_rows of
+// sequence_shape.cu). The LoD's offsets come uploaded per call as int64; each sum runs in one fixed order (the
+// CPU's row order where one thread owns it, a fixed warp tree for softmax), so a result repeats bit for bit.
+// Launched through kernels/cuda/launch.hpp.
 #include <cmath>
 #include <limits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/sequence.cuh"
 
 namespace oar::cuda_kernels {
 
 namespace {
-
-/// The sequence of row r: the last s with off[s] <= r, among off[0 .. S] (r < off[S]; an empty sequence
-/// has off[s] == off[s + 1] and so is never it).
-__device__ inline int64_t sequence_of(const int64_t* off, int64_t S, int64_t r) {
-  int64_t lo = 0, hi = S;  // off[lo] <= r < off[hi]
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    if (off[mid] <= r) lo = mid;
-    else hi = mid;
-  }
-  return lo;
-}
 
 // One thread per (sequence s, column d), the rows in the CPU's order: out = first row, then += (or the max's
 // strict >) each later one; AVERAGE / SQRT divide by len / sqrt(len) as the CPU does (no reciprocal).
@@ -126,12 +116,6 @@ inline unsigned blocks_for_warps(int64_t S) {
   return unsigned(b < 4096 ? (b > 0 ? b : 1) : 4096);
 }
 
-// out row o = x row src[o], D units of U each.
-template <class U>
-__global__ void expand_kernel(const U* x, const int64_t* src, U* out, int64_t rows, int64_t D) {
-  OAR_GRID_STRIDE(k, rows * D) out[k] = x[src[k / D] * D + k % D];
-}
-
 // dx row r = the sum over j < plan[3r + 1] of dout row plan[3r] + j plan[3r + 2], from 0 in j's order (the CPU's).
 template <class T>
 __global__ void expand_grad_kernel(const T* dout, const int64_t* plan, T* dx, int64_t M, int64_t D) {
@@ -180,22 +164,6 @@ int sequence_softmax_grad(Elem t, const void* y, const void* dy, const int64_t* 
     softmax_grad_kernel<<<blocks_for_warps(S), kThreads, 0, s>>>(static_cast<const T*>(y), static_cast<const T*>(dy), offsets, static_cast<T*>(dx), S);
     return launched();
   });
-}
-
-int sequence_expand(int bytes, const void* x, const int64_t* src_rows, void* out, int64_t rows, int64_t D, Stream s) {
-  if (rows * D == 0) return 0;
-  auto go = [&](auto z) {
-    using U = decltype(z);
-    expand_kernel<<<blocks_for(rows * D), kThreads, 0, s>>>(static_cast<const U*>(x), src_rows, static_cast<U*>(out), rows, D);
-    return launched();
-  };
-  switch (bytes) {
-    case 1: return go(uint8_t{});
-    case 2: return go(uint16_t{});
-    case 4: return go(uint32_t{});
-    case 8: return go(uint64_t{});
-    default: return bad_type();
-  }
 }
 
 int sequence_expand_grad(Elem t, const void* dout, const int64_t* plan, void* dx, int64_t M, int64_t D, Stream s) {

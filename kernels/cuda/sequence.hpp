@@ -133,7 +133,8 @@ inline void SequenceExpand::eval_cuda(KernelContext& c, const Attrs& a) {
       for (size_t j = 0; j < p.n(i); ++j)
         for (size_t k = 0; k < p.len(i); ++k) src[p.start[i] + j * p.len(i) + k] = int64_t(p.begin(i) + k);
     const Tensor dsrc = Tensor::from<int64_t>(src, Shape{rows}).to(c.place());
-    cuda_kernels::check(c, cuda_kernels::sequence_expand(int(size_of(xt.dtype())), xt.raw(), dsrc.data<int64_t>(), ot.raw(), rows, D, cuda_kernels::stream(c)));
+    cuda_kernels::check(c, cuda_kernels::copy_rows(int(size_of(xt.dtype())), xt.raw(), dsrc.data<int64_t>(), ot.raw(), nullptr, rows, D, nullptr, 0,
+                                                   cuda_kernels::stream(c)));
   }
   ot.set_lod(lod);
 }

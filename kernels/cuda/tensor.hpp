@@ -1,6 +1,6 @@
-// kernels/cuda/tensor.hpp: eval_cuda of fill_zeros_like, cast and transpose (kernels/cuda/tensor.cu). The
-// views and whole copies (reshape, flatten, squeeze, unsqueeze, assign, concat, split, stack) need none: their
-// CPU kernels serve every place (`any_place`).
+// kernels/cuda/tensor.hpp: eval_cuda of cast and transpose (kernels/cuda/tensor.cu). The views, whole copies
+// and zero fills (reshape, flatten, squeeze, unsqueeze, assign, concat, split, stack, fill_zeros_like) need none:
+// their CPU kernels serve every place (`any_place`).
 #pragma once
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/assign.hpp"
@@ -36,15 +36,6 @@ inline void transpose(const KernelContext& c, const Tensor& x, std::span<const i
 }  // namespace oar::cuda_kernels
 
 namespace oar::ops {
-
-inline void FillZerosLike::eval_cuda(KernelContext& c, const NoAttrs&) {
-  if (const Value* v = c.in_value(x, 0); v && v->is_list()) [[unlikely]]
-    c.fail("fills tensor arrays on the CPU only for now, not on {}", c.place().str());
-  const LoDTensor& xt = c.in(x);
-  LoDTensor& o = c.out(out);
-  if (&o != &xt) o.resize(xt.shape(), xt.dtype());
-  cuda_kernels::check(c, cuda_kernels::fill(o.raw(), int64_t(o.bytes()), 1, 0, cuda_kernels::stream(c)));
-}
 
 inline void Cast::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);

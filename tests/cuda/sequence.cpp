@@ -1,8 +1,9 @@
-// tests/cuda/sequence.cpp: the CUDA kernels of kernels/cuda/sequence.cu against the CPU kernels of the same ops:
-// sequence_pool (every pooltype, MaxIndex, a 2-level LoD), sequence_softmax and sequence_expand (X with and
-// without LoD, every ref_level, an integer dtype) and their gradients, f32 and f64, over ragged LoDs with an
-// empty and a length-1 sequence and one longer than a warp. Copies and maxima must be equal; sums and softmax
-// within tol<T>(). The outputs' LoD must be the CPU's.
+// tests/cuda/sequence.cpp: the CUDA kernels of kernels/cuda/sequence.cu and sequence_conv.cu against the CPU
+// kernels of the same ops: sequence_pool (every pooltype, MaxIndex, a 2-level LoD), sequence_softmax,
+// sequence_expand (X with and without LoD, every ref_level, an integer dtype) and sequence_conv (context starts
+// before, at and after the row) and their gradients, f32 and f64, over ragged LoDs with an empty and a length-1
+// sequence and one longer than a warp. Copies and maxima must be equal; sums and softmax within tol<T>(). The
+// outputs' LoD must be the CPU's.
 #include <doctest/doctest.h>
 
 #include "cuda/compare.hpp"
@@ -97,4 +98,61 @@ TEST_CASE("cuda: sequence_expand copies an integer X as the CPU does") {
   OpTest f("sequence_expand");
   f.input("X", LoDTensor(random_tensor<int64_t>({3, 2}, -9, 9, 61))).input("Y", y).unknown_batch();
   compare_with_lod(f, "sequence_expand int64", 0, 0);
+}
+
+TEST_CASE_TEMPLATE("cuda: sequence_conv and its gradients match the CPU", T, float, double) {
+  // Products on cuBLAS: f32 sums in another order than the CPU's gemm, hence 1e-4 (the values are O(10)).
+  const double t = std::is_same_v<T, double> ? 1e-12 : 1e-4;
+  const int64_t d = 3, m = 5;
+  for (auto [start, len] : {std::pair{-1, 3}, {0, 1}, {-2, 4}, {2, 2}}) {
+    const Tensor x = random_tensor<T>({kRows, d}, -1, 1, 71);
+    const Tensor w = random_tensor<T>({len * d, m}, -1, 1, 72);
+    const std::string what = "start " + std::to_string(start) + " length " + std::to_string(len);
+    OpTest f("sequence_conv");
+    f.input("X", LoDTensor(x, kLoD)).input("Filter", w).attr("contextLength", len).attr("contextStart", start).unknown_batch();
+    compare_with_lod(f, "sequence_conv " + what, t, t);
+    OpTest g("sequence_conv_grad");
+    g.skip_inferred_check();
+    g.input("X", LoDTensor(x, kLoD)).input("Filter", w).input("Out@GRAD", random_tensor<T>({kRows, m}, -1, 1, 73));
+    g.attr("contextLength", len).attr("contextStart", start);
+    compare_with_lod(g, "sequence_conv_grad " + what, t, t);
+  }
+}
+
+namespace {
+
+LoDTensor bool_mask(const std::vector<int>& m) {
+  Tensor t(Shape{int64_t(m.size()), 1}, boolean);
+  for (size_t i = 0; i < m.size(); ++i) t.data<bool>()[i] = m[i] != 0;
+  return LoDTensor(t);
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("cuda: split_lod_tensor and merge_lod_tensor (+ grad) move the CPU's rows", T, float, double, int64_t) {
+  // Items: the 6 sequences of kLoD (empty, 1-row and 70-row ones among them), or the rows of a matrix.
+  const Tensor x = random_tensor<T>({kRows, 3}, -5, 5, 81);
+  const Tensor rows = random_tensor<T>({7, 2}, -5, 5, 82);
+  struct Case {
+    LoDTensor x;
+    LoDTensor mask;
+    const char* what;
+  };
+  for (const Case& k : {Case{LoDTensor(x, kLoD), bool_mask({1, 0, 0, 1, 1, 0}), "sequences"}, Case{LoDTensor(x, kLoD), bool_mask({1, 1, 1, 1, 1, 1}), "all true"},
+                        Case{LoDTensor(rows), bool_mask({0, 1, 1, 0, 1, 0, 0}), "rows"}}) {
+    OpTest s("split_lod_tensor");
+    s.input("X", k.x).input("Mask", k.mask).unknown_batch();
+    compare_with_lod(s, std::string("split_lod_tensor ") + k.what, 0, 0);
+    auto parts = s.run();
+    OpTest m("merge_lod_tensor");
+    m.input("InTrue", parts.at("OutTrue")).input("InFalse", parts.at("OutFalse")).input("X", k.x).input("Mask", k.mask).unknown_batch();
+    compare_with_lod(m, std::string("merge_lod_tensor ") + k.what, 0, 0);
+    if constexpr (!std::is_integral_v<T>) {
+      OpTest g("merge_lod_tensor_grad");
+      g.skip_inferred_check();
+      g.input("InTrue", parts.at("OutTrue")).input("InFalse", parts.at("OutFalse")).input("X", k.x).input("Mask", k.mask);
+      g.input("Out@GRAD", random_tensor<T>(k.x.shape(), -1, 1, 83));
+      compare_with_lod(g, std::string("merge_lod_tensor_grad ") + k.what, 0, 0);
+    }
+  }
 }

@@ -21,6 +21,9 @@ OAR_FUNC void detail::cuda_copy_rows(const CudaContext&, void*, size_t, const vo
   throw Error("cannot copy on a CUDA device: oar was built without CUDA");
 }
 OAR_FUNC void detail::cuda_zero(const CudaContext&, void*, size_t) { throw Error("cannot write on a CUDA device: oar was built without CUDA"); }
+OAR_FUNC void detail::cuda_accumulate(const CudaContext&, DType, void*, const void*, int64_t) {
+  throw Error("cannot add on a CUDA device: oar was built without CUDA");
+}
 OAR_FUNC CudaGraphStats cuda_graph_stats() { return {}; }
 OAR_FUNC void CudaContext::begin_capture() { throw Error("CUDA graphs: oar was built without CUDA"); }
 OAR_FUNC void* CudaContext::end_capture(bool* replayable) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "oar/config.hpp"
+#include "oar/core/dtype.hpp"
 #include "oar/core/error.hpp"
 #include "oar/device/device_context.hpp"
 
@@ -100,6 +101,8 @@ void cuda_copy(void* dst, Place dst_place, const void* src, Place src_place, siz
 void cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);
 /// Queues on `ctx`'s stream the zeroing of `bytes` of the device's memory at `dst`.
 void cuda_zero(const CudaContext& ctx, void* dst, size_t bytes);
+/// Queues on `ctx`'s stream dst[i] += src[i] for n elements of `dtype` (f32, f64, i32, i64) in the device's memory.
+void cuda_accumulate(const CudaContext& ctx, DType dtype, void* dst, const void* src, int64_t n);
 }  // namespace detail
 
 /// The context kernels on `place` run with: a CpuContext, or a CudaContext for that device.

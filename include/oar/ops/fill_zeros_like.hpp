@@ -17,7 +17,7 @@ struct FillZerosLike {
     if (c.input_var(x).kind() == VarKind::lod_tensor_array) c.output_var(out).set_kind(VarKind::lod_tensor_array).set_lod_level(c.lod_level(x));
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/fill_zeros_like.hpp
-  static void eval_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/tensor.hpp
+  static constexpr bool any_place = true;  // its kernel serves CUDA too (zeros queued on the place's stream)
 };
 
 }  // namespace oar::ops

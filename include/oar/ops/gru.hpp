@@ -71,6 +71,8 @@ struct Gru {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/gru.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/gru.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/rnn.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/rnn.hpp
 };
 
 }  // namespace oar::ops

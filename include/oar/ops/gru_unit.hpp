@@ -61,6 +61,8 @@ struct GruUnit {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/gru_unit.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/gru_unit.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/rnn.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/rnn.hpp
 };
 
 }  // namespace oar::ops

@@ -40,6 +40,7 @@ struct LoDRankTable {
     c.output_var(out).set_kind(VarKind::lod_rank_table).set_stop_gradient(true);
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/lod_rank_table.hpp
+  static constexpr bool any_place = true;  // its kernels serve CUDA too (rows copied on the place)
 };
 
 /// out = the longest sequence length of the rank table (0 when it lists no sequence). RankTable -> Out i64 [1].
@@ -53,6 +54,7 @@ struct MaxSequenceLen {
     c.set_output(out, Shape{1}, DType::i64, 0);
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/lod_rank_table.hpp
+  static constexpr bool any_place = true;  // its kernels serve CUDA too (rows copied on the place)
 };
 
 /// Splits x's sequences into time steps: out[t] holds row t of every sequence longer than t, in rank-table
@@ -81,6 +83,7 @@ struct LoDTensorToArray {
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/lod_rank_table.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/lod_rank_table.hpp
+  static constexpr bool any_place = true;  // its kernels serve CUDA too (rows copied on the place)
 };
 
 /// The inverse of lod_tensor_to_array: sequence s (in original order) gathers row t from entry t, at the
@@ -107,6 +110,7 @@ struct ArrayToLoDTensor {
     return {op};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/lod_rank_table.hpp
+  static constexpr bool any_place = true;  // its kernels serve CUDA too (rows copied on the place)
 };
 
 /// The memory of a DynamicRNN at step i: the first k rows of x, k = the number of sequences longer than i
@@ -133,6 +137,7 @@ struct ShrinkRNNMemory {
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/lod_rank_table.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/lod_rank_table.hpp
+  static constexpr bool any_place = true;  // its kernels serve CUDA too (rows copied on the place)
 };
 
 /// x's rows (x without LoD: one row per sequence, [S, d...]) or x's sequences (x with one LoD level, S of them)
@@ -160,6 +165,7 @@ struct ReorderLoDTensorByRank {
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/lod_rank_table.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/lod_rank_table.hpp
+  static constexpr bool any_place = true;  // its kernels serve CUDA too (rows copied on the place)
 };
 
 }  // namespace oar::ops

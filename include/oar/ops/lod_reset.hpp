@@ -1,5 +1,5 @@
 // oar/ops/lod_reset.hpp: lod_reset, X's data under a new LoD taken from Y's LoD, from Y's values (offsets)
-// or from the target_lod attribute. Kernels in kernels/cpu/lod_reset.hpp.
+// or from the target_lod attribute. Kernels in kernels/cpu/lod_reset.hpp (every place).
 #pragma once
 #include "oar/ops/op.hpp"
 
@@ -12,6 +12,9 @@ namespace oar::ops {
 /// X's LoD; Y gets none.
 struct LoDReset {
   static constexpr std::string_view type = "lod_reset";
+  /// Its kernels copy through the place and read Y's offsets on the host: they serve every place
+  /// (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Slot x{"X"}, y{"Y"}, out{"Out"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
   static constexpr Attr<std::vector<int32_t>> target_lod{"target_lod"};
 

@@ -83,6 +83,8 @@ struct Lstm {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/lstm.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/lstm.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/rnn.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/rnn.hpp
 };
 
 }  // namespace oar::ops

@@ -45,6 +45,8 @@ struct LstmUnit {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/lstm_unit.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/lstm_unit.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/rnn.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/rnn.hpp
 };
 
 }  // namespace oar::ops

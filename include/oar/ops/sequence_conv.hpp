@@ -58,6 +58,8 @@ struct SequenceConv {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sequence_conv.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/sequence_conv.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/sequence_conv.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/sequence_conv.hpp
 };
 
 }  // namespace oar::ops

@@ -35,7 +35,8 @@ struct SequenceMask {
     c.set_output(y, ys, DType(c.attr(out_dtype)));
     c.share_lod(x, y);
   }
-  static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/sequence_mask.hpp
+  static void eval_cpu(KernelContext&, const Attrs&);   // kernels/cpu/sequence_mask.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/sequence_shape.hpp
 };
 
 }  // namespace oar::ops

@@ -57,6 +57,8 @@ struct SequencePad {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sequence_pad.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/sequence_pad.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/sequence_shape.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/sequence_shape.hpp
 };
 
 /// out = the first length[s] steps of x[s], stacked, with LoD [[0, length[0], length[0] + length[1], ...]].
@@ -91,6 +93,8 @@ struct SequenceUnpad {
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/sequence_pad.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/sequence_pad.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);       // kernels/cuda/sequence_shape.hpp
+  static void eval_grad_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/sequence_shape.hpp
 };
 
 }  // namespace oar::ops

@@ -1,5 +1,5 @@
 // oar/ops/sequence_reshape.hpp: sequence_reshape, which re-cuts the rows of each sequence into rows of another
-// width (the data stays in place; the LoD is rescaled). Kernels in kernels/cpu/sequence_reshape.hpp.
+// width (the data stays in place; the LoD is rescaled). Kernels in kernels/cpu/sequence_reshape.hpp (every place).
 #pragma once
 #include "oar/ops/op.hpp"
 
@@ -11,6 +11,8 @@ namespace oar::ops {
 /// above it kept. Grad: X@GRAD is Out@GRAD seen as [N, D] with X's LoD.
 struct SequenceReshape {
   static constexpr std::string_view type = "sequence_reshape";
+  /// Its kernels copy through the place and read only the LoD: they serve every place (runtime/kernel_registry.hpp).
+  static constexpr bool any_place = true;
   static constexpr Slot x{"X"}, out{"Out"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
   static constexpr Attr<int32_t> new_dim{"new_dim"};
 

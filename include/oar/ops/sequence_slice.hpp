@@ -43,6 +43,8 @@ struct SequenceSlice {
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/sequence_slice.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/sequence_slice.hpp
+  static void eval_cuda(KernelContext&, const NoAttrs&);       // kernels/cuda/sequence_shape.hpp
+  static void eval_grad_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/sequence_shape.hpp
 };
 
 }  // namespace oar::ops

@@ -54,6 +54,7 @@ struct SplitLoDTensor {
   /// merge_lod_tensor(InTrue = OutTrue@GRAD, InFalse = OutFalse@GRAD, X, Mask) -> Out = X@GRAD
   static std::vector<Operator> grad(const GradContext& g);  // defined below MergeLoDTensor
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/split_merge_lod_tensor.hpp
+  static constexpr bool any_place = true;               // its kernel serves CUDA too (copies on the place's stream)
 };
 
 /// Out item i = the next item of InTrue when Mask[i], else the next item of InFalse: the inverse of
@@ -111,6 +112,7 @@ struct MergeLoDTensor {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/split_merge_lod_tensor.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/split_merge_lod_tensor.hpp
+  static constexpr bool any_place = true;                    // its kernels serve CUDA too
 };
 
 inline std::vector<Operator> SplitLoDTensor::grad(const GradContext& g) {

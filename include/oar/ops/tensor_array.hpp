@@ -64,6 +64,7 @@ struct WriteToArray {
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/tensor_array.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/tensor_array.hpp
+  static constexpr bool any_place = true;  // its kernels serve CUDA too (rows copied on the place)
 };
 
 /// out = a copy of x[i] (with its LoD); an oar::Error when i is out of range or the entry was never written.
@@ -88,6 +89,7 @@ struct ReadFromArray {
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/tensor_array.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/tensor_array.hpp
+  static constexpr bool any_place = true;  // its kernels serve CUDA too (rows copied on the place)
 };
 
 /// out = the number of entries of the array x. X: array -> Out i64 [1]. No gradient.
@@ -100,6 +102,7 @@ struct LoDArrayLength {
     c.set_output(out, Shape{1}, DType::i64, 0);
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/tensor_array.hpp
+  static constexpr bool any_place = true;  // its kernels serve CUDA too (rows copied on the place)
 };
 
 }  // namespace oar::ops
