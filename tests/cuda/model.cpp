@@ -1,7 +1,8 @@
 // tests/cuda/model.cpp: the user's view on a GPU: a Model, Optimizer and Evaluator on cuda:0 train as they do
 // on the CPU (same initial weights, the same losses to f32 rounding, the same accuracy), a checkpoint moves
-// between the two places either way, and running out of device memory is an oar::Error naming the op and the
-// user's line. Each case skips, saying so, without a device.
+// between the two places either way, a recurrent group (the executor's recurrent op) trains as on the CPU, and
+// running out of device memory is an oar::Error naming the op and the user's line. Each case skips, saying so,
+// without a device.
 #include <doctest/doctest.h>
 
 #include <oar/oar.hpp>
@@ -291,4 +292,80 @@ TEST_CASE("cuda: with set_cuda_graphs(true) training replays captured steps and 
   CHECK(with_dropout.size() == 48);
   CHECK(with_dropout.back() < with_dropout.front());
   CHECK(d1.captures - d0.captures == 1);  // the update block alone
+}
+
+namespace {
+
+/// Trains, with SGD, the f64 net `step_net(x, boot)` -> per-row [T, H] output, followed by fc(1) and a squared
+/// error, 8 steps on the CPU and on cuda:0 from the same initial weights; expects the same losses and final
+/// weights to 1e-10. Sequences of unsorted lengths with an empty and a length-1 one. Without a device the CPU
+/// half runs alone (the net must train there) and the comparison is skipped, saying so.
+template <class StepNet>
+void rnn_trains_alike(StepNet step_net) {
+  const int places_n = cuda_device_count() > 0 ? 2 : 1;
+  if (places_n == 1) MESSAGE("no CUDA device: the CPU half alone");
+  constexpr int64_t D = 3, H = 4;
+  std::vector<double> losses[2], weights[2];
+  const Place places[2] = {cpu(), cuda(0)};
+  const LoD lod{{0, 2, 2, 7, 8, 11}};
+  std::mt19937_64 rng(31);
+  auto uniform = [&](Shape shape) {
+    std::vector<double> v(size_t(shape.numel()));
+    std::uniform_real_distribution<double> u(-1, 1);
+    for (auto& e : v) e = u(rng);
+    return Tensor::from<double>(v, shape);
+  };
+  const Tensor xs = uniform({11, D}), boot = uniform({5, H}), ys = uniform({11, 1});
+  for (int p = 0; p < places_n; ++p) {
+    Tape tape;
+    auto x = data("x", f64, {-1, D}).lod_level(1);
+    auto b0 = data("boot", f64, {-1, H});
+    auto target = data("target", f64, {-1, 1});
+    Var cost = mean(square_error_cost(fc(step_net(x, b0, H), 1), target));
+    Model model(tape.program({cost}), places[p], 17);
+    Optimizer opt(model, cost, optim::sgd(0.5));
+    std::vector<LoDTensor> fetched;
+    for (int step = 0; step < 8; ++step) {
+      opt.step({{"x", LoDTensor(xs, lod)}, {"boot", LoDTensor(boot)}, {"target", LoDTensor(ys)}}, fetched);
+      losses[p].push_back(double(fetched[0].get(0)));
+    }
+    for (const std::string& name : model.parameter_names()) {
+      auto v = model.parameter(name).to(cpu()).to_vector<double>();
+      weights[p].insert(weights[p].end(), v.begin(), v.end());
+    }
+  }
+  CHECK(losses[0].back() < 0.9 * losses[0].front());
+  if (places_n == 1) return;
+  REQUIRE(losses[1].size() == losses[0].size());
+  for (size_t i = 0; i < losses[0].size(); ++i) CHECK(losses[1][i] == doctest::Approx(losses[0][i]).epsilon(1e-10));
+  REQUIRE(weights[1].size() == weights[0].size());
+  for (size_t i = 0; i < weights[0].size(); ++i) CHECK(weights[1][i] == doctest::Approx(weights[0][i]).epsilon(1e-10));
+}
+
+}  // namespace
+
+TEST_CASE("cuda: a recurrent group with a boot memory trains on cuda:0 as on the CPU (f64)") {
+  // The recurrent op's step rows, memories, boot rows and their gradients move on the device (the executor's
+  // move_rows and add_elements).
+  rnn_trains_alike([](Var x, Var boot, int64_t h) {
+    return recurrent_group(x, [&](Var xt) {
+      auto h_prev = memory("h", h, boot);
+      return fc({xt, h_prev}, h).act(oar::tanh).name("h");
+    });
+  });
+}
+
+TEST_CASE("cuda: a DynamicRNN (rank table, tensor arrays, a while loop) trains on cuda:0 as on the CPU (f64)") {
+  // The array ops serve CUDA with their CPU kernels (rows copied on the device, the rank table and the index
+  // read on the host); the while loop reads its condition from the device.
+  rnn_trains_alike([](Var x, Var boot, int64_t h) {
+    DynamicRNN rnn;
+    rnn.step([&] {
+      Var h_prev = rnn.memory(boot);
+      Var next = fc({rnn.step_input(x), h_prev}, h).act(oar::tanh);
+      rnn.update_memory(h_prev, next);
+      rnn.output(next);
+    });
+    return rnn();
+  });
 }

@@ -355,18 +355,38 @@ inline void resize_rows(LoDTensor& t, const Shape& like, DType dtype, int64_t ro
   t.resize(s, dtype);
 }
 
-inline void zero(Tensor& t) {
-  if (t.bytes()) std::memset(t.raw(), 0, t.bytes());
+/// Zeros `t`, which lives on the kernel's place (on a GPU: queued on its stream).
+inline void zero(const KernelContext& c, Tensor& t) {
+  if (!t.bytes()) return;
+  if (c.place().is_cuda()) oar::detail::cuda_zero(c.cuda(), t.raw(), t.bytes());
+  else std::memset(t.raw(), 0, t.bytes());
 }
 
-/// The first n elements of dst += those of src (f32 / f64: the gradients a recurrent op moves between steps).
-inline void add_elements(const KernelContext& c, Tensor& dst, const Tensor& src, int64_t n) {
-  c.check(dst.dtype() == src.dtype() && src.numel() >= n && dst.numel() >= n, "adding a {} {} gradient to a {} {} one", oar::name(src.dtype()),
-          src.shape(), oar::name(dst.dtype()), dst.shape());
+/// n rows of `rb` bytes, row dst_row(r) of dst from row src_row(r) of src, for r in [0, n): the step rows a
+/// recurrent op moves between its sequences and a step. On a GPU each row is one copy queued on the stream.
+template <class DstRow, class SrcRow>
+inline void move_rows(const KernelContext& c, void* dst, const void* src, size_t rb, int64_t n, DstRow dst_row, SrcRow src_row) {
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const bool gpu = c.place().is_cuda();
+  for (int64_t r = 0; r < n; ++r) {
+    char* to = d + size_t(dst_row(r)) * rb;
+    const char* from = s + size_t(src_row(r)) * rb;
+    if (gpu) oar::detail::cuda_copy_rows(c.cuda(), to, rb, from, rb, rb, 1);
+    else std::memcpy(to, from, rb);
+  }
+}
+
+/// The first n elements of dst += those of src (f32 / f64: the gradients a recurrent op moves between steps),
+/// starting `dst_at` and `src_at` elements in.
+inline void add_elements(const KernelContext& c, Tensor& dst, const Tensor& src, int64_t n, int64_t dst_at = 0, int64_t src_at = 0) {
+  c.check(dst.dtype() == src.dtype() && src.numel() >= src_at + n && dst.numel() >= dst_at + n, "adding a {} {} gradient to a {} {} one",
+          oar::name(src.dtype()), src.shape(), oar::name(dst.dtype()), dst.shape());
   c.dispatch(type_list<float, double>{}, dst.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* d = static_cast<T*>(dst.raw());
-    const T* s = static_cast<const T*>(src.raw());
+    T* d = static_cast<T*>(dst.raw()) + dst_at;
+    const T* s = static_cast<const T*>(src.raw()) + src_at;
+    if (c.place().is_cuda()) return oar::detail::cuda_accumulate(c.cuda(), dst.dtype(), d, s, n);
     for (int64_t i = 0; i < n; ++i) d[i] += s[i];
   });
 }
@@ -375,8 +395,6 @@ inline void add_elements(const KernelContext& c, Tensor& dst, const Tensor& src,
 
 OAR_FUNC std::shared_ptr<PreparedBlock::Loop> Executor::make_loop(const KernelContext& c) const {
   using R = ops::Recurrent;
-  if (!place_.is_cpu()) [[unlikely]]
-    c.check(false, "runs on the CPU only for now (the step rows are gathered on the host), not on {}", place_.str());
   const Operator& op = c.op();
   auto L = std::make_shared<PreparedBlock::Loop>();
   L->block = op.sub_block();
@@ -408,32 +426,29 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
     PreparedBlock& step = *L.steps[size_t(t)];
     Scope& sc = *step.local_;
     const int64_t k = L.active[size_t(t)];
+    auto row_of_step = [&](int64_t r) { return L.start[size_t(L.order[size_t(r)])] + t; };  // step row r's row in the sequences
     for (size_t i = 0; i < L.step_inputs.size(); ++i) {  // x_t: row t of each running sequence
       const LoDTensor& x = c.in(R::inputs, i);
       LoDTensor& xt = sc.find_local(L.step_inputs[i])->tensor();
       detail::resize_rows(xt, x.shape(), x.dtype(), k);
-      const size_t rb = xt.bytes() / size_t(k);
-      for (int64_t r = 0; r < k; ++r)
-        std::memcpy(static_cast<char*>(xt.raw()) + size_t(r) * rb, static_cast<const char*>(x.raw()) + size_t(L.start[size_t(L.order[size_t(r)])] + t) * rb, rb);
+      detail::move_rows(c, xt.raw(), x.raw(), xt.bytes() / size_t(k), k, [](int64_t r) { return r; }, row_of_step);
     }
     for (size_t m = 0; m < L.ex_states.size(); ++m) {  // the memories: the state of step t-1, or the boot
       LoDTensor& pre = sc.find_local(L.ex_states[m])->tensor();
       if (t > 0) {
         const LoDTensor& prev = L.steps[size_t(t - 1)]->local_->find_local(L.states[m])->tensor();
         detail::resize_rows(pre, prev.shape(), prev.dtype(), k);
-        std::memcpy(pre.raw(), prev.raw(), pre.bytes());
+        detail::move_rows(c, pre.raw(), prev.raw(), pre.bytes(), 1, [](int64_t) { return 0; }, [](int64_t) { return 0; });
       } else if (int32_t b = L.boot_states[m]; b >= 0) {
         const LoDTensor& boot = c.in(R::initial_states, size_t(b));
         c.check(boot.rank() >= 1 && boot.dim(0) == int64_t(L.order.size()), "boot '{}' has {} rows for {} sequences", c.in_name(R::initial_states, size_t(b)),
                 boot.rank() ? boot.dim(0) : 0, L.order.size());
         detail::resize_rows(pre, boot.shape(), boot.dtype(), k);
-        const size_t rb = k ? pre.bytes() / size_t(k) : 0;
-        for (int64_t r = 0; r < k; ++r)
-          std::memcpy(static_cast<char*>(pre.raw()) + size_t(r) * rb, static_cast<const char*>(boot.raw()) + size_t(L.order[size_t(r)]) * rb, rb);
+        detail::move_rows(c, pre.raw(), boot.raw(), k ? pre.bytes() / size_t(k) : 0, k, [](int64_t r) { return r; }, [&](int64_t r) { return L.order[size_t(r)]; });
       } else {
         const Variable& v = sb.var(L.ex_states[m]);
         detail::resize_rows(pre, v.shape(), v.dtype(), k);
-        detail::zero(pre);
+        detail::zero(c, pre);
       }
     }
     run_steps(step, {}, 1);
@@ -449,8 +464,7 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
       const size_t rb = y.bytes() / size_t(k);
       c.check(out.bytes() == rb * size_t(x0.dim(0)) && out.dtype() == y.dtype(), "step output '{}' changed shape between steps: {} at step {}", L.step_outputs[j],
               y.shape(), t);
-      for (int64_t r = 0; r < k; ++r)
-        std::memcpy(static_cast<char*>(out.raw()) + size_t(L.start[size_t(L.order[size_t(r)])] + t) * rb, static_cast<const char*>(y.raw()) + size_t(r) * rb, rb);
+      detail::move_rows(c, out.raw(), y.raw(), rb, k, row_of_step, [](int64_t r) { return r; });
     }
   }
   if (steps == 0)  // no step ran (no sequence, or only empty ones): the outputs have no rows
@@ -532,20 +546,20 @@ inline void accumulate(const KernelContext& c, Value& dst, const Value& src, con
             "the sparse gradient of '{}' changes its shape between steps", name);
     Shape shape = dr.value.shape();
     shape[0] = int64_t(dr.rows.size() + sr.rows.size());
-    Tensor joined(shape, dr.value.dtype());
-    std::memcpy(joined.raw(), dr.value.raw(), dr.value.bytes());
-    std::memcpy(static_cast<char*>(joined.raw()) + dr.value.bytes(), sr.value.raw(), sr.value.bytes());
+    Tensor joined(shape, dr.value.dtype(), dr.value.place());
+    move_rows(c, joined.raw(), dr.value.raw(), dr.value.bytes(), 1, [](int64_t) { return 0; }, [](int64_t) { return 0; });
+    move_rows(c, static_cast<char*>(joined.raw()) + dr.value.bytes(), sr.value.raw(), sr.value.bytes(), 1, [](int64_t) { return 0; }, [](int64_t) { return 0; });
     dr.rows.insert(dr.rows.end(), sr.rows.begin(), sr.rows.end());
     dr.value = std::move(joined);
   }
 }
 
 /// A zero gradient for `x`: zeros of its shape (a tensor), or as many empty entries (a tensor array).
-inline void zero_like(Value& g, const Value& x) {
+inline void zero_like(const KernelContext& c, Value& g, const Value& x) {
   if (const LoDTensor* xt = x.tensor_if()) {
     LoDTensor& gt = g.tensor();
     gt.resize(xt->shape(), xt->dtype());
-    zero(gt);
+    zero(c, gt);
     gt.set_lod(xt->lod());
   } else if (x.is_list()) {
     auto& gl = g.list();
@@ -595,7 +609,7 @@ OAR_FUNC void Executor::run_conditional_grad(PreparedBlock& p, PreparedBlock::St
       const Value* g = k < c.num_in(G::out_grad) ? c.in_value(G::out_grad, k) : nullptr;
       if (!seed) continue;
       if (g && !g->empty()) *seed = *g;
-      else detail::zero_like(*seed, *c.in_value(G::out, k));
+      else detail::zero_like(c, *seed, *c.in_value(G::out, k));
     }
     run_steps(*s.sub, {}, 1);
     for (auto& n : seeds)  // let go of the shared storage, which the writer of Out@GRAD reuses next run
@@ -620,7 +634,7 @@ OAR_FUNC void Executor::run_conditional_grad(PreparedBlock& p, PreparedBlock::St
     } else {
       // Not run, or not reached inside the block: a zero gradient (see ops::ConditionalBlockGrad).
       gx.resize(x.shape(), x.dtype());
-      detail::zero(gx);
+      detail::zero(c, gx);
     }
     gx.set_lod(x.lod());
   }
@@ -657,14 +671,14 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
       LoDTensor& gx = c.out(G::inputs_grad, i);
       gx.resize(x.shape(), x.dtype());
       gx.set_lod(x.lod());
-      detail::zero(gx);
+      detail::zero(c, gx);
     }
   for (size_t i = 0; i < c.num_out(G::initial_states_grad); ++i)
     if (c.has_out(G::initial_states_grad, i)) {
       const LoDTensor& v = c.in(G::initial_states, i);
       LoDTensor& gv = c.out(G::initial_states_grad, i);
       gv.resize(v.shape(), v.dtype());
-      detail::zero(gv);
+      detail::zero(c, gv);
     }
   for (size_t i = 0; i < c.num_out(G::parameters_grad); ++i)  // the steps add into them (dense or sparse rows)
     if (c.has_out(G::parameters_grad, i)) detail::reset_sum(*c.out_value(G::parameters_grad, i));
@@ -674,13 +688,13 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
     Scope& gs = *gp.local_;
     const int64_t k = L.active[size_t(t)];
     const int64_t k_next = t + 1 < steps ? L.active[size_t(t + 1)] : 0;
+    auto row_of_step = [&](int64_t r) { return L.start[size_t(L.order[size_t(r)])] + t; };  // step row r's row in the sequences
+    auto same = [](int64_t r) { return r; };
     for (size_t j = 0; j < L.output_seeds.size(); ++j) {  // the gradient of the step's output rows
       const LoDTensor& gy = c.in(G::outputs_grad, j);
       LoDTensor& seed = gs.find_local(L.output_seeds[j])->tensor();
       detail::resize_rows(seed, gy.shape(), gy.dtype(), k);
-      const size_t rb = seed.bytes() / size_t(k);
-      for (int64_t r = 0; r < k; ++r)
-        std::memcpy(static_cast<char*>(seed.raw()) + size_t(r) * rb, static_cast<const char*>(gy.raw()) + size_t(L.start[size_t(L.order[size_t(r)])] + t) * rb, rb);
+      detail::move_rows(c, seed.raw(), gy.raw(), seed.bytes() / size_t(k), k, same, row_of_step);
     }
     for (size_t m = 0; m < L.state_seeds.size(); ++m) {  // plus the memory's gradient from step t+1
       LoDTensor& seed = gs.find_local(L.state_seeds[m])->tensor();
@@ -688,7 +702,7 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
           std::find(L.state_seeds.begin(), L.state_seeds.begin() + ptrdiff_t(m), L.state_seeds[m]) == L.state_seeds.begin() + ptrdiff_t(m)) {
         const LoDTensor& st = scopes[size_t(t)]->find_local(L.states[m])->tensor();
         detail::resize_rows(seed, st.shape(), st.dtype(), k);
-        detail::zero(seed);
+        detail::zero(c, seed);
       }
       if (k_next == 0) continue;
       const Value* pv = L.steps[size_t(t + 1)]->local_->find_local(L.ex_states[m]);
@@ -708,9 +722,7 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
       LoDTensor& gx = c.out(G::inputs_grad, i);
       c.check(gxt.rank() >= 1 && gxt.dim(0) == k && gxt.bytes() / size_t(k) * size_t(gx.dim(0)) == gx.bytes(), "the gradient of step input '{}' is {}",
               L.step_inputs[i], gxt.shape());
-      const size_t rb = gxt.bytes() / size_t(k);
-      for (int64_t r = 0; r < k; ++r)
-        std::memcpy(static_cast<char*>(gx.raw()) + size_t(L.start[size_t(L.order[size_t(r)])] + t) * rb, static_cast<const char*>(gxt.raw()) + size_t(r) * rb, rb);
+      detail::move_rows(c, gx.raw(), gxt.raw(), gxt.bytes() / size_t(k), k, row_of_step, same);
     }
     for (size_t i = 0; i < params.size(); ++i) {  // a parameter's gradient is the sum over the steps
       if (!c.has_out(G::parameters_grad, i)) continue;
@@ -730,28 +742,20 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
         LoDTensor& gb = c.out(G::initial_states_grad, size_t(b));
         const size_t rb = gpre.bytes() / size_t(k);
         c.check(rb * size_t(gb.dim(0)) == gb.bytes(), "the gradient of memory '{}' is {}", L.ex_states[m], gpre.shape());
-        c.dispatch(type_list<float, double>{}, gb.dtype(), [&](auto tag) {
-          using T = typename decltype(tag)::type;
-          const int64_t w = int64_t(rb / sizeof(T));
-          for (int64_t r = 0; r < k; ++r) {
-            T* d = static_cast<T*>(gb.raw()) + L.order[size_t(r)] * w;
-            const T* src = static_cast<const T*>(gpre.raw()) + r * w;
-            for (int64_t e = 0; e < w; ++e) d[e] += src[e];
-          }
-        });
+        // gb[order[r]] += gpre[r]: each boot row is some sequence's and receives once.
+        const int64_t w = gb.dim(0) ? gb.numel() / gb.dim(0) : 0;
+        for (int64_t r = 0; r < k; ++r) detail::add_elements(c, gb, gpre, w, L.order[size_t(r)] * w, r * w);
       }
   }
   for (size_t i = 0; i < params.size(); ++i)  // not reached at any step: zeros
     if (c.has_out(G::parameters_grad, i) && detail::holds_nothing(*c.out_value(G::parameters_grad, i)))
-      detail::zero_like(*c.out_value(G::parameters_grad, i), *c.in_value(G::parameters, i));
+      detail::zero_like(c, *c.out_value(G::parameters_grad, i), *c.in_value(G::parameters, i));
 }
 
 OAR_FUNC void Executor::run_while(PreparedBlock& p, PreparedBlock::Step& s) {
   using W = ops::While;
   const KernelContext& c = s.ctx;
   const Operator& op = *s.op;
-  if (!place_.is_cpu()) [[unlikely]]
-    c.check(false, "runs on the CPU only for now (the condition is read on the host), not on {}", place_.str());
   if (!s.loop) {
     s.loop = std::make_shared<PreparedBlock::Loop>();
     s.loop->block = op.sub_block();
@@ -763,7 +767,8 @@ OAR_FUNC void Executor::run_while(PreparedBlock& p, PreparedBlock::Step& s) {
     c.check(v && v->tensor_if() && v->tensor_if()->initialized(), "the condition '{}' has no value", what);
     const LoDTensor& t = *v->tensor_if();
     c.check(t.dtype() == DType::boolean && t.numel() == 1, "the condition '{}' must be one bool, got {} {}", what, oar::name(t.dtype()), t.shape());
-    return t.data<bool>()[0];
+    if (t.place().is_cpu()) return t.data<bool>()[0];
+    return t.to(cpu()).data<bool>()[0];  // a device's condition: the host waits for it (the loop is driven here)
   };
   bool go = truth(c.in_value(W::condition), c.in_name(W::condition));
   Value::ScopeList& scopes = c.out_value(W::step_scopes)->scopes();
@@ -847,7 +852,7 @@ OAR_FUNC void Executor::run_while_grad(PreparedBlock& p, PreparedBlock::Step& s)
       } else {
         const Value* st = scopes[size_t(t)]->find(L.states[m]);
         c.check(st != nullptr, "no value of '{}' at step {}", L.states[m], t);
-        detail::zero_like(*seed, *st);
+        detail::zero_like(c, *seed, *st);
       }
     }
     for (size_t j = 0; j < L.output_seeds.size(); ++j) {  // the gradients of the arrays the body writes, shared
@@ -869,7 +874,7 @@ OAR_FUNC void Executor::run_while_grad(PreparedBlock& p, PreparedBlock::Step& s)
     if (!c.has_out(G::x_grad, i)) continue;
     Value* gx = c.out_value(G::x_grad, i);
     const bool none = gx->is_list() ? false : detail::holds_nothing(*gx) && !(gx->tensor_if() && c.in_value(G::x, i)->tensor_if() && c.in(G::x, i).numel() == 0);
-    if (none) detail::zero_like(*gx, *c.in_value(G::x, i));
+    if (none) detail::zero_like(c, *gx, *c.in_value(G::x, i));
     else if (gx->is_list() && c.in_value(G::x, i)->is_list()) gx->list().resize(std::max(gx->list().size(), c.in_value(G::x, i)->list().size()));
   }
   for (size_t m = 0; m < m_count; ++m) {  // the initial values' gradients: the loop variables' at step 0
@@ -877,7 +882,7 @@ OAR_FUNC void Executor::run_while_grad(PreparedBlock& p, PreparedBlock::Step& s)
     Value* gi = c.out_value(G::init_states_grad, m);
     const Value* from = steps > 0 ? L.steps[0]->local_->find_local(L.ex_states[m]) : c.in_value(G::final_states_grad, m);
     if (from && !from->empty() && (!from->tensor_if() || from->tensor_if()->initialized())) detail::copy_value(*gi, *from);
-    else detail::zero_like(*gi, *c.in_value(G::init_states, m));
+    else detail::zero_like(c, *gi, *c.in_value(G::init_states, m));
   }
 }
 
