@@ -2,7 +2,8 @@
 // `fortunes`: embedding 64 -> fc 4*256 -> dynamic_lstm (256 units, no peepholes) -> fc softmax over the
 // characters, trained on one core to predict each next character of random 100-character chunks, fed as LoD
 // sequences. Whole files are held out for validation (science, wisdom, sports, food: 10% of the text).
-// Usage: char_lm [--steps N] [--lr LR]. The last line is `validation_bits_per_char=<value>`; exits non-zero above 2.3.
+// Usage: char_lm [--steps N] [--lr LR] [--device cuda]. The last line is `validation_bits_per_char=<value>`; exits
+// non-zero above 2.3. `--device cuda` (or cuda:N) trains on a GPU (docs/cuda.md); the default is the CPU.
 #include <oar/oar.hpp>
 
 #include <cmath>
@@ -19,7 +20,11 @@
 
 namespace {
 
-const char* kDir = "/usr/share/games/fortunes/";
+/// The Debian package's fortune files, or a copy named by $OAR_FORTUNES_DIR (a machine without the package).
+std::string fortunes_dir() {
+  const char* env = std::getenv("OAR_FORTUNES_DIR");
+  return env && *env ? std::string(env) + "/" : std::string("/usr/share/games/fortunes/");
+}
 // Held out whole, so validation text comes from subjects the model never trained on.
 const std::set<std::string> kValidFiles = {"science", "wisdom", "sports", "food"};
 
@@ -51,10 +56,11 @@ struct Corpus {
 
 Corpus load() {
   // The plain-text files are those without an extension (.dat is fortune's index, .u8 a UTF-8 copy).
+  const std::string dir = fortunes_dir();
   std::set<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(kDir))
+  for (const auto& e : std::filesystem::directory_iterator(dir))
     if (e.is_regular_file() && !e.path().has_extension()) files.insert(e.path());
-  if (files.empty()) throw oar::Error(std::string("no fortune files in ") + kDir + " (install the Debian package `fortunes`)");
+  if (files.empty()) throw oar::Error("no fortune files in " + dir + " (install the Debian package `fortunes`)");
   Corpus c;
   for (const auto& f : files) {
     auto& dst = kValidFiles.count(f.filename().string()) ? c.valid : c.train;
@@ -98,11 +104,14 @@ int main(int argc, char** argv) try {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--lr") == 0 && i + 1 < argc) lr = std::atof(argv[++i]);
+    else if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) ++i;  // read by place_from_args
+    else if (std::strncmp(argv[i], "--device=", 9) == 0) continue;
     else {
-      std::printf("usage: char_lm [--steps N (4000)] [--lr LR (1e-2)]\n");
+      std::printf("usage: char_lm [--steps N (4000)] [--lr LR (1e-2)] [--device cpu|cuda|cuda:N]\n");
       return 2;
     }
   }
+  const oar::Place place = oar::place_from_args(argc, argv);
   oar::set_num_threads(1);
   const Corpus corpus = load();
 
@@ -114,8 +123,8 @@ int main(int argc, char** argv) try {
   auto nats = oar::softmax_with_cross_entropy(oar::fc(h, kVocab), next);                   // [rows, 1]
   auto cost = oar::mean(nats);
 
-  oar::Model model(tape.program(cost));
-  oar::Model scorer(tape.program(nats));  // the same parameters, per-character losses out
+  oar::Model model(tape.program(cost), place);
+  oar::Model scorer(tape.program(nats), place);  // the same parameters, per-character losses out
   // Adam decaying along a cosine to 0, the gradient clipped to a global norm of 5 (the usual guard of a
   // recurrent net against a sudden large gradient).
   auto rule = oar::optim::adam(lr).with_schedule(oar::optim::cosine_decay(double(steps))).with_clip(oar::ClipByGlobalNorm(5));
