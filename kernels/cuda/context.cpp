@@ -303,6 +303,13 @@ void detail::cuda_zero(const CudaContext& ctx, void* dst, size_t bytes) {
   cuda_check(cudaMemsetAsync(dst, 0, bytes, ctx.stream()), "cudaMemsetAsync");
 }
 
+void detail::cuda_move_rows(const CudaContext& ctx, void* dst, const void* src, size_t row_bytes, int64_t n, const int64_t* dst_rows,
+                            const int64_t* src_rows) {
+  if (!row_bytes || n <= 0) return;
+  DeviceGuard g(ctx.device());
+  cuda_check(cudaError_t(cuda_kernels::copy_rows(1, src, src_rows, dst, dst_rows, n, int64_t(row_bytes), nullptr, 0, ctx.stream())), "copy_rows");
+}
+
 void detail::cuda_accumulate(const CudaContext& ctx, DType dtype, void* dst, const void* src, int64_t n) {
   if (n <= 0) return;
   cuda_kernels::Elem e;

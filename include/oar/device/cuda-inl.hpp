@@ -21,6 +21,9 @@ OAR_FUNC void detail::cuda_copy_rows(const CudaContext&, void*, size_t, const vo
   throw Error("cannot copy on a CUDA device: oar was built without CUDA");
 }
 OAR_FUNC void detail::cuda_zero(const CudaContext&, void*, size_t) { throw Error("cannot write on a CUDA device: oar was built without CUDA"); }
+OAR_FUNC void detail::cuda_move_rows(const CudaContext&, void*, const void*, size_t, int64_t, const int64_t*, const int64_t*) {
+  throw Error("cannot copy on a CUDA device: oar was built without CUDA");
+}
 OAR_FUNC void detail::cuda_accumulate(const CudaContext&, DType, void*, const void*, int64_t) {
   throw Error("cannot add on a CUDA device: oar was built without CUDA");
 }

@@ -101,6 +101,9 @@ void cuda_copy(void* dst, Place dst_place, const void* src, Place src_place, siz
 void cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);
 /// Queues on `ctx`'s stream the zeroing of `bytes` of the device's memory at `dst`.
 void cuda_zero(const CudaContext& ctx, void* dst, size_t bytes);
+/// Queues on `ctx`'s stream one kernel moving n rows of `row_bytes`: dst row dst_rows[i] (i where dst_rows is
+/// null) = src row src_rows[i] (i where null), the row lists int64 in the device's memory.
+void cuda_move_rows(const CudaContext& ctx, void* dst, const void* src, size_t row_bytes, int64_t n, const int64_t* dst_rows, const int64_t* src_rows);
 /// Queues on `ctx`'s stream dst[i] += src[i] for n elements of `dtype` (f32, f64, i32, i64) in the device's memory.
 void cuda_accumulate(const CudaContext& ctx, DType dtype, void* dst, const void* src, int64_t n);
 }  // namespace detail

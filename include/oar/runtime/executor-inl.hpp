@@ -328,9 +328,11 @@ OAR_FUNC void Executor::run_control(PreparedBlock& p, PreparedBlock::Step& s, in
 namespace detail {
 
 /// The batch layout of a recurrent op's sequences (the last LoD level of `x`): each sequence's first row, the
-/// sequences ordered longest first (ties in LoD order, as a stable sort gives), and k_t, the number of them
-/// longer than t, for every step t. No allocation once the vectors have grown to the batch.
-inline void recurrent_layout(const KernelContext& c, const LoDTensor& x, std::vector<int64_t>& start, std::vector<int64_t>& order, std::vector<int64_t>& active) {
+/// sequences ordered longest first (ties in LoD order, as a stable sort gives), k_t, the number of them longer
+/// than t, for every step t, and `step_rows`: the rows of step t's k_t sequences in x, step after step, then
+/// `order` again (the row lists the step copies read). No allocation once the vectors have grown to the batch.
+inline void recurrent_layout(const KernelContext& c, const LoDTensor& x, std::vector<int64_t>& start, std::vector<int64_t>& order, std::vector<int64_t>& active,
+                             std::vector<int64_t>& step_rows) {
   c.check(x.lod_level() >= 1, "input '{}' has no LoD: a recurrent op steps over sequences", c.in_name(ops::Recurrent::inputs));
   const auto& off = x.lod().back();
   const size_t n = off.size() - 1;
@@ -346,6 +348,19 @@ inline void recurrent_layout(const KernelContext& c, const LoDTensor& x, std::ve
     while (k > 0 && len(order[size_t(k - 1)]) <= t) --k;
     active[size_t(t)] = k;
   }
+  step_rows.clear();
+  for (int64_t t = 0; t < steps; ++t)
+    for (int64_t r = 0; r < active[size_t(t)]; ++r) step_rows.push_back(start[size_t(order[size_t(r)])] + t);
+  step_rows.insert(step_rows.end(), order.begin(), order.end());
+}
+
+/// The row lists where the kernel's place reads them: `rows` itself on the CPU; on a GPU a copy in the device's
+/// memory (`device` keeps it), uploaded once per run so that each step's row moves are one kernel.
+inline const int64_t* rows_on_place(const KernelContext& c, const std::vector<int64_t>& rows, Tensor& device) {
+  if (!c.place().is_cuda()) return rows.data();
+  if (rows.empty()) return nullptr;
+  device = Tensor::from<int64_t>(rows, Shape{int64_t(rows.size())}).to(c.place());
+  return device.data<int64_t>();
 }
 
 /// `t` shaped like `like` with `rows` rows, same dtype.
@@ -362,19 +377,21 @@ inline void zero(const KernelContext& c, Tensor& t) {
   else std::memset(t.raw(), 0, t.bytes());
 }
 
-/// n rows of `rb` bytes, row dst_row(r) of dst from row src_row(r) of src, for r in [0, n): the step rows a
-/// recurrent op moves between its sequences and a step. On a GPU each row is one copy queued on the stream.
-template <class DstRow, class SrcRow>
-inline void move_rows(const KernelContext& c, void* dst, const void* src, size_t rb, int64_t n, DstRow dst_row, SrcRow src_row) {
+/// `bytes` from src to dst, both in the memory of the kernel's place (on a GPU: queued on its stream).
+inline void copy_bytes(const KernelContext& c, void* dst, const void* src, size_t bytes) {
+  if (!bytes) return;
+  if (c.place().is_cuda()) oar::detail::cuda_copy_rows(c.cuda(), dst, bytes, src, bytes, bytes, 1);
+  else std::memcpy(dst, src, bytes);
+}
+
+/// n rows of `rb` bytes: row dst_rows[r] of dst = row src_rows[r] of src (row r where a list is null). The
+/// lists live where the kernel runs: on the host for the CPU, in the device's memory for a GPU (one kernel).
+inline void move_rows(const KernelContext& c, void* dst, const void* src, size_t rb, int64_t n, const int64_t* dst_rows, const int64_t* src_rows) {
+  if (!rb || n <= 0) return;
+  if (c.place().is_cuda()) return oar::detail::cuda_move_rows(c.cuda(), dst, src, rb, n, dst_rows, src_rows);
   char* d = static_cast<char*>(dst);
   const char* s = static_cast<const char*>(src);
-  const bool gpu = c.place().is_cuda();
-  for (int64_t r = 0; r < n; ++r) {
-    char* to = d + size_t(dst_row(r)) * rb;
-    const char* from = s + size_t(src_row(r)) * rb;
-    if (gpu) oar::detail::cuda_copy_rows(c.cuda(), to, rb, from, rb, rb, 1);
-    else std::memcpy(to, from, rb);
-  }
+  for (int64_t r = 0; r < n; ++r) std::memcpy(d + size_t(dst_rows ? dst_rows[r] : r) * rb, s + size_t(src_rows ? src_rows[r] : r) * rb, rb);
 }
 
 /// The first n elements of dst += those of src (f32 / f64: the gradients a recurrent op moves between steps),
@@ -409,7 +426,8 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
   if (!s.loop) s.loop = make_loop(c);
   PreparedBlock::Loop& L = *s.loop;
   const LoDTensor& x0 = c.in(R::inputs, 0);
-  detail::recurrent_layout(c, x0, L.start, L.order, L.active);
+  detail::recurrent_layout(c, x0, L.start, L.order, L.active, L.step_rows);
+  const int64_t* rows = detail::rows_on_place(c, L.step_rows, L.step_rows_device);
   for (size_t i = 1; i < c.num_in(R::inputs); ++i) {
     const LoDTensor& xi = c.in(R::inputs, i);
     c.check(xi.lod_level() >= 1 && xi.lod().back() == x0.lod().back(), "input '{}' must have the LoD of '{}'", c.in_name(R::inputs, i), c.in_name(R::inputs, 0));
@@ -422,29 +440,30 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
   for (int64_t t = 0; t < steps; ++t) scopes[size_t(t)] = L.steps[size_t(t)]->local_;
 
   const Block& sb = p.program_->block(L.block);
-  for (int64_t t = 0; t < steps; ++t) {
+  const int64_t* order_rows = rows ? rows + (int64_t(L.step_rows.size()) - int64_t(L.order.size())) : nullptr;
+  const int64_t* step_rows = rows;  // step t's rows in the sequences
+  for (int64_t t = 0; t < steps; step_rows += L.active[size_t(t)], ++t) {
     PreparedBlock& step = *L.steps[size_t(t)];
     Scope& sc = *step.local_;
     const int64_t k = L.active[size_t(t)];
-    auto row_of_step = [&](int64_t r) { return L.start[size_t(L.order[size_t(r)])] + t; };  // step row r's row in the sequences
     for (size_t i = 0; i < L.step_inputs.size(); ++i) {  // x_t: row t of each running sequence
       const LoDTensor& x = c.in(R::inputs, i);
       LoDTensor& xt = sc.find_local(L.step_inputs[i])->tensor();
       detail::resize_rows(xt, x.shape(), x.dtype(), k);
-      detail::move_rows(c, xt.raw(), x.raw(), xt.bytes() / size_t(k), k, [](int64_t r) { return r; }, row_of_step);
+      detail::move_rows(c, xt.raw(), x.raw(), xt.bytes() / size_t(k), k, nullptr, step_rows);
     }
     for (size_t m = 0; m < L.ex_states.size(); ++m) {  // the memories: the state of step t-1, or the boot
       LoDTensor& pre = sc.find_local(L.ex_states[m])->tensor();
       if (t > 0) {
         const LoDTensor& prev = L.steps[size_t(t - 1)]->local_->find_local(L.states[m])->tensor();
         detail::resize_rows(pre, prev.shape(), prev.dtype(), k);
-        detail::move_rows(c, pre.raw(), prev.raw(), pre.bytes(), 1, [](int64_t) { return 0; }, [](int64_t) { return 0; });
+        detail::copy_bytes(c, pre.raw(), prev.raw(), pre.bytes());
       } else if (int32_t b = L.boot_states[m]; b >= 0) {
         const LoDTensor& boot = c.in(R::initial_states, size_t(b));
         c.check(boot.rank() >= 1 && boot.dim(0) == int64_t(L.order.size()), "boot '{}' has {} rows for {} sequences", c.in_name(R::initial_states, size_t(b)),
                 boot.rank() ? boot.dim(0) : 0, L.order.size());
         detail::resize_rows(pre, boot.shape(), boot.dtype(), k);
-        detail::move_rows(c, pre.raw(), boot.raw(), k ? pre.bytes() / size_t(k) : 0, k, [](int64_t r) { return r; }, [&](int64_t r) { return L.order[size_t(r)]; });
+        detail::move_rows(c, pre.raw(), boot.raw(), k ? pre.bytes() / size_t(k) : 0, k, nullptr, order_rows);
       } else {
         const Variable& v = sb.var(L.ex_states[m]);
         detail::resize_rows(pre, v.shape(), v.dtype(), k);
@@ -464,7 +483,7 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
       const size_t rb = y.bytes() / size_t(k);
       c.check(out.bytes() == rb * size_t(x0.dim(0)) && out.dtype() == y.dtype(), "step output '{}' changed shape between steps: {} at step {}", L.step_outputs[j],
               y.shape(), t);
-      detail::move_rows(c, out.raw(), y.raw(), rb, k, row_of_step, [](int64_t r) { return r; });
+      detail::move_rows(c, out.raw(), y.raw(), rb, k, step_rows, nullptr);
     }
   }
   if (steps == 0)  // no step ran (no sequence, or only empty ones): the outputs have no rows
@@ -547,8 +566,8 @@ inline void accumulate(const KernelContext& c, Value& dst, const Value& src, con
     Shape shape = dr.value.shape();
     shape[0] = int64_t(dr.rows.size() + sr.rows.size());
     Tensor joined(shape, dr.value.dtype(), dr.value.place());
-    move_rows(c, joined.raw(), dr.value.raw(), dr.value.bytes(), 1, [](int64_t) { return 0; }, [](int64_t) { return 0; });
-    move_rows(c, static_cast<char*>(joined.raw()) + dr.value.bytes(), sr.value.raw(), sr.value.bytes(), 1, [](int64_t) { return 0; }, [](int64_t) { return 0; });
+    copy_bytes(c, joined.raw(), dr.value.raw(), dr.value.bytes());
+    copy_bytes(c, static_cast<char*>(joined.raw()) + dr.value.bytes(), sr.value.raw(), sr.value.bytes());
     dr.rows.insert(dr.rows.end(), sr.rows.begin(), sr.rows.end());
     dr.value = std::move(joined);
   }
@@ -655,7 +674,8 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
   }
   PreparedBlock::Loop& L = *s.loop;
   const LoDTensor& x0 = c.in(G::inputs, 0);
-  detail::recurrent_layout(c, x0, L.start, L.order, L.active);
+  detail::recurrent_layout(c, x0, L.start, L.order, L.active, L.step_rows);
+  const int64_t* rows = detail::rows_on_place(c, L.step_rows, L.step_rows_device);
   const int64_t steps = int64_t(L.active.size());
   Value::ScopeList& scopes = c.in_value(G::step_scopes)->scopes();
   c.check(int64_t(scopes.size()) == steps, "the forward recurrent op ran {} steps, but the inputs have {}: run the forward pass first", scopes.size(), steps);
@@ -683,18 +703,19 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
   for (size_t i = 0; i < c.num_out(G::parameters_grad); ++i)  // the steps add into them (dense or sparse rows)
     if (c.has_out(G::parameters_grad, i)) detail::reset_sum(*c.out_value(G::parameters_grad, i));
   const std::vector<std::string>& params = op.input(G::parameters);
+  int64_t step_begin = int64_t(L.step_rows.size() - L.order.size());  // past the last step's rows in step_rows
   for (int64_t t = steps - 1; t >= 0; --t) {
     PreparedBlock& gp = *L.steps[size_t(t)];
     Scope& gs = *gp.local_;
     const int64_t k = L.active[size_t(t)];
     const int64_t k_next = t + 1 < steps ? L.active[size_t(t + 1)] : 0;
-    auto row_of_step = [&](int64_t r) { return L.start[size_t(L.order[size_t(r)])] + t; };  // step row r's row in the sequences
-    auto same = [](int64_t r) { return r; };
+    step_begin -= k;
+    const int64_t* step_rows = rows ? rows + step_begin : nullptr;  // step t's rows in the sequences
     for (size_t j = 0; j < L.output_seeds.size(); ++j) {  // the gradient of the step's output rows
       const LoDTensor& gy = c.in(G::outputs_grad, j);
       LoDTensor& seed = gs.find_local(L.output_seeds[j])->tensor();
       detail::resize_rows(seed, gy.shape(), gy.dtype(), k);
-      detail::move_rows(c, seed.raw(), gy.raw(), seed.bytes() / size_t(k), k, same, row_of_step);
+      detail::move_rows(c, seed.raw(), gy.raw(), seed.bytes() / size_t(k), k, nullptr, step_rows);
     }
     for (size_t m = 0; m < L.state_seeds.size(); ++m) {  // plus the memory's gradient from step t+1
       LoDTensor& seed = gs.find_local(L.state_seeds[m])->tensor();
@@ -722,7 +743,7 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
       LoDTensor& gx = c.out(G::inputs_grad, i);
       c.check(gxt.rank() >= 1 && gxt.dim(0) == k && gxt.bytes() / size_t(k) * size_t(gx.dim(0)) == gx.bytes(), "the gradient of step input '{}' is {}",
               L.step_inputs[i], gxt.shape());
-      detail::move_rows(c, gx.raw(), gxt.raw(), gxt.bytes() / size_t(k), k, row_of_step, same);
+      detail::move_rows(c, gx.raw(), gxt.raw(), gxt.bytes() / size_t(k), k, step_rows, nullptr);
     }
     for (size_t i = 0; i < params.size(); ++i) {  // a parameter's gradient is the sum over the steps
       if (!c.has_out(G::parameters_grad, i)) continue;

@@ -57,6 +57,8 @@ class PreparedBlock {
     std::vector<int32_t> boot_states;
     std::vector<std::shared_ptr<PreparedBlock>> steps;  // step t's block, in its own scope
     std::vector<int64_t> start, order, active;          // each sequence's first row; sequences longest first; k_t
+    std::vector<int64_t> step_rows;  // recurrent on a GPU: step t's rows in the sequences, t after t, then `order`
+    Tensor step_rows_device;         // the same on the device, uploaded once per run
   };
   struct Step {
     const Operator* op;
