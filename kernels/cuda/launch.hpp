@@ -190,18 +190,6 @@ int adam(Elem t, void* p, void* m, void* v, const void* g, const void* lr, const
          float epsilon, float coeff, int64_t n, Stream s);
 /// pow_out[0] = pow[0] * beta (Adam's running powers).
 int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s);
-/// adagrad (decay < 0: m += g^2) and decayed_adagrad (m = decay m + (1 - decay) g^2); p -= lr g / (sqrt(m) + eps).
-int adagrad(Elem t, void* p, void* m, const void* g, const void* lr, float epsilon, float decay, int64_t n, Stream s);
-/// adamax: m = b1 m + (1 - b1) g; u = max(b2 u + eps, |g|); p -= lr / (1 - b1^t) m / u (b1^t: the device scalar
-/// beta1_pow, advanced by the caller with scale_scalar).
-int adamax(Elem t, void* p, void* m, void* u, const void* g, const void* lr, const void* beta1_pow, float beta1, float beta2, float epsilon, int64_t n,
-           Stream s);
-/// rmsprop: ms = rho ms + (1 - rho) g^2; centered (mg not null): mg = rho mg + (1 - rho) g; mom = mu mom + lr g /
-/// sqrt(ms [- mg^2] + eps); p -= mom.
-int rmsprop(Elem t, void* p, void* ms, void* mg, void* mom, const void* g, const void* lr, float epsilon, float decay, float momentum, int64_t n,
-            Stream s);
-/// adadelta: eg = rho eg + (1 - rho) g^2; d = -sqrt((edx + eps) / (eg + eps)) g; edx = rho edx + (1 - rho) d^2; p += d.
-int adadelta(Elem t, void* p, void* eg, void* edx, const void* g, float rho, float epsilon, int64_t n, Stream s);
 /// lamb: the moments as adam's, r = (m1 / (1 - b1^t)) / (sqrt(m2 / (1 - b2^t)) + eps) + wd p, then p -= lr trust r
 /// with trust = ||p|| / ||r|| (1 when either is 0), the norms summed in double on the device. `scratch`:
 /// lamb_scratch_bytes(t, n) bytes.
@@ -219,14 +207,20 @@ int sparse_merge(Elem t, const void* value, const int64_t* plan, int64_t k, int6
 /// adam (adamw: coeff) on the listed rows alone (lazy_mode): element j of row rows[i] with g = merged[i, j].
 int sparse_adam(Elem t, void* p, void* m, void* v, const void* merged, const int64_t* rows, int64_t k, int64_t width, const void* lr,
                 const void* beta1_pow, const void* beta2_pow, float beta1, float beta2, float epsilon, float coeff, Stream s);
-/// Several parameters of one dtype updated by one rule in one launch (the update ops' eval_cuda_group): each
-/// tensor's arrays and device scalars, the same arithmetic as the one-parameter kernels above. For adam the
-/// powers are read by that launch and advanced by a second one (pow_out = pow * beta; in place allowed).
-enum class UpdateRule : int { sgd, momentum, adam };
+/// Several parameters of one dtype updated by one rule in one launch (the update ops' eval_cuda_group, and the
+/// one-parameter kernels of the rules below sgd, momentum and adam): each tensor's arrays and device scalars.
+/// sgd, momentum, adam: the arithmetic of the one-parameter kernels above. adagrad (decay < 0: m += g^2) and
+/// decayed_adagrad (m = decay m + (1 - decay) g^2): p -= lr g / (sqrt(m) + eps). adamax: m = b1 m + (1 - b1) g;
+/// u = max(b2 u + eps, |g|); p -= lr / (1 - b1^t) m / u. rmsprop: ms = rho ms + (1 - rho) g^2; centered (w not
+/// null): w = rho w + (1 - rho) g; mom = mu mom + lr g / sqrt(ms [- w^2] + eps); p -= mom. adadelta: eg = rho eg
+/// + (1 - rho) g^2; d = -sqrt((edx + eps) / (eg + eps)) g; edx = rho edx + (1 - rho) d^2; p += d. For adam and
+/// adamax the powers are read by that launch and advanced by a second one (pow_out = pow * beta; in place allowed).
+enum class UpdateRule : int { sgd, momentum, adam, adagrad, adamax, rmsprop, adadelta };
 struct UpdateTensor {
   void* p = nullptr;
-  void* m = nullptr;  ///< momentum's velocity, adam's first moment
-  void* v = nullptr;  ///< adam's second moment
+  void* m = nullptr;  ///< momentum's velocity, adam's first moment, adagrad's moment, adamax's m, rmsprop's ms, adadelta's eg
+  void* v = nullptr;  ///< adam's second moment, adamax's u, rmsprop's mom, adadelta's edx
+  void* w = nullptr;  ///< rmsprop's mean gradient (centered; null otherwise)
   const void* g = nullptr;
   const void* lr = nullptr;
   const void* beta1_pow = nullptr;
@@ -239,7 +233,8 @@ struct UpdateArgs {
   UpdateRule rule = UpdateRule::sgd;
   float mu = 0;  ///< momentum
   bool nesterov = false;
-  float beta1 = 0, beta2 = 0, epsilon = 0, coeff = 0;  ///< adam (coeff: adamw's decay)
+  float beta1 = 0, beta2 = 0, epsilon = 0, coeff = 0;  ///< adam (coeff: adamw's decay), adamax; epsilon: every rule that has one
+  float decay = -1;                                    ///< decayed_adagrad's decay (< 0: adagrad), rmsprop's and adadelta's rho
 };
 /// Tensors per launch (the launch's arguments stay under the 4 KiB every device takes).
 inline constexpr int max_update_tensors = 32;

@@ -58,59 +58,45 @@ __global__ void scale_scalar_kernel(const T* in, T* out, T beta) {
   out[0] = T(double(in[0]) * double(beta));
 }
 
-// adagrad, decayed_adagrad, adamax, rmsprop, adadelta: kernels/cpu/optimizers.hpp's loops, one element per thread,
-// each output the input it updates (the host copied the inputs there).
+// adagrad, decayed_adagrad, adamax, rmsprop, adadelta: kernels/cpu/optimizers.hpp's loops for one element,
+// run by update_group_kernel (one parameter or many per launch); each output is the input it updates (the host
+// copied the inputs there).
 template <class T>
-__global__ void adagrad_kernel(T* p, T* m, const T* g, const T* lr, T e, T d, bool plain, int64_t n) {
-  const T l = lr[0];
-  OAR_GRID_STRIDE(i, n) {
-    const T gi = g[i];
-    const T mn = plain ? m[i] + gi * gi : d * m[i] + (T(1) - d) * gi * gi;
-    m[i] = mn;
-    p[i] = p[i] - l * gi / (sqrt(mn) + e);
-  }
+__device__ void adagrad_at(T* p, T* m, int64_t i, T gi, T l, T e, T d, bool plain) {
+  const T mn = plain ? m[i] + gi * gi : d * m[i] + (T(1) - d) * gi * gi;
+  m[i] = mn;
+  p[i] = p[i] - l * gi / (sqrt(mn) + e);
 }
 template <class T>
-__global__ void adamax_kernel(T* p, T* m, T* u, const T* g, const T* lr, const T* b1p, T b1, T b2, T e, int64_t n) {
-  const T lr_t = T(double(lr[0]) / (1 - double(b1p[0])));
-  OAR_GRID_STRIDE(i, n) {
-    const T gi = g[i];
-    const T mn = b1 * m[i] + (T(1) - b1) * gi;
-    const T a = b2 * u[i] + e, ag = fabs(gi);
-    const T un = a < ag ? ag : a;  // std::max(a, |g|), NaN included
-    m[i] = mn;
-    u[i] = un;
-    p[i] = p[i] - lr_t * mn / un;
-  }
+__device__ void adamax_at(T* p, T* m, T* u, int64_t i, T gi, T lr_t, T b1, T b2, T e) {
+  const T mn = b1 * m[i] + (T(1) - b1) * gi;
+  const T a = b2 * u[i] + e, ag = fabs(gi);
+  const T un = a < ag ? ag : a;  // std::max(a, |g|), NaN included
+  m[i] = mn;
+  u[i] = un;
+  p[i] = p[i] - lr_t * mn / un;
 }
 template <class T>
-__global__ void rmsprop_kernel(T* p, T* ms, T* mg, T* mom, const T* g, const T* lr, T e, T rho, T mu, int64_t n) {
-  const T l = lr[0];
-  OAR_GRID_STRIDE(i, n) {
-    const T gi = g[i];
-    const T msn = rho * ms[i] + (T(1) - rho) * gi * gi;
-    T denom = msn + e;
-    if (mg) {
-      const T mgn = rho * mg[i] + (T(1) - rho) * gi;
-      mg[i] = mgn;
-      denom = msn - mgn * mgn + e;
-    }
-    const T momn = mu * mom[i] + l * gi / sqrt(denom);
-    ms[i] = msn;
-    mom[i] = momn;
-    p[i] = p[i] - momn;
+__device__ void rmsprop_at(T* p, T* ms, T* mg, T* mom, int64_t i, T gi, T l, T e, T rho, T mu) {
+  const T msn = rho * ms[i] + (T(1) - rho) * gi * gi;
+  T denom = msn + e;
+  if (mg) {
+    const T mgn = rho * mg[i] + (T(1) - rho) * gi;
+    mg[i] = mgn;
+    denom = msn - mgn * mgn + e;
   }
+  const T momn = mu * mom[i] + l * gi / sqrt(denom);
+  ms[i] = msn;
+  mom[i] = momn;
+  p[i] = p[i] - momn;
 }
 template <class T>
-__global__ void adadelta_kernel(T* p, T* eg, T* edx, const T* g, T r, T e, int64_t n) {
-  OAR_GRID_STRIDE(i, n) {
-    const T gi = g[i];
-    const T egn = r * eg[i] + (T(1) - r) * gi * gi;
-    const T d = -sqrt((edx[i] + e) / (egn + e)) * gi;
-    eg[i] = egn;
-    edx[i] = r * edx[i] + (T(1) - r) * d * d;
-    p[i] = p[i] + d;
-  }
+__device__ void adadelta_at(T* p, T* eg, T* edx, int64_t i, T gi, T r, T e) {
+  const T egn = r * eg[i] + (T(1) - r) * gi * gi;
+  const T d = -sqrt((edx[i] + e) / (egn + e)) * gi;
+  eg[i] = egn;
+  edx[i] = r * edx[i] + (T(1) - r) * d * d;
+  p[i] = p[i] + d;
 }
 
 // lamb in three launches: the moments and the direction r with each block's partial sums of p^2 and r^2 (in
@@ -215,17 +201,45 @@ __global__ void update_group_kernel(UpdateArgs a, UpdateBatch b) {
     T* p = static_cast<T*>(u.p);
     const T* g = static_cast<const T*>(u.g);
     const T* lr = static_cast<const T*>(u.lr);
-    if (a.rule == UpdateRule::sgd) {
-      const T l = lr[0];
-      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) p[i] -= l * g[i];
-    } else if (a.rule == UpdateRule::momentum) {
-      const T l = lr[0], mu = T(a.mu);
-      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) momentum_at(p, static_cast<T*>(u.m), g, i, l, mu, a.nesterov);
-    } else {
-      const T coeff = T(a.coeff);
-      const AdamRates r = adam_rates(lr, static_cast<const T*>(u.beta1_pow), static_cast<const T*>(u.beta2_pow), coeff);
-      for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x)
-        adam_at(p, static_cast<T*>(u.m), static_cast<T*>(u.v), i, g[i], T(r.lr_t), T(r.wd), T(a.beta1), T(a.beta2), T(a.epsilon), coeff);
+    T* m = static_cast<T*>(u.m);
+    T* v = static_cast<T*>(u.v);
+    const int64_t first = lo + threadIdx.x;
+    switch (a.rule) {
+      case UpdateRule::sgd: {
+        const T l = lr[0];
+        for (int64_t i = first; i < hi; i += blockDim.x) p[i] -= l * g[i];
+        break;
+      }
+      case UpdateRule::momentum: {
+        const T l = lr[0], mu = T(a.mu);
+        for (int64_t i = first; i < hi; i += blockDim.x) momentum_at(p, m, g, i, l, mu, a.nesterov);
+        break;
+      }
+      case UpdateRule::adam: {
+        const T coeff = T(a.coeff);
+        const AdamRates r = adam_rates(lr, static_cast<const T*>(u.beta1_pow), static_cast<const T*>(u.beta2_pow), coeff);
+        for (int64_t i = first; i < hi; i += blockDim.x) adam_at(p, m, v, i, g[i], T(r.lr_t), T(r.wd), T(a.beta1), T(a.beta2), T(a.epsilon), coeff);
+        break;
+      }
+      case UpdateRule::adagrad: {
+        const T l = lr[0];
+        for (int64_t i = first; i < hi; i += blockDim.x) adagrad_at(p, m, i, g[i], l, T(a.epsilon), T(a.decay), a.decay < 0);
+        break;
+      }
+      case UpdateRule::adamax: {
+        const T lr_t = T(double(lr[0]) / (1 - double(static_cast<const T*>(u.beta1_pow)[0])));
+        for (int64_t i = first; i < hi; i += blockDim.x) adamax_at(p, m, v, i, g[i], lr_t, T(a.beta1), T(a.beta2), T(a.epsilon));
+        break;
+      }
+      case UpdateRule::rmsprop: {
+        const T l = lr[0];
+        for (int64_t i = first; i < hi; i += blockDim.x)
+          rmsprop_at(p, m, static_cast<T*>(u.w), v, i, g[i], l, T(a.epsilon), T(a.decay), T(a.mu));
+        break;
+      }
+      case UpdateRule::adadelta:
+        for (int64_t i = first; i < hi; i += blockDim.x) adadelta_at(p, m, v, i, g[i], T(a.decay), T(a.epsilon));
+        break;
     }
   }
 }
@@ -305,47 +319,9 @@ int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s) {
   });
 }
 
-int adagrad(Elem t, void* p, void* m, const void* g, const void* lr, float epsilon, float decay, int64_t n, Stream s) {
-  if (n == 0) return 0;
-  return by_float(t, [&](auto z) {
-    using T = decltype(z);
-    adagrad_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(m), static_cast<const T*>(g), static_cast<const T*>(lr),
-                                                       T(epsilon), T(decay), decay < 0, n);
-    return launched();
-  });
-}
 
-int adamax(Elem t, void* p, void* m, void* u, const void* g, const void* lr, const void* beta1_pow, float beta1, float beta2, float epsilon, int64_t n,
-           Stream s) {
-  if (n == 0) return 0;
-  return by_float(t, [&](auto z) {
-    using T = decltype(z);
-    adamax_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(m), static_cast<T*>(u), static_cast<const T*>(g),
-                                                      static_cast<const T*>(lr), static_cast<const T*>(beta1_pow), T(beta1), T(beta2), T(epsilon), n);
-    return launched();
-  });
-}
 
-int rmsprop(Elem t, void* p, void* ms, void* mg, void* mom, const void* g, const void* lr, float epsilon, float decay, float momentum, int64_t n,
-            Stream s) {
-  if (n == 0) return 0;
-  return by_float(t, [&](auto z) {
-    using T = decltype(z);
-    rmsprop_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(ms), static_cast<T*>(mg), static_cast<T*>(mom),
-                                                       static_cast<const T*>(g), static_cast<const T*>(lr), T(epsilon), T(decay), T(momentum), n);
-    return launched();
-  });
-}
 
-int adadelta(Elem t, void* p, void* eg, void* edx, const void* g, float rho, float epsilon, int64_t n, Stream s) {
-  if (n == 0) return 0;
-  return by_float(t, [&](auto z) {
-    using T = decltype(z);
-    adadelta_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(eg), static_cast<T*>(edx), static_cast<const T*>(g), T(rho),
-                                                        T(epsilon), n);
-    return launched();
-  });
-}
 
 size_t lamb_scratch_bytes(Elem t, int64_t n) {
   if (n == 0) return 0;
@@ -415,7 +391,7 @@ int update_group(Elem t, const UpdateArgs& a, const UpdateTensor* tensors, int c
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     if (chunks > 0) update_group_kernel<T><<<unsigned(chunks < 4096 ? chunks : 4096), kThreads, 0, s>>>(a, b);
-    if (a.rule == UpdateRule::adam) advance_pows_kernel<T><<<1, max_update_tensors, 0, s>>>(a, b);
+    if (a.rule == UpdateRule::adam || a.rule == UpdateRule::adamax) advance_pows_kernel<T><<<1, max_update_tensors, 0, s>>>(a, b);
     return launched();
   });
 }

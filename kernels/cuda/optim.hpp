@@ -179,25 +179,48 @@ UpdateTensor group_member(KernelContext& c) {
   const LoDTensor& p = c.in(Op::param);
   UpdateTensor u;
   u.g = dense_grad(c, Op::grad, p).raw();
-  u.lr = scalar(c, Op::learning_rate, p).raw();
+  if constexpr (requires { Op::learning_rate; }) u.lr = scalar(c, Op::learning_rate, p).raw();
   u.p = out_from(c, Op::param_out, p).raw();
   u.n = p.numel();
-  if constexpr (requires { Op::velocity; }) u.m = out_from(c, Op::velocity_out, like_param(c, Op::velocity, p)).raw();
-  if constexpr (requires { Op::beta1_pow; }) {
-    u.m = out_from(c, Op::moment1_out, like_param(c, Op::moment1, p)).raw();
-    u.v = out_from(c, Op::moment2_out, like_param(c, Op::moment2, p)).raw();
-    u.beta1_pow = scalar(c, Op::beta1_pow, p).raw();
-    u.beta2_pow = scalar(c, Op::beta2_pow, p).raw();
-    auto advance = [&](Slot in, Slot out) -> void* {
-      if (!c.has_out(out)) return nullptr;
-      LoDTensor& o = c.out(out);
-      if (&o != &c.in(in)) o.resize(c.in(in).shape(), c.in(in).dtype());
-      return o.raw();
-    };
-    u.beta1_pow_out = advance(Op::beta1_pow, Op::beta1_pow_out);
-    u.beta2_pow_out = advance(Op::beta2_pow, Op::beta2_pow_out);
+  auto state = [&](Slot in, Slot out) { return out_from(c, out, like_param(c, in, p)).raw(); };
+  auto pow = [&](Slot in, Slot out, const void*& pow_in, void*& pow_out) {
+    pow_in = scalar(c, in, p).raw();
+    if (!c.has_out(out)) return;  // not advanced
+    LoDTensor& o = c.out(out);
+    if (&o != &c.in(in)) o.resize(c.in(in).shape(), c.in(in).dtype());
+    pow_out = o.raw();
+  };
+  if constexpr (std::is_same_v<Op, ops::Momentum>) {
+    u.m = state(Op::velocity, Op::velocity_out);
+  } else if constexpr (std::is_same_v<Op, ops::Adam> || std::is_same_v<Op, ops::AdamW>) {
+    u.m = state(Op::moment1, Op::moment1_out);
+    u.v = state(Op::moment2, Op::moment2_out);
+    pow(Op::beta1_pow, Op::beta1_pow_out, u.beta1_pow, u.beta1_pow_out);
+    pow(Op::beta2_pow, Op::beta2_pow_out, u.beta2_pow, u.beta2_pow_out);
+  } else if constexpr (std::is_same_v<Op, ops::Adagrad> || std::is_same_v<Op, ops::DecayedAdagrad>) {
+    u.m = state(Op::moment, Op::moment_out);
+  } else if constexpr (std::is_same_v<Op, ops::Adamax>) {
+    u.m = state(Op::moment, Op::moment_out);
+    u.v = state(Op::inf_norm, Op::inf_norm_out);
+    pow(Op::beta1_pow, Op::beta1_pow_out, u.beta1_pow, u.beta1_pow_out);
+  } else if constexpr (std::is_same_v<Op, ops::Rmsprop>) {
+    const bool centered = c.attrs<typename Op::Attrs>().centered;
+    c.check(!centered || (c.has_in(Op::mean_grad) && c.has_out(Op::mean_grad_out)), "centered = true needs MeanGrad and MeanGradOut");
+    u.m = state(Op::mean_square, Op::mean_square_out);
+    u.v = state(Op::moment, Op::moment_out);
+    if (centered) u.w = state(Op::mean_grad, Op::mean_grad_out);
+  } else if constexpr (std::is_same_v<Op, ops::Adadelta>) {
+    u.m = state(Op::avg_squared_grad, Op::avg_squared_grad_out);
+    u.v = state(Op::avg_squared_update, Op::avg_squared_update_out);
   }
   return u;
+}
+
+/// One update op through update_group's kernel (the rules without a one-parameter kernel of their own).
+template <class Op>
+void run_one(KernelContext& c, const UpdateArgs& args) {
+  const UpdateTensor u = group_member<Op>(c);
+  check(c, update_group(elem(c, c.in(Op::param).dtype()), args, &u, 1, stream(c)));
 }
 
 /// Consecutive update ops of one rule and attributes (Executor groups them): every parameter in one launch
@@ -245,75 +268,40 @@ inline void AdamW::eval_cuda_group(std::span<KernelContext* const> cs, const Att
 inline void Adam::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adam_like<Adam>(c, a, 0.0f); }
 inline void AdamW::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adam_like<AdamW>(c, a, a.with_decay ? a.coeff : 0.0f); }
 
-}  // namespace oar::ops
-
-namespace oar::cuda_kernels::update {
-
-/// adagrad (decay < 0) and decayed_adagrad, `Op`'s slots.
-template <class Op>
-void adagrad_like(KernelContext& c, float epsilon, float decay) {
-  const LoDTensor& p = c.in(Op::param);
-  const LoDTensor& g = dense_grad(c, Op::grad, p);
-  const LoDTensor& m = like_param(c, Op::moment, p);
-  const LoDTensor& lr = scalar(c, Op::learning_rate, p);
-  const Elem t = elem(c, p.dtype());
-  LoDTensor& po = out_from(c, Op::param_out, p);
-  LoDTensor& mo = out_from(c, Op::moment_out, m);
-  check(c, adagrad(t, po.raw(), mo.raw(), g.raw(), lr.raw(), epsilon, decay, p.numel(), stream(c)));
+// adagrad, decayed_adagrad, adamax, rmsprop and adadelta run through update_group alone or in a group: one
+// kernel per rule (kernels/cuda/optim.cu), however many parameters.
+namespace update_args {
+inline cuda_kernels::UpdateArgs adagrad(float epsilon, float decay) { return {.rule = cuda_kernels::UpdateRule::adagrad, .epsilon = epsilon, .decay = decay}; }
+inline cuda_kernels::UpdateArgs adamax(const Adamax::Attrs& a) {
+  return {.rule = cuda_kernels::UpdateRule::adamax, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon};
 }
-
-}  // namespace oar::cuda_kernels::update
-
-namespace oar::ops {
-
-inline void Adagrad::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adagrad_like<Adagrad>(c, a.epsilon, -1.0f); }
-inline void DecayedAdagrad::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adagrad_like<DecayedAdagrad>(c, a.epsilon, a.decay); }
-
-inline void Adamax::eval_cuda(KernelContext& c, const Attrs& a) {
-  using namespace cuda_kernels::update;
-  const LoDTensor& p = c.in(param);
-  const LoDTensor& g = dense_grad(c, grad, p);
-  const LoDTensor& m = like_param(c, moment, p);
-  const LoDTensor& u = like_param(c, inf_norm, p);
-  const LoDTensor& lr = scalar(c, learning_rate, p);
-  const LoDTensor& b1p = scalar(c, beta1_pow, p);
-  const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
-  LoDTensor& po = out_from(c, param_out, p);
-  LoDTensor& mo = out_from(c, moment_out, m);
-  LoDTensor& uo = out_from(c, inf_norm_out, u);
-  cuda_kernels::check(c, cuda_kernels::adamax(t, po.raw(), mo.raw(), uo.raw(), g.raw(), lr.raw(), b1p.raw(), a.beta1, a.beta2, a.epsilon, p.numel(),
-                                              cuda_kernels::stream(c)));
-  advance_pow(c, beta1_pow, beta1_pow_out, a.beta1, t);
+inline cuda_kernels::UpdateArgs rmsprop(const Rmsprop::Attrs& a) {
+  return {.rule = cuda_kernels::UpdateRule::rmsprop, .mu = a.momentum, .epsilon = a.epsilon, .decay = a.decay};
 }
+inline cuda_kernels::UpdateArgs adadelta(const Adadelta::Attrs& a) { return {.rule = cuda_kernels::UpdateRule::adadelta, .epsilon = a.epsilon, .decay = a.rho}; }
+}  // namespace update_args
 
-inline void Rmsprop::eval_cuda(KernelContext& c, const Attrs& a) {
-  using namespace cuda_kernels::update;
-  const LoDTensor& p = c.in(param);
-  const LoDTensor& g = dense_grad(c, grad, p);
-  const LoDTensor& ms = like_param(c, mean_square, p);
-  const LoDTensor& mom = like_param(c, moment, p);
-  c.check(!a.centered || (c.has_in(mean_grad) && c.has_out(mean_grad_out)), "centered = true needs MeanGrad and MeanGradOut");
-  const LoDTensor& lr = scalar(c, learning_rate, p);
-  const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
-  LoDTensor& po = out_from(c, param_out, p);
-  LoDTensor& mso = out_from(c, mean_square_out, ms);
-  LoDTensor& momo = out_from(c, moment_out, mom);
-  void* mgo = a.centered ? out_from(c, mean_grad_out, like_param(c, mean_grad, p)).raw() : nullptr;  // null: not centered
-  cuda_kernels::check(c, cuda_kernels::rmsprop(t, po.raw(), mso.raw(), mgo, momo.raw(), g.raw(), lr.raw(), a.epsilon, a.decay, a.momentum, p.numel(),
-                                               cuda_kernels::stream(c)));
+inline void Adagrad::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::run_one<Adagrad>(c, update_args::adagrad(a.epsilon, -1.0f)); }
+inline void Adagrad::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
+  cuda_kernels::update::run_group<Adagrad>(cs, a, update_args::adagrad(a.epsilon, -1.0f));
 }
-
-inline void Adadelta::eval_cuda(KernelContext& c, const Attrs& a) {
-  using namespace cuda_kernels::update;
-  const LoDTensor& p = c.in(param);
-  const LoDTensor& g = dense_grad(c, grad, p);
-  const LoDTensor& eg = like_param(c, avg_squared_grad, p);
-  const LoDTensor& edx = like_param(c, avg_squared_update, p);
-  const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
-  LoDTensor& po = out_from(c, param_out, p);
-  LoDTensor& ego = out_from(c, avg_squared_grad_out, eg);
-  LoDTensor& edxo = out_from(c, avg_squared_update_out, edx);
-  cuda_kernels::check(c, cuda_kernels::adadelta(t, po.raw(), ego.raw(), edxo.raw(), g.raw(), a.rho, a.epsilon, p.numel(), cuda_kernels::stream(c)));
+inline void DecayedAdagrad::eval_cuda(KernelContext& c, const Attrs& a) {
+  cuda_kernels::update::run_one<DecayedAdagrad>(c, update_args::adagrad(a.epsilon, a.decay));
+}
+inline void DecayedAdagrad::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
+  cuda_kernels::update::run_group<DecayedAdagrad>(cs, a, update_args::adagrad(a.epsilon, a.decay));
+}
+inline void Adamax::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::run_one<Adamax>(c, update_args::adamax(a)); }
+inline void Adamax::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
+  cuda_kernels::update::run_group<Adamax>(cs, a, update_args::adamax(a));
+}
+inline void Rmsprop::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::run_one<Rmsprop>(c, update_args::rmsprop(a)); }
+inline void Rmsprop::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
+  cuda_kernels::update::run_group<Rmsprop>(cs, a, update_args::rmsprop(a));
+}
+inline void Adadelta::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::run_one<Adadelta>(c, update_args::adadelta(a)); }
+inline void Adadelta::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
+  cuda_kernels::update::run_group<Adadelta>(cs, a, update_args::adadelta(a));
 }
 
 // The trust ratio's norms are summed on the device (per-block partials in double, added in a fixed order), so

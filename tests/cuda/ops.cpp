@@ -34,7 +34,8 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
     CHECK(bool(e->cuda));
     CHECK(e->places() == "cpu, cuda");
   }
-  for (const char* op : {"sgd", "momentum", "adam", "adamw"}) CHECK(bool(r.find(op)->cuda_group));  // one launch for many parameters
+  for (const char* op : {"sgd", "momentum", "adam", "adamw", "adagrad", "decayed_adagrad", "adamax", "rmsprop", "adadelta"})
+    CHECK(bool(r.find(op)->cuda_group));  // one launch for many parameters
 }
 
 TEST_CASE("cuda: without a device, a CUDA model or executor is an oar::Error saying so") {
@@ -210,9 +211,9 @@ TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch fo
   // 40 parameters: two launches of max_update_tensors; the first spans several chunks of a block.
   const int count = 40;
   auto size_of_param = [](int k) { return int64_t(k == 0 ? 9000 : 1 + 37 * k); };
-  for (const char* rule : {"sgd", "momentum", "adam", "adamw"}) {
+  for (const char* rule : {"sgd", "momentum", "adam", "adamw", "adagrad", "decayed_adagrad", "adamax", "rmsprop", "rmsprop_centered", "adadelta"}) {
     CAPTURE(rule);
-    const std::string r = rule;
+    const std::string r = rule, type = r == "rmsprop_centered" ? "rmsprop" : r;
     const bool adam = r == "adam" || r == "adamw";
     Program prog;
     Block& b = prog.global_block();
@@ -227,9 +228,41 @@ TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch fo
       const Shape s{size_of_param(k)};
       var("p" + i, random_tensor<T>(s, -1, 1, 300 + k));
       var("g" + i, random_tensor<T>(s, -1, 1, 400 + k));
-      Operator op{r};
-      op.set_input(ops::Sgd::param, {"p" + i}).set_input(ops::Sgd::grad, {"g" + i}).set_input(ops::Sgd::learning_rate, {"lr"});
+      Operator op{type};
+      op.set_input(ops::Sgd::param, {"p" + i}).set_input(ops::Sgd::grad, {"g" + i});
+      if (type != "adadelta") op.set_input(ops::Sgd::learning_rate, {"lr"});
       op.set_output(ops::Sgd::param_out, {"p" + i});
+      // A state variable updated in place, drawn from [lo, hi) (the squares' averages positive).
+      auto state = [&](Slot in, Slot out, double lo, double hi, uint64_t seed) {
+        const std::string n = std::string(in.name) + i;
+        var(n, random_tensor<T>(s, lo, hi, seed + k));
+        op.set_input(in, {n}).set_output(out, {n});
+      };
+      if (r == "adagrad" || r == "decayed_adagrad") {
+        state(ops::Adagrad::moment, ops::Adagrad::moment_out, 0, 1, 500);
+        if (r == "decayed_adagrad") op.set_attr(ops::DecayedAdagrad::decay, 0.9f);
+      }
+      if (r == "adamax") {
+        using A = ops::Adamax;
+        state(A::moment, A::moment_out, -1, 1, 500);
+        state(A::inf_norm, A::inf_norm_out, 0.1, 1, 600);
+        var("b1p" + i, Tensor::from<T>({T(0.9 * 0.9)}, {1}));
+        op.set_input(A::beta1_pow, {"b1p" + i}).set_output(A::beta1_pow_out, {"b1p" + i});
+      }
+      if (type == "rmsprop") {
+        using R = ops::Rmsprop;
+        state(R::mean_square, R::mean_square_out, 0.5, 1, 500);
+        state(R::moment, R::moment_out, -1, 1, 600);
+        op.set_attr(R::momentum, 0.9f);
+        if (r == "rmsprop_centered") {
+          state(R::mean_grad, R::mean_grad_out, -0.1, 0.1, 700);
+          op.set_attr(R::centered, true);
+        }
+      }
+      if (r == "adadelta") {
+        state(ops::Adadelta::avg_squared_grad, ops::Adadelta::avg_squared_grad_out, 0, 1, 500);
+        state(ops::Adadelta::avg_squared_update, ops::Adadelta::avg_squared_update_out, 0, 1, 600);
+      }
       if (r == "momentum") {
         var("v" + i, random_tensor<T>(s, -1, 1, 500 + k));
         op.set_input(ops::Momentum::velocity, {"v" + i}).set_output(ops::Momentum::velocity_out, {"v" + i}).set_attr(ops::Momentum::mu, 0.9f);
@@ -255,7 +288,7 @@ TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch fo
       Profiler prof;
       for (int step = 0; step < 2; ++step) exe.run(*prepared, scope, {}, {});
       for (const OpTime& o : prof.times())
-        if (o.op == r) *calls = o.calls;
+        if (o.op == type) *calls = o.calls;
       std::map<std::string, Tensor> out;
       for (auto& [n, t] : init) out[n] = scope.find(n)->tensor().to(cpu());
       return out;

@@ -161,6 +161,7 @@ struct Adagrad {
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Adagrad>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
+  static void eval_cuda_group(std::span<KernelContext* const>, const Attrs&);  // kernels/cuda/optim.hpp: one launch for many
 };
 
 /// decayed_adagrad: m' = decay * m + (1 - decay) * g^2; ParamOut = p - lr * g / (sqrt(m') + epsilon).
@@ -186,6 +187,7 @@ struct DecayedAdagrad {
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<DecayedAdagrad>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
+  static void eval_cuda_group(std::span<KernelContext* const>, const Attrs&);  // kernels/cuda/optim.hpp: one launch for many
 };
 
 /// adam (Fluid's kernel): with b1p = Beta1Pow = beta1^t, b2p = Beta2Pow = beta2^t,
@@ -301,6 +303,7 @@ struct Adamax {
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Adamax>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
+  static void eval_cuda_group(std::span<KernelContext* const>, const Attrs&);  // kernels/cuda/optim.hpp: one launch for many
 };
 
 /// rmsprop (Fluid's kernel; decay is Python's rho):
@@ -342,6 +345,7 @@ struct Rmsprop {
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
+  static void eval_cuda_group(std::span<KernelContext* const>, const Attrs&);  // kernels/cuda/optim.hpp: one launch for many
 };
 
 /// adadelta (no learning rate):
@@ -371,6 +375,7 @@ struct Adadelta {
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Adadelta>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
+  static void eval_cuda_group(std::span<KernelContext* const>, const Attrs&);  // kernels/cuda/optim.hpp: one launch for many
 };
 
 /// lamb (layer-wise adaptive moments): with b1p = Beta1Pow = beta1^t, b2p = Beta2Pow = beta2^t,
