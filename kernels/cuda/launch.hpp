@@ -190,12 +190,6 @@ int adam(Elem t, void* p, void* m, void* v, const void* g, const void* lr, const
          float epsilon, float coeff, int64_t n, Stream s);
 /// pow_out[0] = pow[0] * beta (Adam's running powers).
 int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s);
-/// lamb: the moments as adam's, r = (m1 / (1 - b1^t)) / (sqrt(m2 / (1 - b2^t)) + eps) + wd p, then p -= lr trust r
-/// with trust = ||p|| / ||r|| (1 when either is 0), the norms summed in double on the device. `scratch`:
-/// lamb_scratch_bytes(t, n) bytes.
-int lamb(Elem t, void* p, void* m1, void* m2, const void* g, const void* lr, const void* beta1_pow, const void* beta2_pow, float beta1, float beta2,
-         float epsilon, float weight_decay, int64_t n, void* scratch, Stream s);
-size_t lamb_scratch_bytes(Elem t, int64_t n);
 /// A SelectedRows gradient's rows grouped by Param row, as one device array `plan`: rows [k] (each Param row
 /// once, in the order of first appearance, as cpu_kernels::param_update::merge_rows lists them) | start [k + 1] |
 /// src [n] (group i is the value rows src[start[i] .. start[i + 1]), in their order). value: [n, width].
@@ -213,13 +207,16 @@ int sparse_adam(Elem t, void* p, void* m, void* v, const void* merged, const int
 /// decayed_adagrad (m = decay m + (1 - decay) g^2): p -= lr g / (sqrt(m) + eps). adamax: m = b1 m + (1 - b1) g;
 /// u = max(b2 u + eps, |g|); p -= lr / (1 - b1^t) m / u. rmsprop: ms = rho ms + (1 - rho) g^2; centered (w not
 /// null): w = rho w + (1 - rho) g; mom = mu mom + lr g / sqrt(ms [- w^2] + eps); p -= mom. adadelta: eg = rho eg
-/// + (1 - rho) g^2; d = -sqrt((edx + eps) / (eg + eps)) g; edx = rho edx + (1 - rho) d^2; p += d. For adam and
-/// adamax the powers are read by that launch and advanced by a second one (pow_out = pow * beta; in place allowed).
-enum class UpdateRule : int { sgd, momentum, adam, adagrad, adamax, rmsprop, adadelta };
+/// + (1 - rho) g^2; d = -sqrt((edx + eps) / (eg + eps)) g; edx = rho edx + (1 - rho) d^2; p += d. lamb: the
+/// moments as adam's, r = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + coeff p, then p -= lr trust r with trust
+/// = ||p|| / ||r|| per tensor (1 when either is 0), the norms summed in double on the device in a fixed order. For
+/// adam, adamax and lamb the powers are read by those launches and advanced by one more (pow_out = pow * beta; in
+/// place allowed).
+enum class UpdateRule : int { sgd, momentum, adam, adagrad, adamax, rmsprop, adadelta, lamb };
 struct UpdateTensor {
   void* p = nullptr;
-  void* m = nullptr;  ///< momentum's velocity, adam's first moment, adagrad's moment, adamax's m, rmsprop's ms, adadelta's eg
-  void* v = nullptr;  ///< adam's second moment, adamax's u, rmsprop's mom, adadelta's edx
+  void* m = nullptr;  ///< momentum's velocity, adam's first moment, adagrad's moment, adamax's m, rmsprop's ms, adadelta's eg, lamb's m1
+  void* v = nullptr;  ///< adam's second moment, adamax's u, rmsprop's mom, adadelta's edx, lamb's m2
   void* w = nullptr;  ///< rmsprop's mean gradient (centered; null otherwise)
   const void* g = nullptr;
   const void* lr = nullptr;
@@ -233,12 +230,14 @@ struct UpdateArgs {
   UpdateRule rule = UpdateRule::sgd;
   float mu = 0;  ///< momentum
   bool nesterov = false;
-  float beta1 = 0, beta2 = 0, epsilon = 0, coeff = 0;  ///< adam (coeff: adamw's decay), adamax; epsilon: every rule that has one
+  float beta1 = 0, beta2 = 0, epsilon = 0, coeff = 0;  ///< adam (coeff: adamw's decay), adamax, lamb (coeff: its weight decay)
   float decay = -1;                                    ///< decayed_adagrad's decay (< 0: adagrad), rmsprop's and adadelta's rho
 };
 /// Tensors per launch (the launch's arguments stay under the 4 KiB every device takes).
 inline constexpr int max_update_tensors = 32;
-int update_group(Elem t, const UpdateArgs& a, const UpdateTensor* tensors, int count, Stream s);
+/// `scratch`: update_group_scratch_bytes(...) bytes of device memory (lamb's norms and directions; 0 for the others).
+int update_group(Elem t, const UpdateArgs& a, const UpdateTensor* tensors, int count, void* scratch, Stream s);
+size_t update_group_scratch_bytes(Elem t, const UpdateArgs& a, const UpdateTensor* tensors, int count);
 /// lr[0] = f.at(step[0]) for a one-value step of type `step_type`; piecewise with at most lr_max_pieces
 /// boundaries (f's host arrays are copied into the launch).
 inline constexpr int lr_max_pieces = 16;

@@ -99,56 +99,6 @@ __device__ void adadelta_at(T* p, T* eg, T* edx, int64_t i, T gi, T r, T e) {
   p[i] = p[i] + d;
 }
 
-// lamb in three launches: the moments and the direction r with each block's partial sums of p^2 and r^2 (in
-// double); one block adding the partials in a fixed order into the step lr * ||p|| / ||r||; the update.
-// Scratch: partials [2 * blocks] | step [2] | r [n] (doubles first, so r is aligned for either type).
-template <class T>
-__global__ void lamb_direction_kernel(const T* p, T* m1, T* m2, const T* g, const T* b1p, const T* b2p, T b1, T b2, T e, T wd, T* r, double* partial,
-                                      int64_t n) {
-  const T c1 = T(1 - double(b1p[0])), c2 = T(1 - double(b2p[0]));
-  double pn = 0, rn = 0;
-  OAR_GRID_STRIDE(i, n) {
-    const T gi = g[i];
-    const T am = b1 * m1[i] + (T(1) - b1) * gi;
-    const T bm = b2 * m2[i] + (T(1) - b2) * gi * gi;
-    m1[i] = am;
-    m2[i] = bm;
-    const T pi = p[i];
-    const T ri = (am / c1) / (sqrt(bm / c2) + e) + wd * pi;
-    r[i] = ri;
-    pn += double(pi) * double(pi);
-    rn += double(ri) * double(ri);
-  }
-  using Block = cub::BlockReduce<double, kThreads>;
-  __shared__ typename Block::TempStorage tmp;
-  const double ps = Block(tmp).Sum(pn);
-  __syncthreads();
-  const double rs = Block(tmp).Sum(rn);
-  if (threadIdx.x == 0) {
-    partial[2 * blockIdx.x] = ps;
-    partial[2 * blockIdx.x + 1] = rs;
-  }
-}
-template <class T>
-__global__ void lamb_step_kernel(const double* partial, int blocks, const T* lr, double* step) {
-  double pn = 0, rn = 0;
-  for (int b = threadIdx.x; b < blocks; b += blockDim.x) {
-    pn += partial[2 * b];
-    rn += partial[2 * b + 1];
-  }
-  using Block = cub::BlockReduce<double, kThreads>;
-  __shared__ typename Block::TempStorage tmp;
-  const double ps = sqrt(Block(tmp).Sum(pn));
-  __syncthreads();
-  const double rs = sqrt(Block(tmp).Sum(rn));
-  if (threadIdx.x == 0) step[0] = double(lr[0]) * (ps > 0 && rs > 0 ? ps / rs : 1.0);
-}
-template <class T>
-__global__ void lamb_update_kernel(T* p, const T* r, const double* step, int64_t n) {
-  const T s = T(step[0]);
-  OAR_GRID_STRIDE(i, n) p[i] = p[i] - s * r[i];
-}
-
 // ---- SelectedRows gradients: one thread per (group, column) of launch.hpp's plan, the group's value rows in order.
 struct Plan {
   const int64_t *rows, *start, *src;
@@ -240,6 +190,7 @@ __global__ void update_group_kernel(UpdateArgs a, UpdateBatch b) {
       case UpdateRule::adadelta:
         for (int64_t i = first; i < hi; i += blockDim.x) adadelta_at(p, m, v, i, g[i], T(a.decay), T(a.epsilon));
         break;
+      case UpdateRule::lamb: break;  // its own three kernels (below): its step needs each tensor's norms first
     }
   }
 }
@@ -251,6 +202,78 @@ __global__ void advance_pows_kernel(UpdateArgs a, UpdateBatch b) {
   const UpdateTensor& u = b.t[k];
   if (u.beta1_pow_out) static_cast<T*>(u.beta1_pow_out)[0] = T(double(static_cast<const T*>(u.beta1_pow)[0]) * double(T(a.beta1)));
   if (u.beta2_pow_out) static_cast<T*>(u.beta2_pow_out)[0] = T(double(static_cast<const T*>(u.beta2_pow)[0]) * double(T(a.beta2)));
+}
+
+// lamb over a batch in three launches: (1) per chunk, the moments, the direction r (kept in `r` at the tensor's
+// chunk-aligned offset) and the chunk's sums of p^2 and r^2 in double; (2) a block per tensor adding its
+// chunks' sums in a fixed order into its step lr * ||p|| / ||r|| (lr alone when either norm is 0); (3) p -= step
+// r. Every sum has one order, so a step repeats bit for bit.
+template <class T>
+__global__ void lamb_direction_kernel(UpdateArgs a, UpdateBatch b, T* r_all, double* partial) {
+  using Block = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Block::TempStorage tmp;
+  const T b1 = T(a.beta1), b2 = T(a.beta2), e = T(a.epsilon), wd = T(a.coeff);
+  for (int64_t c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
+    int k = 0;
+    while (b.first_chunk[k + 1] <= c) ++k;
+    const UpdateTensor& u = b.t[k];
+    const int64_t lo = (c - b.first_chunk[k]) * kChunk, hi = min(u.n, lo + kChunk);
+    const T* p = static_cast<const T*>(u.p);
+    const T* g = static_cast<const T*>(u.g);
+    T* m1 = static_cast<T*>(u.m);
+    T* m2 = static_cast<T*>(u.v);
+    T* r = r_all + b.first_chunk[k] * kChunk;
+    const T c1 = T(1 - double(static_cast<const T*>(u.beta1_pow)[0])), c2 = T(1 - double(static_cast<const T*>(u.beta2_pow)[0]));
+    double pn = 0, rn = 0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+      const T gi = g[i];
+      const T am = b1 * m1[i] + (T(1) - b1) * gi;
+      const T bm = b2 * m2[i] + (T(1) - b2) * gi * gi;
+      m1[i] = am;
+      m2[i] = bm;
+      const T pi = p[i];
+      const T ri = (am / c1) / (sqrt(bm / c2) + e) + wd * pi;
+      r[i] = ri;
+      pn += double(pi) * double(pi);
+      rn += double(ri) * double(ri);
+    }
+    const double ps = Block(tmp).Sum(pn);
+    __syncthreads();
+    const double rs = Block(tmp).Sum(rn);
+    __syncthreads();  // tmp is reused by the next chunk
+    if (threadIdx.x == 0) {
+      partial[2 * c] = ps;
+      partial[2 * c + 1] = rs;
+    }
+  }
+}
+template <class T>
+__global__ void lamb_step_kernel(UpdateBatch b, const double* partial, double* step) {
+  const int k = blockIdx.x;
+  double pn = 0, rn = 0;
+  for (int64_t c = b.first_chunk[k] + threadIdx.x; c < b.first_chunk[k + 1]; c += blockDim.x) {
+    pn += partial[2 * c];
+    rn += partial[2 * c + 1];
+  }
+  using Block = cub::BlockReduce<double, kThreads>;
+  __shared__ typename Block::TempStorage tmp;
+  const double ps = sqrt(Block(tmp).Sum(pn));
+  __syncthreads();
+  const double rs = sqrt(Block(tmp).Sum(rn));
+  if (threadIdx.x == 0) step[k] = double(static_cast<const T*>(b.t[k].lr)[0]) * (ps > 0 && rs > 0 ? ps / rs : 1.0);
+}
+template <class T>
+__global__ void lamb_update_kernel(UpdateBatch b, const T* r_all, const double* step) {
+  for (int64_t c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
+    int k = 0;
+    while (b.first_chunk[k + 1] <= c) ++k;
+    const UpdateTensor& u = b.t[k];
+    const int64_t lo = (c - b.first_chunk[k]) * kChunk, hi = min(u.n, lo + kChunk);
+    T* p = static_cast<T*>(u.p);
+    const T* r = r_all + b.first_chunk[k] * kChunk;
+    const T sk = T(step[k]);
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) p[i] = p[i] - sk * r[i];
+  }
 }
 
 struct LrArgs {
@@ -323,29 +346,6 @@ int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s) {
 
 
 
-size_t lamb_scratch_bytes(Elem t, int64_t n) {
-  if (n == 0) return 0;
-  return (2 * size_t(blocks_for(n)) + 2) * sizeof(double) + size_t(n) * (t == Elem::f64 ? sizeof(double) : sizeof(float));
-}
-
-int lamb(Elem t, void* p, void* m1, void* m2, const void* g, const void* lr, const void* beta1_pow, const void* beta2_pow, float beta1, float beta2,
-         float epsilon, float weight_decay, int64_t n, void* scratch, Stream s) {
-  if (n == 0) return 0;
-  const unsigned blocks = blocks_for(n);
-  double* partial = static_cast<double*>(scratch);
-  double* step = partial + 2 * blocks;
-  return by_float(t, [&](auto z) {
-    using T = decltype(z);
-    T* r = reinterpret_cast<T*>(step + 2);
-    lamb_direction_kernel<<<blocks, kThreads, 0, s>>>(static_cast<const T*>(p), static_cast<T*>(m1), static_cast<T*>(m2), static_cast<const T*>(g),
-                                                       static_cast<const T*>(beta1_pow), static_cast<const T*>(beta2_pow), T(beta1), T(beta2), T(epsilon),
-                                                       T(weight_decay), r, partial, n);
-    lamb_step_kernel<<<1, kThreads, 0, s>>>(partial, int(blocks), static_cast<const T*>(lr), step);
-    lamb_update_kernel<<<blocks, kThreads, 0, s>>>(static_cast<T*>(p), r, step, n);
-    return launched();
-  });
-}
-
 int sparse_sgd(Elem t, void* p, const void* value, const int64_t* plan, int64_t k, int64_t width, const void* lr, Stream s) {
   if (k * width == 0) return 0;
   return by_float(t, [&](auto z) {
@@ -378,8 +378,8 @@ int sparse_adam(Elem t, void* p, void* m, void* v, const void* merged, const int
   });
 }
 
-int update_group(Elem t, const UpdateArgs& a, const UpdateTensor* tensors, int count, Stream s) {
-  if (count <= 0 || count > max_update_tensors) return count == 0 ? 0 : int(cudaErrorInvalidValue);
+namespace {
+UpdateBatch batch_of(const UpdateTensor* tensors, int count) {
   UpdateBatch b{};
   b.count = count;
   b.first_chunk[0] = 0;
@@ -387,11 +387,37 @@ int update_group(Elem t, const UpdateArgs& a, const UpdateTensor* tensors, int c
     b.t[k] = tensors[k];
     b.first_chunk[k + 1] = b.first_chunk[k] + (tensors[k].n + kChunk - 1) / kChunk;
   }
+  return b;
+}
+}  // namespace
+
+size_t update_group_scratch_bytes(Elem t, const UpdateArgs& a, const UpdateTensor* tensors, int count) {
+  if (a.rule != UpdateRule::lamb || count <= 0 || count > max_update_tensors) return 0;
+  const int64_t chunks = batch_of(tensors, count).first_chunk[count];
+  return (2 * size_t(chunks) + size_t(max_update_tensors)) * sizeof(double) + size_t(chunks * kChunk) * (t == Elem::f64 ? sizeof(double) : sizeof(float));
+}
+
+int update_group(Elem t, const UpdateArgs& a, const UpdateTensor* tensors, int count, void* scratch, Stream s) {
+  if (count <= 0 || count > max_update_tensors) return count == 0 ? 0 : int(cudaErrorInvalidValue);
+  const UpdateBatch b = batch_of(tensors, count);
   const int64_t chunks = b.first_chunk[count];
+  const unsigned grid = unsigned(chunks < 4096 ? chunks : 4096);
   return by_float(t, [&](auto z) {
     using T = decltype(z);
-    if (chunks > 0) update_group_kernel<T><<<unsigned(chunks < 4096 ? chunks : 4096), kThreads, 0, s>>>(a, b);
-    if (a.rule == UpdateRule::adam || a.rule == UpdateRule::adamax) advance_pows_kernel<T><<<1, max_update_tensors, 0, s>>>(a, b);
+    if (a.rule == UpdateRule::lamb) {
+      if (!scratch && chunks > 0) return int(cudaErrorInvalidValue);
+      double* partial = static_cast<double*>(scratch);  // [2 chunks] | step [max_update_tensors] | r (doubles first: aligned)
+      double* step = partial + 2 * chunks;
+      T* r = reinterpret_cast<T*>(step + max_update_tensors);
+      if (chunks > 0) {
+        lamb_direction_kernel<T><<<grid, kThreads, 0, s>>>(a, b, r, partial);
+        lamb_step_kernel<T><<<unsigned(count), kThreads, 0, s>>>(b, partial, step);
+        lamb_update_kernel<T><<<grid, kThreads, 0, s>>>(b, r, step);
+      }
+    } else if (chunks > 0) {
+      update_group_kernel<T><<<grid, kThreads, 0, s>>>(a, b);
+    }
+    if (a.rule == UpdateRule::adam || a.rule == UpdateRule::adamax || a.rule == UpdateRule::lamb) advance_pows_kernel<T><<<1, max_update_tensors, 0, s>>>(a, b);
     return launched();
   });
 }

@@ -192,7 +192,7 @@ UpdateTensor group_member(KernelContext& c) {
   };
   if constexpr (std::is_same_v<Op, ops::Momentum>) {
     u.m = state(Op::velocity, Op::velocity_out);
-  } else if constexpr (std::is_same_v<Op, ops::Adam> || std::is_same_v<Op, ops::AdamW>) {
+  } else if constexpr (std::is_same_v<Op, ops::Adam> || std::is_same_v<Op, ops::AdamW> || std::is_same_v<Op, ops::Lamb>) {
     u.m = state(Op::moment1, Op::moment1_out);
     u.v = state(Op::moment2, Op::moment2_out);
     pow(Op::beta1_pow, Op::beta1_pow_out, u.beta1_pow, u.beta1_pow_out);
@@ -216,11 +216,17 @@ UpdateTensor group_member(KernelContext& c) {
   return u;
 }
 
-/// One update op through update_group's kernel (the rules without a one-parameter kernel of their own).
+/// update_group on `count` tensors of type `t`, with the device scratch the rule needs (lamb's).
+inline void launch_group(const KernelContext& c, Elem t, const UpdateArgs& args, const UpdateTensor* tensors, int count) {
+  const Tensor scratch = workspace(c, update_group_scratch_bytes(t, args, tensors, count));
+  check(c, update_group(t, args, tensors, count, scratch.raw(), stream(c)));
+}
+
+/// One update op through update_group's kernels (the rules without a one-parameter kernel of their own).
 template <class Op>
 void run_one(KernelContext& c, const UpdateArgs& args) {
   const UpdateTensor u = group_member<Op>(c);
-  check(c, update_group(elem(c, c.in(Op::param).dtype()), args, &u, 1, stream(c)));
+  launch_group(c, elem(c, c.in(Op::param).dtype()), args, &u, 1);
 }
 
 /// Consecutive update ops of one rule and attributes (Executor groups them): every parameter in one launch
@@ -243,7 +249,7 @@ void run_group(std::span<KernelContext* const> cs, const A& attrs, const UpdateA
   for (int k = 0; k < 2; ++k)
     for (size_t i = 0; i < by_type[k].size(); i += max_update_tensors) {
       const int n = int(std::min<size_t>(max_update_tensors, by_type[k].size() - i));
-      check(*owner[k][i], update_group(k ? Elem::f64 : Elem::f32, args, by_type[k].data() + i, n, stream(*owner[k][i])));
+      launch_group(*owner[k][i], k ? Elem::f64 : Elem::f32, args, by_type[k].data() + i, n);
     }
 }
 
@@ -304,27 +310,13 @@ inline void Adadelta::eval_cuda_group(std::span<KernelContext* const> cs, const 
   cuda_kernels::update::run_group<Adadelta>(cs, a, update_args::adadelta(a));
 }
 
-// The trust ratio's norms are summed on the device (per-block partials in double, added in a fixed order), so
-// the step never waits for the host.
-inline void Lamb::eval_cuda(KernelContext& c, const Attrs& a) {
-  using namespace cuda_kernels::update;
-  const LoDTensor& p = c.in(param);
-  const LoDTensor& g = dense_grad(c, grad, p);
-  const LoDTensor& m1 = like_param(c, moment1, p);
-  const LoDTensor& m2 = like_param(c, moment2, p);
-  const LoDTensor& lr = scalar(c, learning_rate, p);
-  const LoDTensor& b1p = scalar(c, beta1_pow, p);
-  const LoDTensor& b2p = scalar(c, beta2_pow, p);
-  const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
-  LoDTensor& po = out_from(c, param_out, p);
-  LoDTensor& m1o = out_from(c, moment1_out, m1);
-  LoDTensor& m2o = out_from(c, moment2_out, m2);
-  Tensor scratch = cuda_kernels::workspace(c, cuda_kernels::lamb_scratch_bytes(t, p.numel()));
-  cuda_kernels::check(c, cuda_kernels::lamb(t, po.raw(), m1o.raw(), m2o.raw(), g.raw(), lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2, a.epsilon,
-                                            a.weight_decay, p.numel(), scratch.raw(), cuda_kernels::stream(c)));
-  advance_pow(c, beta1_pow, beta1_pow_out, a.beta1, t);
-  advance_pow(c, beta2_pow, beta2_pow_out, a.beta2, t);
+// lamb's trust ratios come from norms summed on the device (per chunk in double, then per tensor in a fixed
+// order), so the step never waits for the host; a group of lamb ops is three launches.
+inline cuda_kernels::UpdateArgs lamb_args(const Lamb::Attrs& a) {
+  return {.rule = cuda_kernels::UpdateRule::lamb, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon, .coeff = a.weight_decay};
 }
+inline void Lamb::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::run_one<Lamb>(c, lamb_args(a)); }
+inline void Lamb::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) { cuda_kernels::update::run_group<Lamb>(cs, a, lamb_args(a)); }
 
 inline void LrSchedule::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& st = c.in(step);

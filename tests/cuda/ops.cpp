@@ -34,7 +34,7 @@ TEST_CASE("cuda: a CUDA build registers a CUDA kernel for each op it lists") {
     CHECK(bool(e->cuda));
     CHECK(e->places() == "cpu, cuda");
   }
-  for (const char* op : {"sgd", "momentum", "adam", "adamw", "adagrad", "decayed_adagrad", "adamax", "rmsprop", "adadelta"})
+  for (const char* op : {"sgd", "momentum", "adam", "adamw", "adagrad", "decayed_adagrad", "adamax", "rmsprop", "adadelta", "lamb"})
     CHECK(bool(r.find(op)->cuda_group));  // one launch for many parameters
 }
 
@@ -211,10 +211,10 @@ TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch fo
   // 40 parameters: two launches of max_update_tensors; the first spans several chunks of a block.
   const int count = 40;
   auto size_of_param = [](int k) { return int64_t(k == 0 ? 9000 : 1 + 37 * k); };
-  for (const char* rule : {"sgd", "momentum", "adam", "adamw", "adagrad", "decayed_adagrad", "adamax", "rmsprop", "rmsprop_centered", "adadelta"}) {
+  for (const char* rule : {"sgd", "momentum", "adam", "adamw", "adagrad", "decayed_adagrad", "adamax", "rmsprop", "rmsprop_centered", "adadelta", "lamb"}) {
     CAPTURE(rule);
     const std::string r = rule, type = r == "rmsprop_centered" ? "rmsprop" : r;
-    const bool adam = r == "adam" || r == "adamw";
+    const bool adam = r == "adam" || r == "adamw" || r == "lamb";  // lamb's slots are adam's
     Program prog;
     Block& b = prog.global_block();
     std::vector<std::pair<std::string, Tensor>> init;  // every persistable and its first value
@@ -277,6 +277,7 @@ TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch fo
         op.set_output(A::moment1_out, {"m" + i}).set_output(A::moment2_out, {"u" + i}).set_output(A::beta1_pow_out, {"b1p" + i});
         op.set_output(A::beta2_pow_out, {"b2p" + i});
         if (r == "adamw") op.set_attr(ops::AdamW::coeff, 0.01f).set_attr(ops::AdamW::with_decay, true);
+        if (r == "lamb") op.set_attr(ops::Lamb::weight_decay, 0.01f);
       }
       add_op(b, std::move(op));
     }

@@ -166,8 +166,8 @@ TEST_CASE_TEMPLATE("cuda: adagrad, decayed_adagrad, adamax, rmsprop, adadelta an
   }
 }
 
-TEST_CASE("cuda: lamb's norms over more elements than one launch's blocks cover (grid-stride, 4096 partial sums) match the CPU") {
-  const Shape s{1100, 1024};  // 1,126,400 > 4096 blocks x 256 threads
+TEST_CASE("cuda: lamb's norms over more chunks than one launch has blocks (a block taking several chunks) match the CPU") {
+  const Shape s{4100, 4096};  // 4100 chunks of 4096 elements > a launch's 4096 blocks
   for (const DenseCase& k : dense_cases<float>(s))
     if (k.type == "lamb") compare_on_cuda(one_step(k, random_tensor<float>(s, -1, 1, 940)), "lamb " + s.str(), 2e-4, 2e-4);
 }

@@ -413,6 +413,7 @@ struct Lamb {
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Lamb>(c); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
+  static void eval_cuda_group(std::span<KernelContext* const>, const Attrs&);  // kernels/cuda/optim.hpp: one launch for many
 };
 
 }  // namespace oar::ops
