@@ -1,8 +1,8 @@
 // bench/cuda_bench.cpp: oar_bench --device cuda: SGEMM through oar's mul kernel against cublasSgemm called
 // directly (the bound: oar adds nothing around it), and the MLP and the book conv net training on the GPU at
 // batch 64 and 512 (examples/s, the host's CPU time per step, the share of the step in cuDNN/cuBLAS kernels and in
-// oar's own from CUPTI, peak device memory). LibTorch here is Debian's CPU build, so cuBLAS is the only
-// peer. Without a device (or in a build without CUDA) it says so and measures nothing.
+// oar's own from CUPTI, peak device memory), and char_lm's LSTM training (chars/s). LibTorch here is Debian's CPU
+// build, so cuBLAS is the only peer. Without a device (or in a build without CUDA) it says so and measures nothing.
 #include <oar/oar.hpp>
 #include <oar/ops/mul.hpp>
 
@@ -286,6 +286,63 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
   emit({name + "_peak_mem", "MB", double(oar::memory_stats(oar::cuda(0)).peak.load()) / 1e6, "", 0, 1,
         "peak bytes held by oar's cuda:0 allocator over model creation and training", false});
 }
+
+/// examples/char_lm.cpp's model (embedding 64 -> fc 4 x 256 -> dynamic_lstm 256 -> fc 98, softmax_with_cross_entropy,
+/// Adam with clipping by global norm 5) on 32 random sequences of 100 ids: the lstm op's per-step products and
+/// gate kernels, lookup_table's gradient and the clipping, all on the device.
+void train_lstm(const std::function<void(const Line&)>& emit, const std::function<void(const std::string&)>& info, int reps, double min_time) {
+  constexpr int64_t vocab = 98, embed = 64, hidden = 256, seqs = 32, len = 100;
+  oar::Tape tape;
+  auto ids = oar::data("ids", oar::i64, {-1, 1}).lod_level(1);
+  auto next = oar::data("next", oar::i64, {-1, 1});
+  auto h = oar::dynamic_lstm(oar::fc(oar::embedding(ids, {vocab, embed}), 4 * hidden), 4 * hidden).use_peepholes(false);
+  auto cost = oar::mean(oar::softmax_with_cross_entropy(oar::fc(h, vocab), next));
+  oar::reset_peak_memory(oar::cuda(0));
+  oar::Model model(tape.program({cost}), oar::cuda(0));
+  oar::Optimizer opt(model, cost, oar::optim::adam(1e-2).with_clip(oar::ClipByGlobalNorm(5)));
+  std::mt19937_64 rng(5);
+  std::uniform_int_distribution<int64_t> pick(0, vocab - 1);
+  std::vector<int64_t> x(size_t(seqs * len)), y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = pick(rng), y[i] = pick(rng);
+  std::vector<size_t> offsets(size_t(seqs) + 1);
+  for (size_t s = 0; s <= size_t(seqs); ++s) offsets[s] = s * size_t(len);
+  oar::FeedMap feeds;
+  feeds[model.name_of(ids)] = oar::LoDTensor(oar::Tensor::from<int64_t>(x, {seqs * len, 1}).pin_memory(), {offsets});
+  feeds[model.name_of(next)] = oar::LoDTensor(oar::Tensor::from<int64_t>(y, {seqs * len, 1}).pin_memory());
+  std::vector<oar::LoDTensor> out;
+  const double first = now_s();
+  opt.step(feeds, out);
+  info("lstm: first step " + std::to_string((now_s() - first) * 1e3) + " ms, loss " + std::to_string(out.at(0).get(0)));
+  const double cpu0 = cpu_s(), wall0 = now_s();
+  const double per_step = device_time([&] { opt.step(feeds, out); }, 5, reps, min_time);
+  const double host_share = (cpu_s() - cpu0) / (now_s() - wall0);
+  const std::string note = "char_lm's model: 32 sequences of 100 characters, embedding 64, lstm 256, Adam + clipping by global norm";
+  emit({"cuda_lstm_train", "chars/s", double(seqs * len) / per_step, "", 0, 1, note, true});
+  emit({"cuda_lstm_train_host", "us/step", per_step * host_share * 1e6, "", 0, 1, "process CPU time per step (the host drives 100 time steps)", false});
+  {
+    oar::Profiler prof;
+    for (int i = 0; i < 10; ++i) opt.step(feeds, out);
+    cudaDeviceSynchronize();
+    for (const oar::OpTime& o : prof.times())
+      if (o.total_ns > 0) info(fmt::format("cuda_lstm_train host/step: {:8.1f} us  {} ({} calls/step)", o.total_ns / 10e3, o.op, o.calls / 10));
+  }
+  KernelLog log;
+  if (log.ok()) {
+    cudaDeviceSynchronize();
+    const int n = 10;
+    const double t0 = now_s();
+    for (int i = 0; i < n; ++i) opt.step(feeds, out);
+    cudaDeviceSynchronize();
+    const double wall = now_s() - t0;
+    const KernelTotals t = log.totals();
+    emit({"cuda_lstm_train_vendor_kernels", "% of step", 100 * t.vendor_s / wall, "", 0, 1,
+          "time in cuBLAS kernels over 10 steps' wall time (" + std::to_string(t.vendor_kernels / n) + " launches/step)", false});
+    emit({"cuda_lstm_train_oar_kernels", "% of step", 100 * t.oar_s / wall, "", 0, 1,
+          "time in oar's own kernels (" + std::to_string(t.oar_kernels / n) + " launches/step)", false});
+  }
+  emit({"cuda_lstm_train_peak_mem", "MB", double(oar::memory_stats(oar::cuda(0)).peak.load()) / 1e6, "", 0, 1,
+        "peak bytes held by oar's cuda:0 allocator over model creation and training", false});
+}
 #endif
 
 }  // namespace
@@ -305,6 +362,7 @@ bool run(const std::function<void(const Line&)>& emit, const std::function<void(
   for (bool conv : {false, true})
     for (int64_t batch : {64, 512}) train(emit, info, conv, batch, reps, min_time);
   train(emit, info, true, 512, reps, min_time, true);
+  train_lstm(emit, info, reps, min_time);
   return true;
 #else
   (void)emit, (void)reps, (void)min_time;
