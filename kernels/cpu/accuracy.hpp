@@ -3,6 +3,23 @@
 #include "oar/ops/accuracy.hpp"
 #include "oar/device/kernel_context.hpp"
 
+namespace oar::cpu_kernels {
+
+/// Accuracy (f32), Correct and Total (i32), resized to [1]: what accuracy's kernels on every place write.
+struct AccuracyOut {
+  LoDTensor &accuracy, &correct, &total;
+};
+inline AccuracyOut accuracy_out(const KernelContext& c) {
+  using A = ops::Accuracy;
+  AccuracyOut o{c.out(A::accuracy), c.out(A::correct), c.out(A::total)};
+  o.accuracy.resize(Shape{1}, DType::f32);
+  o.correct.resize(Shape{1}, DType::i32);
+  o.total.resize(Shape{1}, DType::i32);
+  return o;
+}
+
+}  // namespace oar::cpu_kernels
+
 namespace oar::ops {
 
 inline void Accuracy::eval_cpu(KernelContext& c, const NoAttrs&) {
@@ -26,15 +43,10 @@ inline void Accuracy::eval_cpu(KernelContext& c, const NoAttrs&) {
           }
     });
   });
-  LoDTensor& acc = c.out(accuracy);
-  LoDTensor& cor = c.out(correct);
-  LoDTensor& tot = c.out(total);
-  acc.resize(Shape{1}, DType::f32);
-  cor.resize(Shape{1}, DType::i32);
-  tot.resize(Shape{1}, DType::i32);
-  acc.data<float>()[0] = n ? float(hits) / float(n) : 0.f;
-  cor.data<int32_t>()[0] = int32_t(hits);
-  tot.data<int32_t>()[0] = int32_t(n);
+  const cpu_kernels::AccuracyOut o = cpu_kernels::accuracy_out(c);
+  o.accuracy.data<float>()[0] = n ? float(hits) / float(n) : 0.f;
+  o.correct.data<int32_t>()[0] = int32_t(hits);
+  o.total.data<int32_t>()[0] = int32_t(n);
 }
 
 }  // namespace oar::ops

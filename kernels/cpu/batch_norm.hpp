@@ -17,25 +17,45 @@ struct NcsDims {
 };
 inline NcsDims ncs(const Shape& x) { return {x[0], x[1], x.numel(2, x.rank())}; }
 
-/// batch_norm's checks of X against Scale, Bias, Mean and Variance, and which running statistics a run writes:
-/// under is_test not MeanOut / VarianceOut that are Mean / Variance themselves (a test program, run by many
-/// evaluator threads at once, must not write the shared running statistics). Both devices' kernels start here.
+/// batch_norm's inputs, X checked against Scale, Bias, Mean and Variance, and which running statistics a run
+/// writes: under is_test not MeanOut / VarianceOut that are Mean / Variance themselves (a test program, run by
+/// many evaluator threads at once, must not write the shared running statistics). Both devices' kernels start here.
 struct BnPlan {
+  const LoDTensor &x, &scale, &bias, &mean, &variance;
   NcsDims dm;
   bool write_mean, write_var;
 };
 inline BnPlan bn_plan(const KernelContext& c, const ops::BatchNorm::Attrs& a) {
   using B = ops::BatchNorm;
   const LoDTensor& xt = c.in(B::x);
+  const LoDTensor& scale = c.in(B::scale);
+  const LoDTensor& bias = c.in(B::bias);
+  const LoDTensor& mean = c.in(B::mean);
+  const LoDTensor& variance = c.in(B::variance);
   c.check(xt.rank() >= 2 && xt.rank() <= 5, "X must have rank 2 to 5 ([N, C] or [N, C, H, W]), got {}", xt.shape());
   const NcsDims dm = ncs(xt.shape());
-  for (Slot s : {B::scale, B::bias, B::mean, B::variance}) {
-    const LoDTensor& p = c.in(s);
-    c.check(p.rank() == 1 && p.dim(0) == dm.c, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", dm.c, xt.shape(), p.shape());
-    c.check(p.dtype() == xt.dtype(), "Scale, Bias, Mean and Variance must be {} as X is, got {}", name(xt.dtype()), name(p.dtype()));
+  for (const LoDTensor* p : {&scale, &bias, &mean, &variance}) {
+    c.check(p->rank() == 1 && p->dim(0) == dm.c, "Scale, Bias, Mean and Variance must be [{}] for X {}, got {}", dm.c, xt.shape(), p->shape());
+    c.check(p->dtype() == xt.dtype(), "Scale, Bias, Mean and Variance must be {} as X is, got {}", name(xt.dtype()), name(p->dtype()));
   }
-  return {dm, c.has_out(B::mean_out) && !(a.is_test && c.out_value(B::mean_out) == c.in_value(B::mean)),
-          c.has_out(B::variance_out) && !(a.is_test && c.out_value(B::variance_out) == c.in_value(B::variance))};
+  const bool write_mean = c.has_out(B::mean_out) && !(a.is_test && c.out_value(B::mean_out) == c.in_value(B::mean));
+  const bool write_var = c.has_out(B::variance_out) && !(a.is_test && c.out_value(B::variance_out) == c.in_value(B::variance));
+  return {xt, scale, bias, mean, variance, dm, write_mean, write_var};
+}
+
+/// batch_norm_grad's inputs, Y@GRAD checked against X.
+struct BnGradPlan {
+  const LoDTensor &x, &scale, &saved_mean, &saved_variance, &y_grad;  ///< saved_variance holds 1 / std
+};
+inline BnGradPlan bn_grad_plan(const KernelContext& c) {
+  using B = ops::BatchNorm;
+  const LoDTensor& xt = c.in(B::x);
+  const LoDTensor& scale = c.in(B::scale);
+  const LoDTensor& smean = c.in(B::saved_mean);
+  const LoDTensor& sistd = c.in(B::saved_variance);
+  const LoDTensor& dy = c.in(B::y_grad);
+  c.check(dy.shape() == xt.shape(), "Y@GRAD {} does not match X {}", dy.shape(), xt.shape());
+  return {xt, scale, smean, sistd, dy};
 }
 
 /// The calling thread's scratch buffer #`I` of `n` doubles (slots 10.. so as not to share conv's buffers).
@@ -72,12 +92,8 @@ namespace oar::ops {
 /// present, and under is_test only when they are not Mean / Variance themselves: a test program, run by many
 /// evaluator threads at once, must not write the shared running statistics (not even with their own values).
 inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& scale_t = c.in(scale);
-  const LoDTensor& bias_t = c.in(bias);
-  const LoDTensor& mean_in = c.in(mean);
-  const LoDTensor& var_in = c.in(variance);
   const cpu_kernels::BnPlan plan = cpu_kernels::bn_plan(c, a);
+  const LoDTensor& xt = plan.x;
   const cpu_kernels::NcsDims dm = plan.dm;
   const float mom = a.momentum;
   const double eps = a.epsilon;
@@ -88,8 +104,8 @@ inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
     using T = typename decltype(tag)::type;
     double* run_mean = cpu_kernels::bn_scratch<0>(dm.c);
     double* run_var = cpu_kernels::bn_scratch<1>(dm.c);
-    cpu_kernels::channel_values<T>(mean_in, run_mean);
-    cpu_kernels::channel_values<T>(var_in, run_var);
+    cpu_kernels::channel_values<T>(plan.mean, run_mean);
+    cpu_kernels::channel_values<T>(plan.variance, run_var);
     double* mean_v = run_mean;  // global: the running statistics
     double* var_v = run_var;
     const T* px = xt.data<T>();
@@ -122,7 +138,7 @@ inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
     T* ka = cpu_kernels::thread_scratch<T, 15>(size_t(dm.c));
     T* kb = cpu_kernels::thread_scratch<T, 16>(size_t(dm.c));
     double* istd = cpu_kernels::bn_scratch<4>(dm.c);
-    const T *ps = scale_t.data<T>(), *pb = bias_t.data<T>();
+    const T *ps = plan.scale.data<T>(), *pb = plan.bias.data<T>();
     for (int64_t ch = 0; ch < dm.c; ++ch) {
       istd[ch] = 1.0 / std::sqrt(var_v[ch] + eps);
       ka[ch] = T(double(ps[ch]) * istd[ch]);
@@ -155,18 +171,15 @@ inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
 }
 
 inline void BatchNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& scale_t = c.in(scale);
-  const LoDTensor& smean = c.in(saved_mean);
-  const LoDTensor& sistd = c.in(saved_variance);
-  const LoDTensor& dy = c.in(y_grad);
-  c.check(dy.shape() == xt.shape(), "Y@GRAD {} does not match X {}", dy.shape(), xt.shape());
+  const cpu_kernels::BnGradPlan plan = cpu_kernels::bn_grad_plan(c);
+  const LoDTensor& xt = plan.x;
   const cpu_kernels::NcsDims dm = cpu_kernels::ncs(xt.shape());
   const bool global = a.is_test || a.use_global_stats;
   const int64_t m = dm.n * dm.s;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T *px = xt.data<T>(), *pdy = dy.data<T>(), *ps = scale_t.data<T>(), *pm = smean.data<T>(), *pi = sistd.data<T>();
+    const T *px = xt.data<T>(), *pdy = plan.y_grad.data<T>(), *ps = plan.scale.data<T>(), *pm = plan.saved_mean.data<T>(),
+            *pi = plan.saved_variance.data<T>();
     T* pdx = nullptr;
     if (c.has_out(x_grad)) {
       LoDTensor& dx = c.out(x_grad);

@@ -10,29 +10,46 @@
 
 namespace oar::cpu_kernels {
 
-/// out[i] = Cmp{}(x[i], y[j]) with Y broadcast over X. requires: Out is neither X nor Y (it is bool, they are not).
-template <class Cmp>
-void compare(KernelContext& c, const ops::CompareOp::Attrs& a) {
+/// What the comparisons' kernels on every place start from: X, Y, Y's broadcast over X, and Out (bool, X's
+/// shape; checked to be neither X nor Y) resized once X's dtype is known to be one they take.
+struct ComparePlan {
+  const LoDTensor &x, &y;
+  ops::BroadcastDims b;
+  LoDTensor& out;
+};
+inline ComparePlan compare_plan(const KernelContext& c, const ops::CompareOp::Attrs& a) {
   using O = ops::CompareOp;
   const LoDTensor& x = c.in(O::x);
   const LoDTensor& y = c.in(O::y);
   const ops::BroadcastDims b = detail::run_broadcast(c, x, y, a.axis);
   LoDTensor& out = c.out(O::out);
   c.check(&out != &x && &out != &y, "Out cannot be X or Y (it is bool, they are {})", name(x.dtype()));
-  c.dispatch(type_list<int32_t, int64_t, float, double>{}, x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    out.resize(x.shape(), DType::boolean);
-    const T* px = x.data<T>();
-    const T* py = y.data<T>();
-    bool* po = out.data<bool>();
-    detail::for_each_broadcast(b, [&](int64_t i, int64_t j) { po[i] = Cmp{}(px[i], py[j]); });
-  });
-  out.set_lod(x.lod());
+  c.dispatch(type_list<int32_t, int64_t, float, double>{}, x.dtype(), [](auto) {});  // the dtypes both places take
+  out.resize(x.shape(), DType::boolean);
+  return {x, y, b, out};
 }
 
-/// out[i] = F{}(x[i], y[i]) over bool tensors of one shape. In-place allowed (Out == X or Y).
-template <class F>
-void logical(KernelContext& c) {
+/// out[i] = Cmp{}(x[i], y[j]) with Y broadcast over X. requires: Out is neither X nor Y (it is bool, they are not).
+template <class Cmp>
+void compare(KernelContext& c, const ops::CompareOp::Attrs& a) {
+  const ComparePlan p = compare_plan(c, a);
+  c.dispatch(type_list<int32_t, int64_t, float, double>{}, p.x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = p.x.data<T>();
+    const T* py = p.y.data<T>();
+    bool* po = p.out.data<bool>();
+    detail::for_each_broadcast(p.b, [&](int64_t i, int64_t j) { po[i] = Cmp{}(px[i], py[j]); });
+  });
+  p.out.set_lod(p.x.lod());
+}
+
+/// What the two-input logical ops' kernels on every place start from: X and Y checked (bool, one shape), and Out
+/// resized to their shape unless it is one of them (in place allowed).
+struct LogicalPlan {
+  const LoDTensor &x, &y;
+  LoDTensor& out;
+};
+inline LogicalPlan logical_plan(const KernelContext& c) {
   using O = ops::LogicalBinaryOp;
   const LoDTensor& x = c.in(O::x);
   const LoDTensor& y = c.in(O::y);
@@ -41,13 +58,20 @@ void logical(KernelContext& c) {
   c.check(x.shape() == y.shape(), "X ('{}') {} and Y ('{}') {} must have the same shape", c.in_name(O::x), x.shape(), c.in_name(O::y), y.shape());
   LoDTensor& out = c.out(O::out);
   if (&out != &x && &out != &y) out.resize(x.shape(), DType::boolean);
-  const bool* px = x.data<bool>();
-  const bool* py = y.data<bool>();
-  bool* po = out.data<bool>();
-  parallel_for(0, x.numel(), 1 << 15, [&](int64_t lo, int64_t hi) {
+  return {x, y, out};
+}
+
+/// out[i] = F{}(x[i], y[i]) over bool tensors of one shape. In-place allowed (Out == X or Y).
+template <class F>
+void logical(KernelContext& c) {
+  const LogicalPlan p = logical_plan(c);
+  const bool* px = p.x.data<bool>();
+  const bool* py = p.y.data<bool>();
+  bool* po = p.out.data<bool>();
+  parallel_for(0, p.x.numel(), 1 << 15, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) po[i] = F{}(px[i], py[i]);
   });
-  if (&out != &x) out.set_lod(x.lod());
+  if (&p.out != &p.x) p.out.set_lod(p.x.lod());
 }
 
 }  // namespace oar::cpu_kernels

@@ -10,6 +10,33 @@ namespace oar::cpu_kernels {
 
 inline constexpr int64_t kDropoutGrain = int64_t(1) << 14;
 
+/// What dropout's kernels on every place start from: dropout_prob checked, the seed of this run's mask (drawn
+/// under is_test too), and Mask (null when not asked for).
+struct DropoutPlan {
+  uint64_t seed;
+  LoDTensor* mask;
+};
+inline DropoutPlan dropout_plan(const KernelContext& c, const ops::Dropout::Attrs& a) {
+  const double p = a.dropout_prob;
+  c.check(p >= 0 && p <= 1, "dropout_prob = {} must be in [0, 1]", p);
+  const uint64_t seed = a.fix_seed ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();
+  return {seed, c.has_out(ops::Dropout::mask) ? &c.out(ops::Dropout::mask) : nullptr};
+}
+
+/// The same for the gradient: Mask, Out@GRAD checked against it, and X@GRAD (not resized).
+struct DropoutGradPlan {
+  const LoDTensor &mask, &out_grad;
+  LoDTensor& x_grad;
+};
+inline DropoutGradPlan dropout_grad_plan(const KernelContext& c) {
+  using D = ops::Dropout;
+  const LoDTensor& mask_t = c.in(D::mask);
+  const LoDTensor& dout = c.in(D::out_grad);
+  LoDTensor& dx = c.out(D::x_grad);
+  c.check(dout.shape() == mask_t.shape(), "Out@GRAD {} does not match Mask {}", dout.shape(), mask_t.shape());
+  return {mask_t, dout, dx};
+}
+
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
@@ -17,12 +44,11 @@ namespace oar::ops {
 inline void Dropout::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   LoDTensor& ot = c.out(out);
+  const cpu_kernels::DropoutPlan plan = cpu_kernels::dropout_plan(c, a);
   const double p = a.dropout_prob;
-  c.check(p >= 0 && p <= 1, "dropout_prob = {} must be in [0, 1]", p);
   const bool test = a.is_test;
-  const uint64_t rng_seed = a.fix_seed ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();
   const int64_t n = xt.numel();
-  LoDTensor* mask_t = c.has_out(mask) ? &c.out(mask) : nullptr;
+  LoDTensor* mask_t = plan.mask;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
@@ -41,7 +67,7 @@ inline void Dropout::eval_cpu(KernelContext& c, const Attrs& a) {
     const T f = T(keep_scale(a));
     // Element i is kept when draw i of the counter-based stream is >= p: a function of (seed, i) alone, so the
     // mask is the same for any thread count, and on CUDA (kernels/cuda/nn.cu draws the same stream).
-    const fn::CounterRng rng(rng_seed);
+    const fn::CounterRng rng(plan.seed);
     parallel_for(0, n, cpu_kernels::kDropoutGrain, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const T keep = rng.uniform(uint64_t(i)) < p ? T(0) : T(1);
@@ -55,15 +81,14 @@ inline void Dropout::eval_cpu(KernelContext& c, const Attrs& a) {
 
 inline void Dropout::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
-  const LoDTensor& mask_t = c.in(mask);
-  const LoDTensor& dout = c.in(out_grad);
-  LoDTensor& dx = c.out(x_grad);
-  c.check(dout.shape() == mask_t.shape(), "Out@GRAD {} does not match Mask {}", dout.shape(), mask_t.shape());
+  const cpu_kernels::DropoutGradPlan plan = cpu_kernels::dropout_grad_plan(c);
+  const LoDTensor& dout = plan.out_grad;
+  LoDTensor& dx = plan.x_grad;
   const double f = keep_scale(a);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(dout.shape(), dout.dtype());
-    const T *pk = mask_t.data<T>(), *pd = dout.data<T>();
+    const T *pk = plan.mask.data<T>(), *pd = dout.data<T>();
     T* px = dx.data<T>();
     const T ft = T(f);
     parallel_for(0, dout.numel(), cpu_kernels::kDropoutGrain, [&](int64_t lo, int64_t hi) {

@@ -9,31 +9,76 @@
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
 
+namespace oar::cpu_kernels {
+
+/// What layer_norm's kernels on every place start from: X seen as [rows, k] at begin_norm_axis, and Scale and
+/// Bias (null when absent) checked to hold k values.
+struct LayerNormPlan {
+  int64_t rows = 0, k = 0;
+  const LoDTensor* scale = nullptr;
+  const LoDTensor* bias = nullptr;
+};
+inline LayerNormPlan layer_norm_plan(const KernelContext& c, const ops::LayerNorm::Attrs& a) {
+  using L = ops::LayerNorm;
+  const LoDTensor& xt = c.in(L::x);
+  const int b = a.begin_norm_axis;
+  c.check(b < xt.rank(), "begin_norm_axis = {} needs X of rank > {}, X is {}", b, b, xt.shape());
+  LayerNormPlan p;
+  p.rows = xt.shape().numel(0, b), p.k = xt.shape().numel(b, xt.rank());
+  p.scale = c.has_in(L::scale) ? &c.in(L::scale) : nullptr;
+  p.bias = c.has_in(L::bias) ? &c.in(L::bias) : nullptr;
+  for (const LoDTensor* t : {p.scale, p.bias})
+    if (t) c.check(t->numel() == p.k, "Scale and Bias must have {} elements (X {} from dim {} on), got {}", p.k, xt.shape(), b, t->shape());
+  return p;
+}
+
+/// Y (resized unless it is X), Mean and Variance ([rows]) of a forward run planned by `p`.
+/// requires: X's dtype has a kernel on this place (the caller checks it first, in its own words).
+struct LayerNormOut {
+  LoDTensor &y, &mean, &variance;
+};
+inline LayerNormOut layer_norm_out(const KernelContext& c, const LayerNormPlan& p) {
+  using L = ops::LayerNorm;
+  const LoDTensor& xt = c.in(L::x);
+  LayerNormOut o{c.out(L::y), c.out(L::mean), c.out(L::variance)};
+  if (&o.y != &xt) o.y.resize(xt.shape(), xt.dtype());
+  o.mean.resize(Shape{p.rows}, xt.dtype());
+  o.variance.resize(Shape{p.rows}, xt.dtype());
+  return o;
+}
+
+/// The same for the gradient: Y@GRAD checked against X; X as [rows, k]; Scale (null when absent; Bias is not
+/// read, so null). requires: begin_norm_axis < X's rank.
+inline LayerNormPlan layer_norm_grad_plan(const KernelContext& c, const ops::LayerNorm::Attrs& a) {
+  using L = ops::LayerNorm;
+  const LoDTensor& xt = c.in(L::x);
+  const LoDTensor& dy = c.in(L::y_grad);
+  c.check(dy.shape() == xt.shape(), "Y@GRAD {} does not match X {}", dy.shape(), xt.shape());
+  const int b = a.begin_norm_axis;
+  LayerNormPlan p;
+  p.rows = xt.shape().numel(0, b), p.k = xt.shape().numel(b, xt.rank());
+  p.scale = c.has_in(L::scale) ? &c.in(L::scale) : nullptr;
+  return p;
+}
+
+}  // namespace oar::cpu_kernels
+
 namespace oar::ops {
 
 /// requires: X [M, K] when flattened at begin_norm_axis; Scale, Bias (optional) [K]. Y may be X.
 inline void LayerNorm::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const int b = a.begin_norm_axis;
   const double eps = a.epsilon;
-  c.check(b < xt.rank(), "begin_norm_axis = {} needs X of rank > {}, X is {}", b, b, xt.shape());
-  const int64_t rows = xt.shape().numel(0, b), k = xt.shape().numel(b, xt.rank());
-  const LoDTensor* scale_t = c.has_in(scale) ? &c.in(scale) : nullptr;
-  const LoDTensor* bias_t = c.has_in(bias) ? &c.in(bias) : nullptr;
-  for (auto* p : {scale_t, bias_t})
-    if (p) c.check(p->numel() == k, "Scale and Bias must have {} elements (X {} from dim {} on), got {}", k, xt.shape(), b, p->shape());
+  const cpu_kernels::LayerNormPlan p = cpu_kernels::layer_norm_plan(c, a);
+  const int64_t rows = p.rows, k = p.k;
+  const LoDTensor *scale_t = p.scale, *bias_t = p.bias;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    LoDTensor& yt = c.out(y);
-    LoDTensor& mean_t = c.out(mean);
-    LoDTensor& var_t = c.out(variance);
-    if (&yt != &xt) yt.resize(xt.shape(), xt.dtype());
-    mean_t.resize(Shape{rows}, xt.dtype());
-    var_t.resize(Shape{rows}, xt.dtype());
+    const cpu_kernels::LayerNormOut o = cpu_kernels::layer_norm_out(c, p);
     const T* px = xt.data<T>();
     const T* ps = scale_t ? scale_t->data<T>() : nullptr;
     const T* pb = bias_t ? bias_t->data<T>() : nullptr;
-    T *py = yt.data<T>(), *pm = mean_t.data<T>(), *pv = var_t.data<T>();
+    T *py = o.y.data<T>(), *pm = o.mean.data<T>(), *pv = o.variance.data<T>();
     parallel_for(0, rows, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(k, 1)), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const T* xr = px + i * k;
@@ -52,7 +97,7 @@ inline void LayerNorm::eval_cpu(KernelContext& c, const Attrs& a) {
         else for (int64_t j = 0; j < k; ++j) yr[j] = (xr[j] - mt) * is;
       }
     });
-    if (&yt != &xt) yt.set_lod(xt.lod());
+    if (&o.y != &xt) o.y.set_lod(xt.lod());
   });
 }
 
@@ -61,11 +106,10 @@ inline void LayerNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& mean_t = c.in(mean);
   const LoDTensor& var_t = c.in(variance);
   const LoDTensor& dy = c.in(y_grad);
-  c.check(dy.shape() == xt.shape(), "Y@GRAD {} does not match X {}", dy.shape(), xt.shape());
-  const int b = a.begin_norm_axis;
   const double eps = a.epsilon;
-  const int64_t rows = xt.shape().numel(0, b), k = xt.shape().numel(b, xt.rank());
-  const LoDTensor* scale_t = c.has_in(scale) ? &c.in(scale) : nullptr;
+  const cpu_kernels::LayerNormPlan p = cpu_kernels::layer_norm_grad_plan(c, a);
+  const int64_t rows = p.rows, k = p.k;
+  const LoDTensor* scale_t = p.scale;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *px = xt.data<T>(), *pm = mean_t.data<T>(), *pv = var_t.data<T>(), *pdy = dy.data<T>();

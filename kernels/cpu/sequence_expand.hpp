@@ -40,17 +40,20 @@ inline ExpandPlan expand_plan(const KernelContext& c, const LoDTensor& xt, const
   return p;
 }
 
-}  // namespace oar::cpu_kernels
-
-namespace oar::ops {
-
-/// requires: Out is not X (rows are copied from X while Out is written).
-inline void SequenceExpand::eval_cpu(KernelContext& c, const Attrs& a) {
-  const LoDTensor& xt = c.in(x);
-  const cpu_kernels::ExpandPlan p = cpu_kernels::expand_plan(c, xt, c.in(y), a.ref_level);
-  LoDTensor& ot = c.out(out);
+/// What sequence_expand's kernels on every place start from: the plan, Out (checked not to be X) resized to
+/// p.start[p.units] rows, and Out's LoD in a scratch LoD, to be set once Out is written.
+struct ExpandForwardPlan {
+  ExpandPlan p;
+  LoDTensor* out;
+  const LoD* lod;
+};
+inline ExpandForwardPlan expand_forward_plan(const KernelContext& c, const ops::SequenceExpand::Attrs& a) {
+  using E = ops::SequenceExpand;
+  const LoDTensor& xt = c.in(E::x);
+  const ExpandPlan p = expand_plan(c, xt, c.in(E::y), a.ref_level);
+  LoDTensor& ot = c.out(E::out);
   c.check(&ot != &xt, "Out cannot be X");
-  LoD& lod = cpu_kernels::seq_lod_scratch(1);
+  LoD& lod = seq_lod_scratch(1);
   if (p.xu) {  // one sequence per copy
     lod[0].assign(1, 0);
     for (int64_t i = 0; i < p.units; ++i)
@@ -61,17 +64,50 @@ inline void SequenceExpand::eval_cpu(KernelContext& c, const Attrs& a) {
   Shape os = xt.shape();
   os[0] = int64_t(p.start[p.units]);
   ot.resize(os, xt.dtype());
+  return {p, &ot, &lod};
+}
+
+/// The same for the gradient: Out@GRAD checked against Out's rows, X@GRAD resized to X's shape (f32 or f64).
+struct ExpandGradPlan {
+  ExpandPlan p;
+  int64_t D;  ///< elements per row of X
+  LoDTensor* x_grad;
+};
+inline ExpandGradPlan expand_grad_plan(const KernelContext& c, const ops::SequenceExpand::Attrs& a) {
+  using E = ops::SequenceExpand;
+  const LoDTensor& xt = c.in(E::x);
+  const LoDTensor& dout = c.in(E::out_grad);
+  const ExpandPlan p = expand_plan(c, xt, c.in(E::y), a.ref_level);
+  const int64_t D = row_size(xt);
+  c.check(dout.rank() >= 1 && dout.dim(0) == int64_t(p.start[p.units]) && dout.numel() == dout.dim(0) * D, "Out@GRAD {} does not fit Out's {} rows of X {}",
+          dout.shape(), p.start[p.units], xt.shape());
+  LoDTensor& dx = c.out(E::x_grad);
+  c.dispatch(type_list<float, double>{}, xt.dtype(), [](auto) {});  // the dtypes both places take
+  dx.resize(xt.shape(), xt.dtype());
+  return {p, D, &dx};
+}
+
+}  // namespace oar::cpu_kernels
+
+namespace oar::ops {
+
+/// requires: Out is not X (rows are copied from X while Out is written).
+inline void SequenceExpand::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const cpu_kernels::ExpandForwardPlan plan = cpu_kernels::expand_forward_plan(c, a);
+  const cpu_kernels::ExpandPlan& p = plan.p;
+  LoDTensor& ot = *plan.out;
   const size_t row = size_t(cpu_kernels::row_size(xt)) * size_of(xt.dtype());
   const char* px = static_cast<const char*>(xt.raw());
   char* po = static_cast<char*>(ot.raw());
   if (row > 0)
-    parallel_for(0, p.units, cpu_kernels::seq_grain(os.numel(), p.units), [&](int64_t lo, int64_t hi) {
+    parallel_for(0, p.units, cpu_kernels::seq_grain(ot.numel(), p.units), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         const size_t bytes = p.len(i) * row;
         for (size_t j = 0; j < p.n(i); ++j) std::memcpy(po + p.start[i] * row + j * bytes, px + p.begin(i) * row, bytes);
       }
     });
-  ot.set_lod(lod);
+  ot.set_lod(*plan.lod);
 }
 
 /// X@GRAD unit i = the sum of Out@GRAD over unit i's copies (zeros when it has none).
@@ -79,14 +115,12 @@ inline void SequenceExpand::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& xt = c.in(x);
   const LoDTensor& dout = c.in(out_grad);
-  const cpu_kernels::ExpandPlan p = cpu_kernels::expand_plan(c, xt, c.in(y), a.ref_level);
-  const int64_t D = cpu_kernels::row_size(xt);
-  c.check(dout.rank() >= 1 && dout.dim(0) == int64_t(p.start[p.units]) && dout.numel() == dout.dim(0) * D, "Out@GRAD {} does not fit Out's {} rows of X {}",
-          dout.shape(), p.start[p.units], xt.shape());
-  LoDTensor& dx = c.out(x_grad);
+  const cpu_kernels::ExpandGradPlan plan = cpu_kernels::expand_grad_plan(c, a);
+  const cpu_kernels::ExpandPlan& p = plan.p;
+  const int64_t D = plan.D;
+  LoDTensor& dx = *plan.x_grad;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(xt.shape(), xt.dtype());
     const T* pg = dout.data<T>();
     T* pd = dx.data<T>();
     parallel_for(0, p.units, cpu_kernels::seq_grain(dout.numel() + dx.numel(), p.units), [&](int64_t lo, int64_t hi) {

@@ -5,20 +5,55 @@
 #include "kernels/cpu/softmax.hpp"
 #include "oar/ops/sequence_softmax.hpp"
 
+namespace oar::cpu_kernels {
+
+/// What sequence_softmax's kernels on every place start from: the S sequences of the column (X's last LoD
+/// level, or Out's for the gradient), and the result (Out, or X@GRAD) resized to the column's shape.
+struct SeqSoftmaxPlan {
+  std::span<const size_t> seq;
+  int64_t S = 0;
+  LoDTensor* out = nullptr;
+};
+inline SeqSoftmaxPlan seq_softmax_plan(const KernelContext& c) {
+  using Op = ops::SequenceSoftmax;
+  const LoDTensor& xt = c.in(Op::x);
+  SeqSoftmaxPlan p;
+  p.seq = seq_last_level(c, Op::x, xt);
+  c.check(xt.numel() == xt.dim(0), "X must be [N, 1] or [N] (one score per row), got {}", xt.shape());
+  p.S = int64_t(p.seq.size()) - 1;
+  p.out = &c.out(Op::out);
+  c.dispatch(type_list<float, double>{}, xt.dtype(), [](auto) {});  // the dtypes both places take
+  p.out->resize(xt.shape(), xt.dtype());
+  return p;
+}
+inline SeqSoftmaxPlan seq_softmax_grad_plan(const KernelContext& c) {
+  using Op = ops::SequenceSoftmax;
+  const LoDTensor& yt = c.in(Op::out);
+  const LoDTensor& dy = c.in(Op::out_grad);
+  SeqSoftmaxPlan p;
+  p.seq = seq_last_level(c, Op::out, yt);
+  c.check(dy.numel() == yt.numel(), "Out@GRAD {} does not match Out {}", dy.shape(), yt.shape());
+  p.S = int64_t(p.seq.size()) - 1;
+  p.out = &c.out(Op::x_grad);
+  c.dispatch(type_list<float, double>{}, yt.dtype(), [](auto) {});
+  p.out->resize(yt.shape(), yt.dtype());
+  return p;
+}
+
+}  // namespace oar::cpu_kernels
+
 namespace oar::ops {
 
 inline void SequenceSoftmax::eval_cpu(KernelContext& c, const NoAttrs&) {
   const LoDTensor& xt = c.in(x);
-  const std::span<const size_t> seq = cpu_kernels::seq_last_level(c, x, xt);
-  c.check(xt.numel() == xt.dim(0), "X must be [N, 1] or [N] (one score per row), got {}", xt.shape());
-  const int64_t S = int64_t(seq.size()) - 1;
-  LoDTensor& ot = c.out(out);
+  const cpu_kernels::SeqSoftmaxPlan plan = cpu_kernels::seq_softmax_plan(c);
+  const std::span<const size_t> seq = plan.seq;
+  LoDTensor& ot = *plan.out;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ot.resize(xt.shape(), xt.dtype());
     const T* px = xt.data<T>();
     T* po = ot.data<T>();
-    parallel_for(0, S, cpu_kernels::seq_grain(xt.numel(), S), [&](int64_t lo, int64_t hi) {
+    parallel_for(0, plan.S, cpu_kernels::seq_grain(xt.numel(), plan.S), [&](int64_t lo, int64_t hi) {
       for (int64_t s = lo; s < hi; ++s) {
         const size_t b = seq[size_t(s)], e = seq[size_t(s) + 1];
         if (e > b) cpu_kernels::softmax_line<false>(px + b, po + b, int64_t(e - b), 1);
@@ -33,16 +68,14 @@ inline void SequenceSoftmax::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& yt = c.in(out);
   const LoDTensor& dy = c.in(out_grad);
-  const std::span<const size_t> seq = cpu_kernels::seq_last_level(c, out, yt);
-  c.check(dy.numel() == yt.numel(), "Out@GRAD {} does not match Out {}", dy.shape(), yt.shape());
-  const int64_t S = int64_t(seq.size()) - 1;
-  LoDTensor& dx = c.out(x_grad);
+  const cpu_kernels::SeqSoftmaxPlan plan = cpu_kernels::seq_softmax_grad_plan(c);
+  const std::span<const size_t> seq = plan.seq;
+  LoDTensor& dx = *plan.out;
   c.dispatch(type_list<float, double>{}, yt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(yt.shape(), yt.dtype());
     const T *py = yt.data<T>(), *pg = dy.data<T>();
     T* pd = dx.data<T>();
-    parallel_for(0, S, cpu_kernels::seq_grain(yt.numel(), S), [&](int64_t lo, int64_t hi) {
+    parallel_for(0, plan.S, cpu_kernels::seq_grain(yt.numel(), plan.S), [&](int64_t lo, int64_t hi) {
       for (int64_t s = lo; s < hi; ++s) {
         const size_t b = seq[size_t(s)], e = seq[size_t(s) + 1];
         T acc = 0;

@@ -6,21 +6,53 @@
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
 
+namespace oar::cpu_kernels {
+
+/// What sigmoid_cross_entropy_with_logits' kernels on every place start from: X, Label checked to be X's shape,
+/// and Out resized to it (unless it is X: in place allowed) once X's dtype is known to be f32 or f64.
+struct SigmoidCrossEntropyPlan {
+  const LoDTensor &x, &label;
+  LoDTensor& out;
+};
+inline SigmoidCrossEntropyPlan sigmoid_cross_entropy_plan(const KernelContext& c) {
+  using S = ops::SigmoidCrossEntropyWithLogits;
+  const LoDTensor& xt = c.in(S::x);
+  const LoDTensor& lt = c.in(S::label);
+  LoDTensor& ot = c.out(S::out);
+  c.check(lt.shape() == xt.shape(), "Label {} must have X's shape {}", lt.shape(), xt.shape());
+  c.dispatch_float([](auto) {});  // the dtypes both places take
+  if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
+  return {xt, lt, ot};
+}
+
+/// The gradient's inputs, Out@GRAD checked to be X's shape, and X@GRAD (not resized).
+struct SigmoidCrossEntropyGradPlan {
+  const LoDTensor &x, &label, &out_grad;
+  LoDTensor& x_grad;
+};
+inline SigmoidCrossEntropyGradPlan sigmoid_cross_entropy_grad_plan(const KernelContext& c) {
+  using S = ops::SigmoidCrossEntropyWithLogits;
+  const LoDTensor& xt = c.in(S::x);
+  const LoDTensor& lt = c.in(S::label);
+  const LoDTensor& dout = c.in(S::out_grad);
+  LoDTensor& dx = c.out(S::x_grad);
+  c.check(dout.shape() == xt.shape(), "Out@GRAD {} does not match X {}", dout.shape(), xt.shape());
+  return {xt, lt, dout, dx};
+}
+
+}  // namespace oar::cpu_kernels
+
 namespace oar::ops {
 
 inline void SigmoidCrossEntropyWithLogits::eval_cpu(KernelContext& c, const Attrs& a) {
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& lt = c.in(label);
-  LoDTensor& ot = c.out(out);
-  c.check(lt.shape() == xt.shape(), "Label {} must have X's shape {}", lt.shape(), xt.shape());
+  const cpu_kernels::SigmoidCrossEntropyPlan p = cpu_kernels::sigmoid_cross_entropy_plan(c);
   const int ignore = a.ignore_index;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
-    const T *px = xt.data<T>(), *pl = lt.data<T>();
-    T* po = ot.data<T>();
+    const T *px = p.x.data<T>(), *pl = p.label.data<T>();
+    T* po = p.out.data<T>();
     const T ig = T(ignore);
-    parallel_for(0, xt.numel(), int64_t(1) << 14, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, p.x.numel(), int64_t(1) << 14, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         T v = px[i], l = pl[i];
         T r = std::max(v, T(0)) - v * l + std::log1p(std::exp(-std::abs(v)));
@@ -28,21 +60,19 @@ inline void SigmoidCrossEntropyWithLogits::eval_cpu(KernelContext& c, const Attr
       }
     });
   });
-  if (&ot != &xt) ot.set_lod(xt.lod());
+  if (&p.out != &p.x) p.out.set_lod(p.x.lod());
 }
 
 inline void SigmoidCrossEntropyWithLogits::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& lt = c.in(label);
-  const LoDTensor& dout = c.in(out_grad);
-  LoDTensor& dx = c.out(x_grad);
-  c.check(dout.shape() == xt.shape(), "Out@GRAD {} does not match X {}", dout.shape(), xt.shape());
+  const cpu_kernels::SigmoidCrossEntropyGradPlan p = cpu_kernels::sigmoid_cross_entropy_grad_plan(c);
+  const LoDTensor& xt = p.x;
+  LoDTensor& dx = p.x_grad;
   const int ignore = a.ignore_index;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(xt.shape(), xt.dtype());
-    const T *px = xt.data<T>(), *pl = lt.data<T>(), *pd = dout.data<T>();
+    const T *px = xt.data<T>(), *pl = p.label.data<T>(), *pd = p.out_grad.data<T>();
     T* pdx = dx.data<T>();
     const T ig = T(ignore);
     parallel_for(0, xt.numel(), int64_t(1) << 14, [&](int64_t lo, int64_t hi) {

@@ -60,13 +60,42 @@ T softmax_line(const T* x, T* y, int64_t n, int64_t s, T* mx = nullptr) {
   return lse;
 }
 
-/// Out = softmax / log_softmax (`Op`) of X along `axis`.
-template <bool log, class Op>
-void softmax_forward(KernelContext& c, int axis) {
+/// What softmax's and log_softmax's (`Op`) kernels on every place start from: X, Out, and X seen as
+/// [pre, n, post] around `axis` (checked to be one of X's dims).
+struct SoftmaxPlan {
+  const LoDTensor& x;
+  LoDTensor& out;
+  AxisSplit sp;
+};
+template <class Op>
+SoftmaxPlan softmax_plan(const KernelContext& c, int axis) {
   const LoDTensor& x = c.in(Op::x);
   LoDTensor& out = c.out(Op::out);
   c.check(axis >= -x.rank() && axis < x.rank(), "axis = {} is out of range for X {}", axis, x.shape());
-  const AxisSplit sp = split_at_axis(x.shape(), axis);
+  return {x, out, split_at_axis(x.shape(), axis)};
+}
+
+/// The same for the gradient: Out, Out@GRAD checked to match it, and X@GRAD (not resized).
+struct SoftmaxGradPlan {
+  const LoDTensor &out, &out_grad;
+  LoDTensor& x_grad;
+};
+template <class Op>
+SoftmaxGradPlan softmax_grad_plan(const KernelContext& c) {
+  const LoDTensor& y = c.in(Op::out);
+  const LoDTensor& dy = c.in(Op::out_grad);
+  LoDTensor& dx = c.out(Op::x_grad);
+  c.check(dy.shape() == y.shape(), "Out@GRAD {} does not match Out {}", dy.shape(), y.shape());
+  return {y, dy, dx};
+}
+
+/// Out = softmax / log_softmax (`Op`) of X along `axis`.
+template <bool log, class Op>
+void softmax_forward(KernelContext& c, int axis) {
+  const SoftmaxPlan p = softmax_plan<Op>(c, axis);
+  const LoDTensor& x = p.x;
+  LoDTensor& out = p.out;
+  const AxisSplit sp = p.sp;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     if (&out != &x) out.resize(x.shape(), x.dtype());
@@ -86,10 +115,9 @@ void softmax_forward(KernelContext& c, int axis) {
 template <bool log, class Op>
 void softmax_backward(KernelContext& c, int axis) {
   if (!c.has_out(Op::x_grad)) return;
-  const LoDTensor& y = c.in(Op::out);
-  const LoDTensor& dy = c.in(Op::out_grad);
-  LoDTensor& dx = c.out(Op::x_grad);
-  c.check(dy.shape() == y.shape(), "Out@GRAD {} does not match Out {}", dy.shape(), y.shape());
+  const SoftmaxGradPlan p = softmax_grad_plan<Op>(c);
+  const LoDTensor &y = p.out, &dy = p.out_grad;
+  LoDTensor& dx = p.x_grad;
   const AxisSplit sp = split_at_axis(y.shape(), axis);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;

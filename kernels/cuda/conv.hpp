@@ -8,7 +8,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "kernels/cpu/batch_norm.hpp"         // bn_plan: the checks both devices make
+#include "kernels/cpu/batch_norm.hpp"         // bn_plan, bn_grad_plan: the checks both devices make
 #include "kernels/cpu/conv2d_transpose.hpp"  // conv2d_transpose_geom: the same
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/batch_norm.hpp"
@@ -338,12 +338,8 @@ inline void Pool2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
 }
 
 inline void BatchNorm::eval_cuda(KernelContext& c, const Attrs& a) {
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& scale_t = c.in(scale);
-  const LoDTensor& bias_t = c.in(bias);
-  const LoDTensor& mean_in = c.in(mean);
-  const LoDTensor& var_in = c.in(variance);
   const cpu_kernels::BnPlan plan = cpu_kernels::bn_plan(c, a);
+  const LoDTensor& xt = plan.x;
   const int64_t n = plan.dm.n, ch = plan.dm.c, s = plan.dm.s;
   const bool global = a.is_test || a.use_global_stats;
   auto channel_out = [&](Slot slot, const LoDTensor& in) -> void* {
@@ -351,50 +347,34 @@ inline void BatchNorm::eval_cuda(KernelContext& c, const Attrs& a) {
     if (&o != &in) o.resize(Shape{ch}, xt.dtype());
     return o.raw();
   };
-  void* mo = plan.write_mean ? channel_out(mean_out, mean_in) : nullptr;
-  void* vo = plan.write_var ? channel_out(variance_out, var_in) : nullptr;
-  auto saved = [&](Slot slot) -> void* {
-    if (!c.has_out(slot)) return nullptr;
-    LoDTensor& o = c.out(slot);
-    o.resize(Shape{ch}, xt.dtype());
-    return o.raw();
-  };
-  void* sm = saved(saved_mean);
-  void* si = saved(saved_variance);
+  void* mo = plan.write_mean ? channel_out(mean_out, plan.mean) : nullptr;
+  void* vo = plan.write_var ? channel_out(variance_out, plan.variance) : nullptr;
+  void* sm = cuda_kernels::optional_out(c, saved_mean, Shape{ch}, xt.dtype());
+  void* si = cuda_kernels::optional_out(c, saved_variance, Shape{ch}, xt.dtype());
   LoDTensor& yt = c.out(y);
   if (&yt != &xt) yt.resize(xt.shape(), xt.dtype());
   Tensor k(Shape{2 * ch}, xt.dtype(), c.place());  // ka, kb
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
   char* kp = static_cast<char*>(k.raw());
   Tensor ws = cuda_kernels::workspace(c, global ? 0 : cuda_kernels::batch_norm_scratch_bytes(n, ch, s));
-  cuda_kernels::check(c, cuda_kernels::batch_norm_forward(t, xt.raw(), yt.raw(), scale_t.raw(), bias_t.raw(), mean_in.raw(), var_in.raw(), mo, vo, sm, si, kp,
-                                                          kp + ch * int64_t(size_of(xt.dtype())), n, ch, s, a.momentum, a.epsilon, global,
+  cuda_kernels::check(c, cuda_kernels::batch_norm_forward(t, xt.raw(), yt.raw(), plan.scale.raw(), plan.bias.raw(), plan.mean.raw(), plan.variance.raw(), mo,
+                                                          vo, sm, si, kp, kp + ch * int64_t(size_of(xt.dtype())), n, ch, s, a.momentum, a.epsilon, global,
                                                           ws.initialized() ? ws.raw() : nullptr, cuda_kernels::stream(c)));
   if (&yt != &xt) yt.set_lod(xt.lod());
 }
 
 inline void BatchNorm::eval_grad_cuda(KernelContext& c, const Attrs& a) {
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& scale_t = c.in(scale);
-  const LoDTensor& smean = c.in(saved_mean);
-  const LoDTensor& sistd = c.in(saved_variance);
-  const LoDTensor& dy = c.in(y_grad);
-  c.check(dy.shape() == xt.shape(), "Y@GRAD {} does not match X {}", dy.shape(), xt.shape());
+  const cpu_kernels::BnGradPlan plan = cpu_kernels::bn_grad_plan(c);
+  const LoDTensor& xt = plan.x;
   const int64_t n = xt.dim(0), ch = xt.dim(1), s = xt.shape().numel(2, xt.rank());
-  auto grad_out = [&](Slot slot, const Shape& shape) -> void* {
-    if (!c.has_out(slot)) return nullptr;
-    LoDTensor& o = c.out(slot);
-    o.resize(shape, xt.dtype());
-    return o.raw();
-  };
-  void* dx = grad_out(x_grad, xt.shape());
-  void* ds = grad_out(scale_grad, Shape{ch});
-  void* db = grad_out(bias_grad, Shape{ch});
+  void* dx = cuda_kernels::optional_out(c, x_grad, xt.shape(), xt.dtype());
+  void* ds = cuda_kernels::optional_out(c, scale_grad, Shape{ch}, xt.dtype());
+  void* db = cuda_kernels::optional_out(c, bias_grad, Shape{ch}, xt.dtype());
   if (dx) c.out(x_grad).set_lod(xt.lod());
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
   Tensor ws = cuda_kernels::workspace(c, cuda_kernels::batch_norm_scratch_bytes(n, ch, s));
-  cuda_kernels::check(c, cuda_kernels::batch_norm_backward(t, xt.raw(), dy.raw(), scale_t.raw(), smean.raw(), sistd.raw(), dx, ds, db, n, ch, s,
-                                                           a.is_test || a.use_global_stats, ws.raw(), cuda_kernels::stream(c)));
+  cuda_kernels::check(c, cuda_kernels::batch_norm_backward(t, xt.raw(), plan.y_grad.raw(), plan.scale.raw(), plan.saved_mean.raw(), plan.saved_variance.raw(),
+                                                           dx, ds, db, n, ch, s, a.is_test || a.use_global_stats, ws.raw(), cuda_kernels::stream(c)));
 }
 
 }  // namespace oar::ops

@@ -16,6 +16,14 @@ inline Stream stream(const KernelContext& c) { return c.cuda().stream(); }
 /// `bytes` of device scratch from the place's caching allocator (none for 0), freed in stream order.
 inline Tensor workspace(const KernelContext& c, size_t bytes) { return bytes ? Tensor(Shape{int64_t(bytes)}, DType::u8, c.place()) : Tensor(); }
 
+/// Output `slot` resized to `shape` of dtype `t`, as device memory; null when the op's caller did not ask for it.
+inline void* optional_out(const KernelContext& c, Slot slot, const Shape& shape, DType t) {
+  if (!c.has_out(slot)) return nullptr;
+  LoDTensor& o = c.out(slot);
+  o.resize(shape, t);
+  return o.raw();
+}
+
 /// The element type of `t` for the device kernels; an oar::Error naming the op for a dtype they lack.
 inline Elem elem(const KernelContext& c, DType t, bool integers = false) {
   switch (t) {

@@ -1,10 +1,12 @@
 // kernels/cuda/logic.hpp: eval_cuda of the comparison ops and the two-input logical ops (ops/compare.hpp),
 // one_hot, and sigmoid_cross_entropy_with_logits with its gradient (kernels/cuda/logic.cu). Each checks what
-// its CPU kernel checks, with the CPU's messages and, where the CPU has them, its functions: the comparisons'
-// broadcast plan (run_broadcast) and one_hot's label check (checked_indices).
+// its CPU kernel checks, with the CPU's messages and, where the CPU has them, its functions: the comparisons' and
+// logical ops' plans (compare_plan, logical_plan), sigmoid_cross_entropy_plan and its grad twin, and one_hot's
+// label check (checked_indices).
 #pragma once
-#include "kernels/cpu/compare.hpp"  // cpu_kernels::detail::run_broadcast
+#include "kernels/cpu/compare.hpp"  // cpu_kernels::compare_plan, logical_plan
 #include "kernels/cpu/gather.hpp"   // cpu_kernels::checked_indices
+#include "kernels/cpu/sigmoid_cross_entropy_with_logits.hpp"  // cpu_kernels::sigmoid_cross_entropy_plan, _grad_plan
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/compare.hpp"
 #include "oar/ops/one_hot.hpp"
@@ -14,31 +16,16 @@ namespace oar::cuda_kernels {
 
 /// out[i] = cmp(x[i], y[j]) with Y broadcast over X, as cpu_kernels::compare. requires: Out is neither X nor Y.
 inline void compare_forward(KernelContext& c, Compare op, const ops::CompareOp::Attrs& a) {
-  using O = ops::CompareOp;
-  const LoDTensor& x = c.in(O::x);
-  const LoDTensor& y = c.in(O::y);
-  const ops::BroadcastDims b = cpu_kernels::detail::run_broadcast(c, x, y, a.axis);
-  LoDTensor& out = c.out(O::out);
-  c.check(&out != &x && &out != &y, "Out cannot be X or Y (it is bool, they are {})", name(x.dtype()));
-  c.dispatch(type_list<int32_t, int64_t, float, double>{}, x.dtype(), [&](auto) {
-    out.resize(x.shape(), DType::boolean);
-    check(c, compare(op, elem(c, x.dtype(), true), Broadcast{b.pre, b.n, b.post, b.same}, x.raw(), y.raw(), out.data<bool>(), stream(c)));
-  });
-  out.set_lod(x.lod());
+  const cpu_kernels::ComparePlan p = cpu_kernels::compare_plan(c, a);
+  check(c, compare(op, elem(c, p.x.dtype(), true), Broadcast{p.b.pre, p.b.n, p.b.post, p.b.same}, p.x.raw(), p.y.raw(), p.out.data<bool>(), stream(c)));
+  p.out.set_lod(p.x.lod());
 }
 
 /// out[i] = f(x[i], y[i]) over bool tensors of one shape, as cpu_kernels::logical. In-place allowed.
 inline void logical_forward(KernelContext& c, Logical op) {
-  using O = ops::LogicalBinaryOp;
-  const LoDTensor& x = c.in(O::x);
-  const LoDTensor& y = c.in(O::y);
-  c.check(x.dtype() == DType::boolean && y.dtype() == DType::boolean, "X ('{}') and Y ('{}') must be bool, got {} and {}", c.in_name(O::x), c.in_name(O::y),
-          name(x.dtype()), name(y.dtype()));
-  c.check(x.shape() == y.shape(), "X ('{}') {} and Y ('{}') {} must have the same shape", c.in_name(O::x), x.shape(), c.in_name(O::y), y.shape());
-  LoDTensor& out = c.out(O::out);
-  if (&out != &x && &out != &y) out.resize(x.shape(), DType::boolean);
-  check(c, logical(op, x.data<bool>(), y.data<bool>(), out.data<bool>(), x.numel(), stream(c)));
-  if (&out != &x) out.set_lod(x.lod());
+  const cpu_kernels::LogicalPlan p = cpu_kernels::logical_plan(c);
+  check(c, logical(op, p.x.data<bool>(), p.y.data<bool>(), p.out.data<bool>(), p.x.numel(), stream(c)));
+  if (&p.out != &p.x) p.out.set_lod(p.x.lod());
 }
 
 }  // namespace oar::cuda_kernels
@@ -81,39 +68,30 @@ inline void OneHot::eval_cuda(KernelContext& c, const Attrs& a) {
 }
 
 inline void SigmoidCrossEntropyWithLogits::eval_cuda(KernelContext& c, const Attrs& a) {
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& lt = c.in(label);
-  LoDTensor& ot = c.out(out);
-  c.check(lt.shape() == xt.shape(), "Label {} must have X's shape {}", lt.shape(), xt.shape());
+  const cpu_kernels::SigmoidCrossEntropyPlan p = cpu_kernels::sigmoid_cross_entropy_plan(c);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
-    const T *px = xt.data<T>(), *pl = lt.data<T>();  // the CPU's dtype checks
-    T* po = ot.data<T>();
-    cuda_kernels::check(c, cuda_kernels::sigmoid_cross_entropy(cuda_kernels::elem(c, xt.dtype()), px, pl, po, xt.numel(), a.ignore_index,
+    const T *px = p.x.data<T>(), *pl = p.label.data<T>();  // the CPU's dtype checks
+    cuda_kernels::check(c, cuda_kernels::sigmoid_cross_entropy(cuda_kernels::elem(c, p.x.dtype()), px, pl, p.out.data<T>(), p.x.numel(), a.ignore_index,
                                                                cuda_kernels::stream(c)));
   });
-  if (&ot != &xt) ot.set_lod(xt.lod());
+  if (&p.out != &p.x) p.out.set_lod(p.x.lod());
 }
 
 // NOTE: Label's shape is checked here, which the CPU kernel leaves out (it would read past a smaller Label).
 inline void SigmoidCrossEntropyWithLogits::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& lt = c.in(label);
-  const LoDTensor& dout = c.in(out_grad);
-  LoDTensor& dx = c.out(x_grad);
-  c.check(dout.shape() == xt.shape(), "Out@GRAD {} does not match X {}", dout.shape(), xt.shape());
-  c.check(lt.shape() == xt.shape(), "Label {} must have X's shape {}", lt.shape(), xt.shape());
+  const cpu_kernels::SigmoidCrossEntropyGradPlan p = cpu_kernels::sigmoid_cross_entropy_grad_plan(c);
+  const LoDTensor& xt = p.x;
+  c.check(p.label.shape() == xt.shape(), "Label {} must have X's shape {}", p.label.shape(), xt.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(xt.shape(), xt.dtype());
-    const T *px = xt.data<T>(), *pl = lt.data<T>(), *pd = dout.data<T>();
-    T* pdx = dx.data<T>();
-    cuda_kernels::check(c, cuda_kernels::sigmoid_cross_entropy_grad(cuda_kernels::elem(c, xt.dtype()), px, pl, pd, pdx, xt.numel(), a.ignore_index,
-                                                                    cuda_kernels::stream(c)));
+    p.x_grad.resize(xt.shape(), xt.dtype());
+    const T *px = xt.data<T>(), *pl = p.label.data<T>(), *pd = p.out_grad.data<T>();
+    cuda_kernels::check(c, cuda_kernels::sigmoid_cross_entropy_grad(cuda_kernels::elem(c, xt.dtype()), px, pl, pd, p.x_grad.data<T>(), xt.numel(),
+                                                                    a.ignore_index, cuda_kernels::stream(c)));
   });
-  dx.set_lod(xt.lod());
+  p.x_grad.set_lod(xt.lod());
 }
 
 }  // namespace oar::ops

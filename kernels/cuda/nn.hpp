@@ -4,9 +4,12 @@
 #pragma once
 #include <cstring>
 
+#include "kernels/cpu/accuracy.hpp"      // accuracy_out
 #include "kernels/cpu/arg_max.hpp"       // arg_plan
+#include "kernels/cpu/dropout.hpp"       // dropout_plan, dropout_grad_plan
 #include "kernels/cpu/lookup_table.hpp"  // padding_row
 #include "kernels/cpu/matmul.hpp"  // matmul_forward / matmul_backward: the kernel both places run, with their products
+#include "kernels/cpu/softmax.hpp"       // softmax_plan, softmax_grad_plan
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/accuracy.hpp"
 #include "oar/ops/arg_max.hpp"
@@ -24,11 +27,10 @@ namespace oar::cuda_kernels {
 /// softmax or log_softmax along `axis` through cuDNN: X as NCHW [pre, n, post, 1], one softmax per (N, H).
 template <bool log, class Op>
 void softmax_forward(KernelContext& c, int axis) {
-  const LoDTensor& x = c.in(Op::x);
-  LoDTensor& out = c.out(Op::out);
-  c.check(axis >= -x.rank() && axis < x.rank(), "axis = {} is out of range for X {}", axis, x.shape());
-  const int a = axis < 0 ? axis + x.rank() : axis;
-  const int64_t pre = x.shape().numel(0, a), n = x.dim(a), post = x.shape().numel(a + 1, x.rank());
+  const cpu_kernels::SoftmaxPlan p = cpu_kernels::softmax_plan<Op>(c, axis);
+  const LoDTensor& x = p.x;
+  LoDTensor& out = p.out;
+  const int64_t pre = p.sp.pre, n = p.sp.n, post = p.sp.post;
   c.check(pre <= INT32_MAX && n <= INT32_MAX && post <= INT32_MAX, "X {} is beyond cuDNN's 32-bit sizes", x.shape());
   if (&out != &x) out.resize(x.shape(), x.dtype());
   if (x.numel() > 0)
@@ -46,10 +48,9 @@ void softmax_forward(KernelContext& c, int axis) {
 template <bool log, class Op>
 void softmax_backward(KernelContext& c, int axis) {
   if (!c.has_out(Op::x_grad)) return;
-  const LoDTensor& y = c.in(Op::out);
-  const LoDTensor& dy = c.in(Op::out_grad);
-  LoDTensor& dx = c.out(Op::x_grad);
-  c.check(dy.shape() == y.shape(), "Out@GRAD {} does not match Out {}", dy.shape(), y.shape());
+  const cpu_kernels::SoftmaxGradPlan p = cpu_kernels::softmax_grad_plan<Op>(c);
+  const LoDTensor &y = p.out, &dy = p.out_grad;
+  LoDTensor& dx = p.x_grad;
   const int a = axis < 0 ? axis + y.rank() : axis;
   const int64_t pre = y.shape().numel(0, a), n = y.dim(a), post = y.shape().numel(a + 1, y.rank());
   dx.resize(y.shape(), y.dtype());
@@ -255,10 +256,8 @@ inline void SoftmaxWithCrossEntropy::eval_grad_cuda(KernelContext& c, const Attr
 inline void Dropout::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   LoDTensor& ot = c.out(out);
-  const double p = a.dropout_prob;
-  c.check(p >= 0 && p <= 1, "dropout_prob = {} must be in [0, 1]", p);
-  const uint64_t seed = a.fix_seed ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();  // drawn even in test, as on the CPU
-  LoDTensor* mask_t = c.has_out(mask) ? &c.out(mask) : nullptr;
+  const cpu_kernels::DropoutPlan plan = cpu_kernels::dropout_plan(c, a);
+  LoDTensor* mask_t = plan.mask;
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
   if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
   if (mask_t) mask_t->resize(xt.shape(), xt.dtype());
@@ -272,7 +271,7 @@ inline void Dropout::eval_cuda(KernelContext& c, const Attrs& a) {
       cuda_kernels::check(c, cuda_kernels::fill(mask_t->raw(), n, int(size_of(xt.dtype())), one, cuda_kernels::stream(c)));
     }
   } else {
-    cuda_kernels::check(c, cuda_kernels::dropout(t, xt.raw(), ot.raw(), mask_t ? mask_t->raw() : nullptr, n, seed, p, keep_scale(a),
+    cuda_kernels::check(c, cuda_kernels::dropout(t, xt.raw(), ot.raw(), mask_t ? mask_t->raw() : nullptr, n, plan.seed, a.dropout_prob, keep_scale(a),
                                                  cuda_kernels::stream(c)));
   }
   if (&ot != &xt) ot.set_lod(xt.lod());
@@ -280,16 +279,14 @@ inline void Dropout::eval_cuda(KernelContext& c, const Attrs& a) {
 
 inline void Dropout::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
-  const LoDTensor& mask_t = c.in(mask);
-  const LoDTensor& dout = c.in(out_grad);
-  LoDTensor& dx = c.out(x_grad);
-  c.check(dout.shape() == mask_t.shape(), "Out@GRAD {} does not match Mask {}", dout.shape(), mask_t.shape());
-  const double f = keep_scale(a);
+  const cpu_kernels::DropoutGradPlan plan = cpu_kernels::dropout_grad_plan(c);
+  const LoDTensor& dout = plan.out_grad;
+  LoDTensor& dx = plan.x_grad;
   const cuda_kernels::Elem t = cuda_kernels::elem(c, dout.dtype());
   dx.resize(dout.shape(), dout.dtype());
   const cuda_kernels::Broadcast same{1, dout.numel(), 1, true};
-  cuda_kernels::check(c, cuda_kernels::binary(cuda_kernels::Binary::Mul, t, same, dout.raw(), mask_t.raw(), dx.raw(), cuda_kernels::stream(c)));
-  cuda_kernels::check(c, cuda_kernels::scale(t, dx.raw(), dx.raw(), dx.numel(), f, 0.0, cuda_kernels::stream(c)));
+  cuda_kernels::check(c, cuda_kernels::binary(cuda_kernels::Binary::Mul, t, same, dout.raw(), plan.mask.raw(), dx.raw(), cuda_kernels::stream(c)));
+  cuda_kernels::check(c, cuda_kernels::scale(t, dx.raw(), dx.raw(), dx.numel(), keep_scale(a), 0.0, cuda_kernels::stream(c)));
   dx.set_lod(dout.lod());
 }
 
@@ -472,14 +469,9 @@ inline void Accuracy::eval_cuda(KernelContext& c, const NoAttrs&) {
   const int64_t n = ind.dim(0), k = ind.dim(1);
   c.check(lt.numel() == n, "Label {} must hold one label per row of Indices {}", lt.shape(), ind.shape());
   c.check(lt.dtype() == DType::i64 || lt.dtype() == DType::i32, "Label must be int64 or int32, got {}", name(lt.dtype()));
-  LoDTensor& acc = c.out(accuracy);
-  LoDTensor& cor = c.out(correct);
-  LoDTensor& tot = c.out(total);
-  acc.resize(Shape{1}, DType::f32);
-  cor.resize(Shape{1}, DType::i32);
-  tot.resize(Shape{1}, DType::i32);
-  cuda_kernels::check(c, cuda_kernels::accuracy(ind.data<int64_t>(), lt.raw(), lt.dtype() == DType::i32, n, k, acc.data<float>(), cor.data<int32_t>(),
-                                                tot.data<int32_t>(), cuda_kernels::stream(c)));
+  const cpu_kernels::AccuracyOut o = cpu_kernels::accuracy_out(c);
+  cuda_kernels::check(c, cuda_kernels::accuracy(ind.data<int64_t>(), lt.raw(), lt.dtype() == DType::i32, n, k, o.accuracy.data<float>(),
+                                                o.correct.data<int32_t>(), o.total.data<int32_t>(), cuda_kernels::stream(c)));
 }
 
 }  // namespace oar::ops

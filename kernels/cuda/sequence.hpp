@@ -1,13 +1,14 @@
 // kernels/cuda/sequence.hpp: eval_cuda of sequence_pool, sequence_softmax and sequence_expand and their
-// gradients (device side: kernels/cuda/sequence.cu). Each checks what its CPU kernel checks, with the CPU's
-// functions (seq_last_level, expand_plan) and messages, and sets the outputs' LoD as the CPU does. The LoD lives
-// on the host: the offsets (or the row plan) a kernel needs are uploaded per call, freed in stream order.
+// gradients (device side: kernels/cuda/sequence.cu). Each starts from its CPU kernel's plan (pool_plan,
+// seq_softmax_plan, expand_forward_plan and their grad twins: the CPU's checks, messages and output sizes) and
+// sets the outputs' LoD as the CPU does. The LoD lives on the host: the offsets (or the row plan) a kernel needs
+// are uploaded per call, freed in stream order.
 #pragma once
 #include <vector>
 
-#include "kernels/cpu/sequence_expand.hpp"  // cpu_kernels::expand_plan
-#include "kernels/cpu/sequence_pool.hpp"    // cpu_kernels::seq_last_level, row_size, seq_upper_levels
-#include "kernels/cpu/sequence_softmax.hpp"
+#include "kernels/cpu/sequence_expand.hpp"   // cpu_kernels::expand_forward_plan, expand_grad_plan
+#include "kernels/cpu/sequence_pool.hpp"     // cpu_kernels::pool_plan, pool_grad_plan, row_size, seq_upper_levels
+#include "kernels/cpu/sequence_softmax.hpp"  // cpu_kernels::seq_softmax_plan, seq_softmax_grad_plan
 #include "kernels/cuda/host.hpp"
 
 namespace oar::cuda_kernels {
@@ -25,19 +26,16 @@ namespace oar::ops {
 inline void SequencePool::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   const cpu_kernels::PoolPlan plan = cpu_kernels::pool_plan(c, a);
-  const std::span<const size_t> seq = plan.seq;
   const int64_t S = plan.S, D = plan.D;
   LoDTensor& ot = *plan.out;
-  const PoolType pt = a.pooltype;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* px = xt.data<T>();
     T* po = ot.data<T>();
-    int32_t* pi = plan.max_index;
     if (S * D == 0) return;
-    const Tensor off = cuda_kernels::device_offsets(c, seq);
-    cuda_kernels::check(c, cuda_kernels::sequence_pool(cuda_kernels::SeqPool(int(pt)), cuda_kernels::elem(c, xt.dtype()), px, off.data<int64_t>(), po, pi, S,
-                                                       D, cuda_kernels::stream(c)));
+    const Tensor off = cuda_kernels::device_offsets(c, plan.seq);
+    cuda_kernels::check(c, cuda_kernels::sequence_pool(cuda_kernels::SeqPool(int(a.pooltype)), cuda_kernels::elem(c, xt.dtype()), px, off.data<int64_t>(), po,
+                                                       plan.max_index, S, D, cuda_kernels::stream(c)));
   });
   ot.set_lod(cpu_kernels::seq_upper_levels(xt.lod()));
 }
@@ -49,9 +47,7 @@ inline void SequencePool::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   const LoDTensor& dout = c.in(out_grad);
   const cpu_kernels::PoolGradPlan plan = cpu_kernels::pool_grad_plan(c, a);
-  const std::span<const size_t> seq = plan.seq;
   const int64_t S = plan.S, D = plan.D;
-  const PoolType pt = a.pooltype;
   const int32_t* pi = plan.max_index ? plan.max_index->data<int32_t>() : nullptr;
   if (pi && S * D > 0) {
     c.device().synchronize();
@@ -63,27 +59,24 @@ inline void SequencePool::eval_grad_cuda(KernelContext& c, const Attrs& a) {
     const T* pg = dout.data<T>();
     T* pd = dx.data<T>();
     if (xt.numel() == 0) return;
-    const Tensor off = cuda_kernels::device_offsets(c, seq);
-    cuda_kernels::check(c, cuda_kernels::sequence_pool_grad(cuda_kernels::SeqPool(int(pt)), cuda_kernels::elem(c, xt.dtype()), pg, pi, off.data<int64_t>(), pd,
-                                                            xt.dim(0), S, D, cuda_kernels::stream(c)));
+    const Tensor off = cuda_kernels::device_offsets(c, plan.seq);
+    cuda_kernels::check(c, cuda_kernels::sequence_pool_grad(cuda_kernels::SeqPool(int(a.pooltype)), cuda_kernels::elem(c, xt.dtype()), pg, pi,
+                                                            off.data<int64_t>(), pd, xt.dim(0), S, D, cuda_kernels::stream(c)));
   });
   dx.set_lod(xt.lod());
 }
 
 inline void SequenceSoftmax::eval_cuda(KernelContext& c, const NoAttrs&) {
   const LoDTensor& xt = c.in(x);
-  const std::span<const size_t> seq = cpu_kernels::seq_last_level(c, x, xt);
-  c.check(xt.numel() == xt.dim(0), "X must be [N, 1] or [N] (one score per row), got {}", xt.shape());
-  const int64_t S = int64_t(seq.size()) - 1;
-  LoDTensor& ot = c.out(out);
+  const cpu_kernels::SeqSoftmaxPlan plan = cpu_kernels::seq_softmax_plan(c);
+  LoDTensor& ot = *plan.out;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    ot.resize(xt.shape(), xt.dtype());
     const T* px = xt.data<T>();
     T* po = ot.data<T>();
     if (xt.numel() == 0) return;
-    const Tensor off = cuda_kernels::device_offsets(c, seq);
-    cuda_kernels::check(c, cuda_kernels::sequence_softmax(cuda_kernels::elem(c, xt.dtype()), px, off.data<int64_t>(), po, S, cuda_kernels::stream(c)));
+    const Tensor off = cuda_kernels::device_offsets(c, plan.seq);
+    cuda_kernels::check(c, cuda_kernels::sequence_softmax(cuda_kernels::elem(c, xt.dtype()), px, off.data<int64_t>(), po, plan.S, cuda_kernels::stream(c)));
   });
   ot.set_lod(xt.lod());
 }
@@ -92,18 +85,16 @@ inline void SequenceSoftmax::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& yt = c.in(out);
   const LoDTensor& dy = c.in(out_grad);
-  const std::span<const size_t> seq = cpu_kernels::seq_last_level(c, out, yt);
-  c.check(dy.numel() == yt.numel(), "Out@GRAD {} does not match Out {}", dy.shape(), yt.shape());
-  const int64_t S = int64_t(seq.size()) - 1;
-  LoDTensor& dx = c.out(x_grad);
+  const cpu_kernels::SeqSoftmaxPlan plan = cpu_kernels::seq_softmax_grad_plan(c);
+  LoDTensor& dx = *plan.out;
   c.dispatch(type_list<float, double>{}, yt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(yt.shape(), yt.dtype());
     const T *py = yt.data<T>(), *pg = dy.data<T>();
     T* pd = dx.data<T>();
     if (yt.numel() == 0) return;
-    const Tensor off = cuda_kernels::device_offsets(c, seq);
-    cuda_kernels::check(c, cuda_kernels::sequence_softmax_grad(cuda_kernels::elem(c, yt.dtype()), py, pg, off.data<int64_t>(), pd, S, cuda_kernels::stream(c)));
+    const Tensor off = cuda_kernels::device_offsets(c, plan.seq);
+    cuda_kernels::check(c, cuda_kernels::sequence_softmax_grad(cuda_kernels::elem(c, yt.dtype()), py, pg, off.data<int64_t>(), pd, plan.S,
+                                                               cuda_kernels::stream(c)));
   });
   dx.set_lod(yt.lod());
 }
@@ -112,21 +103,10 @@ inline void SequenceSoftmax::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
 /// bytes, as the CPU copies bytes. requires: Out is not X.
 inline void SequenceExpand::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const cpu_kernels::ExpandPlan p = cpu_kernels::expand_plan(c, xt, c.in(y), a.ref_level);
-  LoDTensor& ot = c.out(out);
-  c.check(&ot != &xt, "Out cannot be X");
-  LoD& lod = cpu_kernels::seq_lod_scratch(1);
-  if (p.xu) {  // one sequence per copy
-    lod[0].assign(1, 0);
-    for (int64_t i = 0; i < p.units; ++i)
-      for (size_t j = 0; j < p.n(i); ++j) lod[0].push_back(lod[0].back() + p.len(i));
-  } else {  // the copies of row i are sequence i
-    lod[0].assign(p.r.begin(), p.r.end());
-  }
+  const cpu_kernels::ExpandForwardPlan plan = cpu_kernels::expand_forward_plan(c, a);
+  const cpu_kernels::ExpandPlan& p = plan.p;
+  LoDTensor& ot = *plan.out;
   const int64_t rows = int64_t(p.start[p.units]), D = cpu_kernels::row_size(xt);
-  Shape os = xt.shape();
-  os[0] = rows;
-  ot.resize(os, xt.dtype());
   if (rows * D > 0) {
     std::vector<int64_t> src(static_cast<size_t>(rows));
     for (int64_t i = 0; i < p.units; ++i)
@@ -136,7 +116,7 @@ inline void SequenceExpand::eval_cuda(KernelContext& c, const Attrs& a) {
     cuda_kernels::check(c, cuda_kernels::copy_rows(int(size_of(xt.dtype())), xt.raw(), dsrc.data<int64_t>(), ot.raw(), nullptr, rows, D, nullptr, 0,
                                                    cuda_kernels::stream(c)));
   }
-  ot.set_lod(lod);
+  ot.set_lod(*plan.lod);
 }
 
 /// X@GRAD row r = the sum of Out@GRAD over the copies of r, in the CPU's order (a plan per X row: the first copy's
@@ -145,14 +125,12 @@ inline void SequenceExpand::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& xt = c.in(x);
   const LoDTensor& dout = c.in(out_grad);
-  const cpu_kernels::ExpandPlan p = cpu_kernels::expand_plan(c, xt, c.in(y), a.ref_level);
-  const int64_t D = cpu_kernels::row_size(xt);
-  c.check(dout.rank() >= 1 && dout.dim(0) == int64_t(p.start[p.units]) && dout.numel() == dout.dim(0) * D, "Out@GRAD {} does not fit Out's {} rows of X {}",
-          dout.shape(), p.start[p.units], xt.shape());
-  LoDTensor& dx = c.out(x_grad);
+  const cpu_kernels::ExpandGradPlan g = cpu_kernels::expand_grad_plan(c, a);
+  const cpu_kernels::ExpandPlan& p = g.p;
+  const int64_t D = g.D;
+  LoDTensor& dx = *g.x_grad;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(xt.shape(), xt.dtype());
     const T* pg = dout.data<T>();
     T* pd = dx.data<T>();
     const int64_t M = xt.dim(0);
