@@ -89,37 +89,46 @@ inline PadGradPlan pad_grad_plan(const KernelContext& c) {
   return p;
 }
 
-/// What sequence_unpad's kernels on every place start from: X as [seqs, steps, step...], the lengths (Length's
-/// values, read on the host) checked to lie in [0, steps], Out resized to their sum and its LoD (a per-thread
-/// one) for the caller to set.
-struct UnpadPlan {
+/// What sequence_unpad's kernels and their gradients share: X as [seqs, steps, step...] and the lengths (Length's
+/// values, read on the host), checked to lie in [0, steps].
+struct UnpadLengths {
   int64_t seqs = 0, steps = 0, step = 0;
   Tensor lengths;                ///< Length's values on the host
   const int64_t* len = nullptr;  ///< in `lengths`
-  const LoD* lod = nullptr;
-  LoDTensor* out = nullptr;
 };
-inline UnpadPlan unpad_plan(const KernelContext& c) {
+inline UnpadLengths unpad_lengths(const KernelContext& c) {
   using Op = ops::SequenceUnpad;
   const LoDTensor& xt = c.in(Op::x);
   c.check(xt.rank() >= 2, "X must be [S, L, step...] with rank >= 2, got {}", xt.shape());
-  UnpadPlan p;
+  UnpadLengths p;
   p.seqs = xt.dim(0), p.steps = xt.dim(1), p.step = xt.shape().numel(2, xt.rank());
   const LoDTensor& lt = c.in(Op::length);
   c.check(lt.dtype() == DType::i64 && lt.numel() == p.seqs, "Length must be i64 with one entry per sequence ({}), got {} {}", p.seqs, lt.shape(),
           name(lt.dtype()));
   p.lengths = place_io::host(c, lt);
   p.len = p.lengths.data<int64_t>();
+  for (int64_t s = 0; s < p.seqs; ++s)
+    c.check(p.len[s] >= 0 && p.len[s] <= p.steps, "Length[{}] = {} is outside [0, {}] (the steps of X)", s, p.len[s], p.steps);
+  return p;
+}
+
+/// What sequence_unpad's kernels on every place start from: the lengths, Out resized to their sum and its LoD
+/// (a per-thread one) for the caller to set.
+struct UnpadPlan : UnpadLengths {
+  const LoD* lod = nullptr;
+  LoDTensor* out = nullptr;
+};
+inline UnpadPlan unpad_plan(const KernelContext& c) {
+  using Op = ops::SequenceUnpad;
+  const LoDTensor& xt = c.in(Op::x);
+  UnpadPlan p{unpad_lengths(c)};
   // NOTE: a per-thread LoD: resizing it to a size it had before allocates nothing.
   thread_local LoD lod;
   lod.resize(1);
   std::vector<size_t>& offs = lod[0];
   offs.resize(size_t(p.seqs) + 1);
   offs[0] = 0;
-  for (int64_t s = 0; s < p.seqs; ++s) {
-    c.check(p.len[s] >= 0 && p.len[s] <= p.steps, "Length[{}] = {} is outside [0, {}] (the steps of X)", s, p.len[s], p.steps);
-    offs[size_t(s) + 1] = offs[size_t(s)] + size_t(p.len[s]);
-  }
+  for (int64_t s = 0; s < p.seqs; ++s) offs[size_t(s) + 1] = offs[size_t(s)] + size_t(p.len[s]);
   p.lod = &lod;
   Shape os{int64_t(offs.back())};
   for (int i = 2; i < xt.rank(); ++i) os.push_back(xt.dim(i));
@@ -129,29 +138,17 @@ inline UnpadPlan unpad_plan(const KernelContext& c) {
   return p;
 }
 
-/// The same for the gradient: the lengths checked, Out@GRAD against their sum, X@GRAD resized to X's shape.
-struct UnpadGradPlan {
-  int64_t seqs = 0, steps = 0, step = 0;
-  Tensor lengths;                ///< Length's values on the host
-  const int64_t* len = nullptr;  ///< in `lengths`
+/// The same for the gradient: the lengths, Out@GRAD checked against their sum, X@GRAD resized to X's shape.
+struct UnpadGradPlan : UnpadLengths {
   LoDTensor* x_grad = nullptr;
 };
 inline UnpadGradPlan unpad_grad_plan(const KernelContext& c) {
   using Op = ops::SequenceUnpad;
   const LoDTensor& xt = c.in(Op::x);
   const LoDTensor& dout = c.in(Op::out_grad);
-  UnpadGradPlan p;
-  p.seqs = xt.dim(0), p.steps = xt.dim(1), p.step = xt.shape().numel(2, xt.rank());
-  const LoDTensor& lt = c.in(Op::length);
-  c.check(lt.dtype() == DType::i64 && lt.numel() == p.seqs, "Length must be i64 with one entry per sequence ({}), got {} {}", p.seqs, lt.shape(),
-          name(lt.dtype()));
-  p.lengths = place_io::host(c, lt);
-  p.len = p.lengths.data<int64_t>();
+  UnpadGradPlan p{unpad_lengths(c)};
   int64_t rows = 0;
-  for (int64_t s = 0; s < p.seqs; ++s) {
-    c.check(p.len[s] >= 0 && p.len[s] <= p.steps, "Length[{}] = {} is outside [0, {}] (the steps of X)", s, p.len[s], p.steps);
-    rows += p.len[s];
-  }
+  for (int64_t s = 0; s < p.seqs; ++s) rows += p.len[s];
   c.check(dout.rank() >= 1 && dout.dim(0) == rows && dout.numel() == rows * p.step && dout.dtype() == xt.dtype(),
           "Out@GRAD {} {} must hold the {} unpadded rows of X {} {}", dout.shape(), name(dout.dtype()), rows, xt.shape(), name(xt.dtype()));
   c.dispatch(copy_types{}, xt.dtype(), [](auto) {});

@@ -141,13 +141,23 @@ struct UpdateBatch {
   int count;
 };
 
+/// Chunk c of a batch: its tensor k and its elements [lo, hi) there.
+struct Chunk {
+  int k;
+  int64_t lo, hi;
+};
+__device__ inline Chunk chunk_of(const UpdateBatch& b, int64_t c) {
+  int k = 0;
+  while (b.first_chunk[k + 1] <= c) ++k;
+  const int64_t lo = (c - b.first_chunk[k]) * kChunk;
+  return {k, lo, min(b.t[k].n, lo + kChunk)};
+}
+
 template <class T>
 __global__ void update_group_kernel(UpdateArgs a, UpdateBatch b) {
   for (int64_t c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
-    int k = 0;
-    while (b.first_chunk[k + 1] <= c) ++k;
+    const auto [k, lo, hi] = chunk_of(b, c);
     const UpdateTensor& u = b.t[k];
-    const int64_t lo = (c - b.first_chunk[k]) * kChunk, hi = min(u.n, lo + kChunk);
     T* p = static_cast<T*>(u.p);
     const T* g = static_cast<const T*>(u.g);
     const T* lr = static_cast<const T*>(u.lr);
@@ -214,10 +224,8 @@ __global__ void lamb_direction_kernel(UpdateArgs a, UpdateBatch b, T* r_all, dou
   __shared__ typename Block::TempStorage tmp;
   const T b1 = T(a.beta1), b2 = T(a.beta2), e = T(a.epsilon), wd = T(a.coeff);
   for (int64_t c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
-    int k = 0;
-    while (b.first_chunk[k + 1] <= c) ++k;
+    const auto [k, lo, hi] = chunk_of(b, c);
     const UpdateTensor& u = b.t[k];
-    const int64_t lo = (c - b.first_chunk[k]) * kChunk, hi = min(u.n, lo + kChunk);
     const T* p = static_cast<const T*>(u.p);
     const T* g = static_cast<const T*>(u.g);
     T* m1 = static_cast<T*>(u.m);
@@ -265,10 +273,8 @@ __global__ void lamb_step_kernel(UpdateBatch b, const double* partial, double* s
 template <class T>
 __global__ void lamb_update_kernel(UpdateBatch b, const T* r_all, const double* step) {
   for (int64_t c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
-    int k = 0;
-    while (b.first_chunk[k + 1] <= c) ++k;
+    const auto [k, lo, hi] = chunk_of(b, c);
     const UpdateTensor& u = b.t[k];
-    const int64_t lo = (c - b.first_chunk[k]) * kChunk, hi = min(u.n, lo + kChunk);
     T* p = static_cast<T*>(u.p);
     const T* r = r_all + b.first_chunk[k] * kChunk;
     const T sk = T(step[k]);
