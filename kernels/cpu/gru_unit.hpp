@@ -25,8 +25,22 @@ inline ForwardArgs forward_args(const KernelContext& c) {
   return {x, hp, w, b, d, n};
 }
 /// The grad's check: Hidden@GRAD has HiddenPrev's shape, Gate its rows.
-inline void check_grads(const KernelContext& c, const LoDTensor& hp, const LoDTensor& gate, const LoDTensor& dh) {
+/// gru_unit_grad's inputs, checked, and its wanted outputs (null: not wanted): what both places' kernels start from.
+struct GradArgs {
+  const LoDTensor &hp, &w, &gate, &rh, &dh;
+  LoDTensor *dx, *dhp, *dw, *db;
+  int64_t d, n;
+};
+inline GradArgs grad_args(const KernelContext& c) {
+  using U = ops::GruUnit;
+  const LoDTensor& hp = c.in(U::hidden_prev);
+  const LoDTensor& w = c.in(U::weight);
+  const LoDTensor& gate = c.in(U::gate);
+  const LoDTensor& dh = c.in(U::hidden_grad);
   c.check(dh.shape() == hp.shape() && gate.dim(0) == hp.dim(0), "Hidden@GRAD {} must match HiddenPrev {}", dh.shape(), hp.shape());
+  auto out = [&](Slot s) { return c.has_out(s) ? &c.out(s) : nullptr; };
+  return {hp, w, gate, c.in(U::reset_hidden_prev), dh, out(U::input_grad), out(U::hidden_prev_grad), out(U::weight_grad), out(U::bias_grad),
+          w.dim(0), hp.dim(0)};
 }
 
 }  // namespace oar::cpu_kernels::gru_unit
@@ -56,17 +70,10 @@ inline void GruUnit::eval_cpu(KernelContext& c, const Attrs& a) {
 
 inline void GruUnit::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels;
-  const LoDTensor& hp = c.in(hidden_prev);
-  const LoDTensor& w = c.in(weight);
-  const LoDTensor& gt = c.in(gate);
-  const LoDTensor& rt = c.in(reset_hidden_prev);
-  const LoDTensor& dh = c.in(hidden_grad);
-  gru_unit::check_grads(c, hp, gt, dh);
-  const int64_t d = w.dim(0), n = hp.dim(0);
-  LoDTensor* dx = c.has_out(input_grad) ? &c.out(input_grad) : nullptr;
-  LoDTensor* dhp = c.has_out(hidden_prev_grad) ? &c.out(hidden_prev_grad) : nullptr;
-  LoDTensor* dw = c.has_out(weight_grad) ? &c.out(weight_grad) : nullptr;
-  LoDTensor* db = c.has_out(bias_grad) ? &c.out(bias_grad) : nullptr;
+  const gru_unit::GradArgs ga = gru_unit::grad_args(c);
+  const LoDTensor &hp = ga.hp, &w = ga.w, &gt = ga.gate, &rt = ga.rh, &dh = ga.dh;
+  const int64_t d = ga.d, n = ga.n;
+  LoDTensor *dx = ga.dx, *dhp = ga.dhp, *dw = ga.dw, *db = ga.db;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     T* dg;

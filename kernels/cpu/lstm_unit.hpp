@@ -15,8 +15,21 @@ inline std::pair<int64_t, int64_t> dims(const KernelContext& ctx, const LoDTenso
   return {c_prev.dim(0), c_prev.dim(1)};
 }
 /// The grad's check: C@GRAD and H@GRAD have C's shape.
-inline void check_grads(const KernelContext& ctx, const LoDTensor& c, const LoDTensor& dc, const LoDTensor& dh) {
+/// lstm_unit_grad's inputs, checked, and its wanted outputs (null: not wanted): what both places' kernels start from.
+struct GradArgs {
+  const LoDTensor &x, &c_prev, &c, &dc, &dh;
+  LoDTensor *dx, *dc_prev;
+  int64_t n, d;
+};
+inline GradArgs grad_args(const KernelContext& ctx) {
+  using U = ops::LstmUnit;
+  const LoDTensor& c = ctx.in(U::c);
+  const LoDTensor& dc = ctx.in(U::c_grad);
+  const LoDTensor& dh = ctx.in(U::h_grad);
   ctx.check(dc.shape() == c.shape() && dh.shape() == c.shape(), "C@GRAD {} and H@GRAD {} must match C {}", dc.shape(), dh.shape(), c.shape());
+  const LoDTensor& cp = ctx.in(U::c_prev);
+  return {ctx.in(U::x), cp, c, dc, dh, ctx.has_out(U::x_grad) ? &ctx.out(U::x_grad) : nullptr,
+          ctx.has_out(U::c_prev_grad) ? &ctx.out(U::c_prev_grad) : nullptr, cp.dim(0), cp.dim(1)};
 }
 
 }  // namespace oar::cpu_kernels::lstm_unit
@@ -54,15 +67,10 @@ inline void LstmUnit::eval_cpu(KernelContext& ctx, const Attrs& a) {
 
 inline void LstmUnit::eval_grad_cpu(KernelContext& ctx, const Attrs& a) {
   using namespace cpu_kernels;
-  const LoDTensor& xt = ctx.in(x);
-  const LoDTensor& cp = ctx.in(c_prev);
-  const LoDTensor& ct = ctx.in(c);
-  const LoDTensor& dct = ctx.in(c_grad);
-  const LoDTensor& dht = ctx.in(h_grad);
-  lstm_unit::check_grads(ctx, ct, dct, dht);
-  const int64_t n = cp.dim(0), d = cp.dim(1);
-  LoDTensor* dx = ctx.has_out(x_grad) ? &ctx.out(x_grad) : nullptr;
-  LoDTensor* dcp = ctx.has_out(c_prev_grad) ? &ctx.out(c_prev_grad) : nullptr;
+  const lstm_unit::GradArgs ga = lstm_unit::grad_args(ctx);
+  const LoDTensor &xt = ga.x, &cp = ga.c_prev, &ct = ga.c, &dct = ga.dc, &dht = ga.dh;
+  const int64_t n = ga.n, d = ga.d;
+  LoDTensor *dx = ga.dx, *dcp = ga.dc_prev;
   ctx.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     if (dx) dx->resize(xt.shape(), xt.dtype());

@@ -57,6 +57,8 @@ void context_columns(const T* x, std::span<const size_t> offs, int64_t n, int64_
 /// sequence_conv's sizes (X [n, d], Filter [w = length * d, m]) and X's offsets, checked as both places'
 /// kernels need them; `grad` checks Out@GRAD [n, m] too.
 struct ConvShape {
+  const LoDTensor &x, &filter;
+  const LoDTensor* dout;  ///< Out@GRAD (grad), else null
   std::span<const size_t> offs;
   int64_t n, d, w, m;
 };
@@ -65,11 +67,11 @@ inline ConvShape conv_shape(const KernelContext& c, const ops::SequenceConv::Att
   const LoDTensor& xt = c.in(Op::x);
   const LoDTensor& ft = c.in(Op::filter);
   c.check(xt.rank() == 2, "X must be [N, D], got {}", xt.shape());
-  ConvShape p{{}, xt.dim(0), xt.dim(1), int64_t(a.length) * xt.dim(1), 0};
+  ConvShape p{xt, ft, grad ? &c.in(Op::out_grad) : nullptr, {}, xt.dim(0), xt.dim(1), int64_t(a.length) * xt.dim(1), 0};
   c.check(ft.rank() == 2 && ft.dim(0) == p.w, "Filter must be [contextLength * D, M] = [{}, M], got {}", p.w, ft.shape());
   c.check(ft.dtype() == xt.dtype(), "Filter must have X's dtype {}, got {}", name(xt.dtype()), name(ft.dtype()));
   p.m = ft.dim(1);
-  if (grad) c.check(c.in(Op::out_grad).shape() == Shape{p.n, p.m}, "Out@GRAD must be [{}, {}], got {}", p.n, p.m, c.in(Op::out_grad).shape());
+  if (grad) c.check(p.dout->shape() == Shape{p.n, p.m}, "Out@GRAD must be [{}, {}], got {}", p.n, p.m, p.dout->shape());
   p.offs = last_level(c, xt, Op::x, 1);
   return p;
 }
@@ -79,9 +81,8 @@ inline ConvShape conv_shape(const KernelContext& c, const ops::SequenceConv::Att
 namespace oar::ops {
 
 inline void SequenceConv::eval_cpu(KernelContext& c, const Attrs& a) {
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& ft = c.in(filter);
   const cpu_kernels::seq_shape::ConvShape p = cpu_kernels::seq_shape::conv_shape(c, a, false);
+  const LoDTensor &xt = p.x, &ft = p.filter;
   LoDTensor& ot = c.out(out);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -98,10 +99,8 @@ inline void SequenceConv::eval_cpu(KernelContext& c, const Attrs& a) {
 inline void SequenceConv::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   const bool want_x = c.has_out(x_grad), want_f = c.has_out(filter_grad);
   if (!want_x && !want_f) return;
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& ft = c.in(filter);
-  const LoDTensor& dout = c.in(out_grad);
   const cpu_kernels::seq_shape::ConvShape p = cpu_kernels::seq_shape::conv_shape(c, a, true);
+  const LoDTensor &xt = p.x, &ft = p.filter, &dout = *p.dout;
   const int64_t n = p.n, d = p.d, w = p.w, m = p.m;
   const std::span<const size_t> offs = p.offs;
   c.dispatch_float([&](auto tag) {

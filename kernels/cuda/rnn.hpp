@@ -348,15 +348,10 @@ inline void LstmUnit::eval_cuda(KernelContext& ctx, const Attrs& a) {
 
 inline void LstmUnit::eval_grad_cuda(KernelContext& ctx, const Attrs& a) {
   namespace ck = cuda_kernels;
-  const LoDTensor& xt = ctx.in(x);
-  const LoDTensor& cp = ctx.in(c_prev);
-  const LoDTensor& ct = ctx.in(c);
-  const LoDTensor& dct = ctx.in(c_grad);
-  const LoDTensor& dht = ctx.in(h_grad);
-  cpu_kernels::lstm_unit::check_grads(ctx, ct, dct, dht);
-  const int64_t n = cp.dim(0), d = cp.dim(1);
-  LoDTensor* dx = ctx.has_out(x_grad) ? &ctx.out(x_grad) : nullptr;
-  LoDTensor* dcp = ctx.has_out(c_prev_grad) ? &ctx.out(c_prev_grad) : nullptr;
+  const cpu_kernels::lstm_unit::GradArgs ga = cpu_kernels::lstm_unit::grad_args(ctx);
+  const LoDTensor &xt = ga.x, &cp = ga.c_prev, &ct = ga.c, &dct = ga.dc, &dht = ga.dh;
+  const int64_t n = ga.n, d = ga.d;
+  LoDTensor *dx = ga.dx, *dcp = ga.dc_prev;
   ctx.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     if (dx) dx->resize(xt.shape(), xt.dtype());
@@ -387,17 +382,10 @@ inline void GruUnit::eval_cuda(KernelContext& c, const Attrs& a) {
 
 inline void GruUnit::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   namespace ck = cuda_kernels;
-  const LoDTensor& hp = c.in(hidden_prev);
-  const LoDTensor& w = c.in(weight);
-  const LoDTensor& gt = c.in(gate);
-  const LoDTensor& rt = c.in(reset_hidden_prev);
-  const LoDTensor& dh = c.in(hidden_grad);
-  cpu_kernels::gru_unit::check_grads(c, hp, gt, dh);
-  const int64_t d = w.dim(0), n = hp.dim(0);
-  LoDTensor* dx = c.has_out(input_grad) ? &c.out(input_grad) : nullptr;
-  LoDTensor* dhp = c.has_out(hidden_prev_grad) ? &c.out(hidden_prev_grad) : nullptr;
-  LoDTensor* dw = c.has_out(weight_grad) ? &c.out(weight_grad) : nullptr;
-  LoDTensor* db = c.has_out(bias_grad) ? &c.out(bias_grad) : nullptr;
+  const cpu_kernels::gru_unit::GradArgs ga = cpu_kernels::gru_unit::grad_args(c);
+  const LoDTensor &hp = ga.hp, &w = ga.w, &gt = ga.gate, &rt = ga.rh, &dh = ga.dh;
+  const int64_t d = ga.d, n = ga.n;
+  LoDTensor *dx = ga.dx, *dhp = ga.dhp, *dw = ga.dw, *db = ga.db;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     Tensor dgt;

@@ -9,9 +9,8 @@
 namespace oar::ops {
 
 inline void SequenceConv::eval_cuda(KernelContext& c, const Attrs& a) {
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& ft = c.in(filter);
   const cpu_kernels::seq_shape::ConvShape p = cpu_kernels::seq_shape::conv_shape(c, a, false);
+  const LoDTensor &xt = p.x, &ft = p.filter;
   LoDTensor& ot = c.out(out);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -32,10 +31,8 @@ inline void SequenceConv::eval_cuda(KernelContext& c, const Attrs& a) {
 inline void SequenceConv::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const bool want_x = c.has_out(x_grad), want_f = c.has_out(filter_grad);
   if (!want_x && !want_f) return;
-  const LoDTensor& xt = c.in(x);
-  const LoDTensor& ft = c.in(filter);
-  const LoDTensor& dout = c.in(out_grad);
   const cpu_kernels::seq_shape::ConvShape p = cpu_kernels::seq_shape::conv_shape(c, a, true);
+  const LoDTensor &xt = p.x, &ft = p.filter, &dout = *p.dout;
   const int64_t S = int64_t(p.offs.size()) - 1;
   const cuda_kernels::Elem e = cuda_kernels::elem(c, xt.dtype());
   c.dispatch_float([&](auto tag) {
