@@ -68,6 +68,27 @@ inline void advance_pow(const KernelContext& c, Slot in_slot, Slot out_slot, dou
   else o.data<float>()[0] = float(v);
 }
 
+/// The op's SkipUpdate flag (false without the input), checked to be one bool on the kernel's place.
+inline const LoDTensor* skip_flag(const KernelContext& c) {
+  if (!c.has_in(ops::param_update::skip_update)) return nullptr;
+  const LoDTensor& s = c.in(ops::param_update::skip_update);
+  c.check(s.numel() == 1 && s.dtype() == DType::boolean, "SkipUpdate must hold one bool, got {} {}", name(s.dtype()), s.shape());
+  c.check(s.place() == c.place(), "SkipUpdate is on {}, but the kernel runs on {}", s.place().str(), c.place().str());
+  return &s;
+}
+
+/// Whether the op's SkipUpdate holds true. Then every output of `Op` has its input's value (copied when the
+/// program updates out of place) and the kernel has nothing left to do.
+template <class Op>
+bool skipped(const KernelContext& c) {
+  const LoDTensor* s = skip_flag(c);
+  if (!s || !s->data<bool>()[0]) return false;
+  out_copy(c, Op::param_out, c.in(Op::param));
+  for (const ops::param_update::Accumulator& a : Op::accumulators)
+    if (c.has_in(a.in) && c.has_out(a.out)) out_copy(c, a.out, c.in(a.in));
+  return true;
+}
+
 /// Runs `f(lo, hi)` over [0, n) in parallel chunks.
 template <class F>
 void for_range(int64_t n, F&& f) {
@@ -120,6 +141,7 @@ MergedRows<T>& merge_rows(const SelectedRows& g, int64_t width, int64_t height) 
 /// The shared adam / adamw kernel (`Op`'s slots); `coeff` is adamw's decoupled decay coefficient (0 for adam).
 template <class Op>
 void adam_like(KernelContext& c, const typename Op::Attrs& a, double coeff) {
+  if (skipped<Op>(c)) return;
   const LoDTensor& p = c.in(Op::param);
   const LoDTensor& m1 = like_param(c, Op::moment1, p);
   const LoDTensor& m2 = like_param(c, Op::moment2, p);
@@ -188,6 +210,7 @@ void adam_like(KernelContext& c, const typename Op::Attrs& a, double coeff) {
 /// adagrad (decay < 0: m' = m + g^2) and decayed_adagrad (m' = decay * m + (1 - decay) * g^2), `Op`'s slots.
 template <class Op>
 void adagrad_like(KernelContext& c, double eps, double decay) {
+  if (skipped<Op>(c)) return;
   const LoDTensor& p = c.in(Op::param);
   const LoDTensor& g = dense_grad(c, Op::grad, p);
   const LoDTensor& m = like_param(c, Op::moment, p);
@@ -217,6 +240,7 @@ namespace oar::ops {
 
 inline void Sgd::eval_cpu(KernelContext& c, const NoAttrs&) {
   using namespace cpu_kernels::param_update;
+  if (skipped<Sgd>(c)) return;
   const LoDTensor& p = c.in(param);
   const double lr = scalar(c, learning_rate);
   Value* gv = c.in_value(grad);
@@ -248,6 +272,7 @@ inline void Sgd::eval_cpu(KernelContext& c, const NoAttrs&) {
 
 inline void Momentum::eval_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels::param_update;
+  if (skipped<Momentum>(c)) return;
   const LoDTensor& p = c.in(param);
   const LoDTensor& g = dense_grad(c, grad, p);
   const LoDTensor& v = like_param(c, velocity, p);
@@ -282,6 +307,7 @@ inline void AdamW::eval_cpu(KernelContext& c, const Attrs& a) {
 
 inline void Adamax::eval_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels::param_update;
+  if (skipped<Adamax>(c)) return;
   const LoDTensor& p = c.in(param);
   const LoDTensor& g = dense_grad(c, grad, p);
   const LoDTensor& m = like_param(c, moment, p);
@@ -312,6 +338,7 @@ inline void Adamax::eval_cpu(KernelContext& c, const Attrs& a) {
 
 inline void Rmsprop::eval_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels::param_update;
+  if (skipped<Rmsprop>(c)) return;
   const LoDTensor& p = c.in(param);
   const LoDTensor& g = dense_grad(c, grad, p);
   const LoDTensor& ms = like_param(c, mean_square, p);
@@ -355,6 +382,7 @@ inline void Rmsprop::eval_cpu(KernelContext& c, const Attrs& a) {
 
 inline void Adadelta::eval_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels::param_update;
+  if (skipped<Adadelta>(c)) return;
   const LoDTensor& p = c.in(param);
   const LoDTensor& g = dense_grad(c, grad, p);
   const LoDTensor& eg = like_param(c, avg_squared_grad, p);
@@ -383,6 +411,7 @@ inline void Adadelta::eval_cpu(KernelContext& c, const Attrs& a) {
 
 inline void Lamb::eval_cpu(KernelContext& c, const Attrs& a) {
   using namespace cpu_kernels::param_update;
+  if (skipped<Lamb>(c)) return;
   const LoDTensor& p = c.in(param);
   const LoDTensor& g = dense_grad(c, grad, p);
   const LoDTensor& m1 = like_param(c, moment1, p);

@@ -178,32 +178,26 @@ int fused_forward(Elem t, const FusedNode* nodes, int num_nodes, const FusedInpu
 int fused_backward(Elem t, const FusedNode* nodes, int num_nodes, const FusedInput* inputs, int num_inputs, const int8_t* target,
                    void* const* grads, int num_grads, const void* dout, int64_t total, Stream s);
 
-// ---- optim.cu (one parameter per call; lr is a device scalar of the parameter's type)
-/// p -= lr * g.
-int sgd(Elem t, void* p, const void* g, const void* lr, int64_t n, Stream s);
-/// v = mu v + g; p -= lr (g + mu v) (nesterov) or lr v.
-int momentum(Elem t, void* p, void* v, const void* g, const void* lr, float mu, bool nesterov, int64_t n, Stream s);
-/// Adam (AdamW with coeff != 0: p -= lr coeff p first): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
-/// p -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps), with b1^t, b2^t the device scalars beta1_pow,
-/// beta2_pow (which the caller advances with scale_scalar).
-int adam(Elem t, void* p, void* m, void* v, const void* g, const void* lr, const void* beta1_pow, const void* beta2_pow, float beta1, float beta2,
-         float epsilon, float coeff, int64_t n, Stream s);
-/// pow_out[0] = pow[0] * beta (Adam's running powers).
-int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s);
+// ---- optim.cu (lr is a device scalar of the parameter's type; `skip`, where given, a device bool: the op's
+// SkipUpdate, which when true leaves every output as it is, a power's output receiving the power itself)
+/// pow_out[0] = pow[0] * beta (Adam's running powers), or pow[0] when skipped.
+int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, const bool* skip, Stream s);
 /// A SelectedRows gradient's rows grouped by Param row, as one device array `plan`: rows [k] (each Param row
 /// once, in the order of first appearance, as cpu_kernels::param_update::merge_rows lists them) | start [k + 1] |
 /// src [n] (group i is the value rows src[start[i] .. start[i + 1]), in their order). value: [n, width].
 /// sgd: p[rows[i]] -= lr value[src[e]] for each e of group i in order (the CPU's sequential sum).
-int sparse_sgd(Elem t, void* p, const void* value, const int64_t* plan, int64_t k, int64_t width, const void* lr, Stream s);
+int sparse_sgd(Elem t, void* p, const void* value, const int64_t* plan, int64_t k, int64_t width, const void* lr, const bool* skip, Stream s);
 /// merged[at(i)] = 0 + value[src[e]] over group i's e in order (merge_rows's sums), at(i) = i (`compact`: [k, width])
 /// or rows[i] (into a zeroed [height, width], which then is the dense gradient).
 int sparse_merge(Elem t, const void* value, const int64_t* plan, int64_t k, int64_t width, bool compact, void* merged, Stream s);
-/// adam (adamw: coeff) on the listed rows alone (lazy_mode): element j of row rows[i] with g = merged[i, j].
+/// adam (adamw: coeff, the group's adam below) on the listed rows alone (lazy_mode): element j of row rows[i]
+/// with g = merged[i, j].
 int sparse_adam(Elem t, void* p, void* m, void* v, const void* merged, const int64_t* rows, int64_t k, int64_t width, const void* lr,
-                const void* beta1_pow, const void* beta2_pow, float beta1, float beta2, float epsilon, float coeff, Stream s);
-/// Several parameters of one dtype updated by one rule in one launch (the update ops' eval_cuda_group, and the
-/// one-parameter kernels of the rules below sgd, momentum and adam): each tensor's arrays and device scalars.
-/// sgd, momentum, adam: the arithmetic of the one-parameter kernels above. adagrad (decay < 0: m += g^2) and
+                const void* beta1_pow, const void* beta2_pow, float beta1, float beta2, float epsilon, float coeff, const bool* skip, Stream s);
+/// Several parameters of one dtype updated by one rule in one launch (the update ops' eval_cuda_group, and their
+/// eval_cuda as a group of one): each tensor's arrays and device scalars. sgd: p -= lr g. momentum: v = mu v + g;
+/// p -= lr (g + mu v) (nesterov) or lr v. adam (with coeff != 0 adamw: p -= lr coeff p first): m = b1 m + (1 - b1)
+/// g; v = b2 v + (1 - b2) g^2; p -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps). adagrad (decay < 0: m += g^2) and
 /// decayed_adagrad (m = decay m + (1 - decay) g^2): p -= lr g / (sqrt(m) + eps). adamax: m = b1 m + (1 - b1) g;
 /// u = max(b2 u + eps, |g|); p -= lr / (1 - b1^t) m / u. rmsprop: ms = rho ms + (1 - rho) g^2; centered (w not
 /// null): w = rho w + (1 - rho) g; mom = mu mom + lr g / sqrt(ms [- w^2] + eps); p -= mom. adadelta: eg = rho eg
@@ -211,7 +205,7 @@ int sparse_adam(Elem t, void* p, void* m, void* v, const void* merged, const int
 /// moments as adam's, r = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + coeff p, then p -= lr trust r with trust
 /// = ||p|| / ||r|| per tensor (1 when either is 0), the norms summed in double on the device in a fixed order. For
 /// adam, adamax and lamb the powers are read by those launches and advanced by one more (pow_out = pow * beta; in
-/// place allowed).
+/// place allowed). A tensor whose `skip` holds true is left as it is (its powers copied to their outputs).
 enum class UpdateRule : int { sgd, momentum, adam, adagrad, adamax, rmsprop, adadelta, lamb };
 struct UpdateTensor {
   void* p = nullptr;
@@ -224,6 +218,7 @@ struct UpdateTensor {
   const void* beta2_pow = nullptr;
   void* beta1_pow_out = nullptr;  ///< null: not advanced
   void* beta2_pow_out = nullptr;
+  const bool* skip = nullptr;  ///< SkipUpdate (null: never skipped)
   int64_t n = 0;
 };
 struct UpdateArgs {

@@ -1,6 +1,6 @@
 // kernels/cuda/optim.cu: the parameter updates of kernels/cpu/optimizers.hpp on the device (dense gradients,
-// and SelectedRows ones for sgd and adam), the learning rate and the running powers read from device scalars
-// so that a step never waits for the host.
+// and SelectedRows ones for sgd and adam), the learning rate, the running powers and SkipUpdate read from device
+// scalars so that a step never waits for the host.
 #include <cub/block/block_reduce.cuh>
 
 #include <cmath>
@@ -11,7 +11,7 @@ namespace oar::cuda_kernels {
 
 namespace {
 
-// Each rule's update of one element, shared by the one-parameter kernels and update_group's.
+// Each rule's update of one element, shared by update_group's kernel and the SelectedRows ones.
 template <class T>
 __device__ void momentum_at(T* p, T* v, const T* g, int64_t i, T l, T mu, bool nesterov) {
   const T gi = g[i], vn = mu * v[i] + gi;
@@ -38,24 +38,12 @@ __device__ void adam_at(T* p, T* m, T* v, int64_t i, T gi, T lr_t, T wd, T b1, T
   p[i] = pv - lr_t * a / (sqrt(b) + eps);
 }
 
+/// Whether a SkipUpdate flag (null: none) holds true.
+__device__ inline bool skipped(const bool* skip) { return skip && *skip; }
+
 template <class T>
-__global__ void sgd_kernel(T* p, const T* g, const T* lr, int64_t n) {
-  const T l = lr[0];
-  OAR_GRID_STRIDE(i, n) p[i] -= l * g[i];
-}
-template <class T>
-__global__ void momentum_kernel(T* p, T* v, const T* g, const T* lr, T mu, bool nesterov, int64_t n) {
-  const T l = lr[0];
-  OAR_GRID_STRIDE(i, n) momentum_at(p, v, g, i, l, mu, nesterov);
-}
-template <class T>
-__global__ void adam_kernel(T* p, T* m, T* v, const T* g, const T* lr, const T* b1p, const T* b2p, T b1, T b2, T eps, T coeff, int64_t n) {
-  const AdamRates r = adam_rates(lr, b1p, b2p, coeff);
-  OAR_GRID_STRIDE(i, n) adam_at(p, m, v, i, g[i], T(r.lr_t), T(r.wd), b1, b2, eps, coeff);
-}
-template <class T>
-__global__ void scale_scalar_kernel(const T* in, T* out, T beta) {
-  out[0] = T(double(in[0]) * double(beta));
+__global__ void scale_scalar_kernel(const T* in, T* out, T beta, const bool* skip) {
+  out[0] = skipped(skip) ? in[0] : T(double(in[0]) * double(beta));
 }
 
 // adagrad, decayed_adagrad, adamax, rmsprop, adadelta: kernels/cpu/optimizers.hpp's loops for one element,
@@ -105,7 +93,8 @@ struct Plan {
   __device__ Plan(const int64_t* plan, int64_t k) : rows(plan), start(plan + k), src(plan + 2 * k + 1) {}
 };
 template <class T>
-__global__ void sparse_sgd_kernel(T* p, const T* value, const int64_t* plan, int64_t k, int64_t w, const T* lr) {
+__global__ void sparse_sgd_kernel(T* p, const T* value, const int64_t* plan, int64_t k, int64_t w, const T* lr, const bool* skip) {
+  if (skipped(skip)) return;
   const Plan pl(plan, k);
   const T l = lr[0];
   OAR_GRID_STRIDE(e, k * w) {
@@ -128,7 +117,8 @@ __global__ void sparse_merge_kernel(const T* value, const int64_t* plan, int64_t
 }
 template <class T>
 __global__ void sparse_adam_kernel(T* p, T* m, T* v, const T* merged, const int64_t* rows, int64_t k, int64_t w, const T* lr, const T* b1p, const T* b2p,
-                                   T b1, T b2, T eps, T coeff) {
+                                   T b1, T b2, T eps, T coeff, const bool* skip) {
+  if (skipped(skip)) return;
   const AdamRates r = adam_rates(lr, b1p, b2p, coeff);
   OAR_GRID_STRIDE(e, k * w) adam_at(p, m, v, rows[e / w] * w + e % w, merged[e], T(r.lr_t), T(r.wd), b1, b2, eps, coeff);
 }
@@ -158,6 +148,7 @@ __global__ void update_group_kernel(UpdateArgs a, UpdateBatch b) {
   for (int64_t c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
     const auto [k, lo, hi] = chunk_of(b, c);
     const UpdateTensor& u = b.t[k];
+    if (skipped(u.skip)) continue;
     T* p = static_cast<T*>(u.p);
     const T* g = static_cast<const T*>(u.g);
     const T* lr = static_cast<const T*>(u.lr);
@@ -210,8 +201,13 @@ __global__ void advance_pows_kernel(UpdateArgs a, UpdateBatch b) {
   const int k = threadIdx.x;
   if (k >= b.count) return;
   const UpdateTensor& u = b.t[k];
-  if (u.beta1_pow_out) static_cast<T*>(u.beta1_pow_out)[0] = T(double(static_cast<const T*>(u.beta1_pow)[0]) * double(T(a.beta1)));
-  if (u.beta2_pow_out) static_cast<T*>(u.beta2_pow_out)[0] = T(double(static_cast<const T*>(u.beta2_pow)[0]) * double(T(a.beta2)));
+  const bool skip = skipped(u.skip);
+  auto advance = [&](void* out, const void* in, float beta) {
+    const T x = static_cast<const T*>(in)[0];
+    if (out) static_cast<T*>(out)[0] = skip ? x : T(double(x) * double(T(beta)));
+  };
+  advance(u.beta1_pow_out, u.beta1_pow, a.beta1);
+  advance(u.beta2_pow_out, u.beta2_pow, a.beta2);
 }
 
 // lamb over a batch in three launches: (1) per chunk, the moments, the direction r (kept in `r` at the tensor's
@@ -226,6 +222,10 @@ __global__ void lamb_direction_kernel(UpdateArgs a, UpdateBatch b, T* r_all, dou
   for (int64_t c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
     const auto [k, lo, hi] = chunk_of(b, c);
     const UpdateTensor& u = b.t[k];
+    if (skipped(u.skip)) {  // its moments untouched; its (unused) sums zero
+      if (threadIdx.x == 0) partial[2 * c] = partial[2 * c + 1] = 0;
+      continue;
+    }
     const T* p = static_cast<const T*>(u.p);
     const T* g = static_cast<const T*>(u.g);
     T* m1 = static_cast<T*>(u.m);
@@ -275,6 +275,7 @@ __global__ void lamb_update_kernel(UpdateBatch b, const T* r_all, const double* 
   for (int64_t c = blockIdx.x; c < b.first_chunk[b.count]; c += gridDim.x) {
     const auto [k, lo, hi] = chunk_of(b, c);
     const UpdateTensor& u = b.t[k];
+    if (skipped(u.skip)) continue;
     T* p = static_cast<T*>(u.p);
     const T* r = r_all + b.first_chunk[k] * kChunk;
     const T sk = T(step[k]);
@@ -309,55 +310,20 @@ int lr_schedule(const ops::LrFormula& f, Elem step_type, const void* step, float
   });
 }
 
-int sgd(Elem t, void* p, const void* g, const void* lr, int64_t n, Stream s) {
-  if (n == 0) return 0;
+int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, const bool* skip, Stream s) {
   return by_float(t, [&](auto z) {
     using T = decltype(z);
-    sgd_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<const T*>(g), static_cast<const T*>(lr), n);
+    scale_scalar_kernel<<<1, 1, 0, s>>>(static_cast<const T*>(pow), static_cast<T*>(pow_out), T(beta), skip);
     return launched();
   });
 }
 
-int momentum(Elem t, void* p, void* v, const void* g, const void* lr, float mu, bool nesterov, int64_t n, Stream s) {
-  if (n == 0) return 0;
-  return by_float(t, [&](auto z) {
-    using T = decltype(z);
-    momentum_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(v), static_cast<const T*>(g), static_cast<const T*>(lr), T(mu),
-                                                        nesterov, n);
-    return launched();
-  });
-}
-
-int adam(Elem t, void* p, void* m, void* v, const void* g, const void* lr, const void* beta1_pow, const void* beta2_pow, float beta1, float beta2,
-         float epsilon, float coeff, int64_t n, Stream s) {
-  if (n == 0) return 0;
-  return by_float(t, [&](auto z) {
-    using T = decltype(z);
-    adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(m), static_cast<T*>(v), static_cast<const T*>(g),
-                                                    static_cast<const T*>(lr), static_cast<const T*>(beta1_pow), static_cast<const T*>(beta2_pow), T(beta1),
-                                                    T(beta2), T(epsilon), T(coeff), n);
-    return launched();
-  });
-}
-
-int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, Stream s) {
-  return by_float(t, [&](auto z) {
-    using T = decltype(z);
-    scale_scalar_kernel<<<1, 1, 0, s>>>(static_cast<const T*>(pow), static_cast<T*>(pow_out), T(beta));
-    return launched();
-  });
-}
-
-
-
-
-
-int sparse_sgd(Elem t, void* p, const void* value, const int64_t* plan, int64_t k, int64_t width, const void* lr, Stream s) {
+int sparse_sgd(Elem t, void* p, const void* value, const int64_t* plan, int64_t k, int64_t width, const void* lr, const bool* skip, Stream s) {
   if (k * width == 0) return 0;
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     sparse_sgd_kernel<<<blocks_for(k * width), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<const T*>(value), plan, k, width,
-                                                                  static_cast<const T*>(lr));
+                                                                  static_cast<const T*>(lr), skip);
     return launched();
   });
 }
@@ -372,14 +338,14 @@ int sparse_merge(Elem t, const void* value, const int64_t* plan, int64_t k, int6
 }
 
 int sparse_adam(Elem t, void* p, void* m, void* v, const void* merged, const int64_t* rows, int64_t k, int64_t width, const void* lr,
-                const void* beta1_pow, const void* beta2_pow, float beta1, float beta2, float epsilon, float coeff, Stream s) {
+                const void* beta1_pow, const void* beta2_pow, float beta1, float beta2, float epsilon, float coeff, const bool* skip, Stream s) {
   if (k * width == 0) return 0;
   return by_float(t, [&](auto z) {
     using T = decltype(z);
     sparse_adam_kernel<<<blocks_for(k * width), kThreads, 0, s>>>(static_cast<T*>(p), static_cast<T*>(m), static_cast<T*>(v),
                                                                    static_cast<const T*>(merged), rows, k, width, static_cast<const T*>(lr),
                                                                    static_cast<const T*>(beta1_pow), static_cast<const T*>(beta2_pow), T(beta1), T(beta2),
-                                                                   T(epsilon), T(coeff));
+                                                                   T(epsilon), T(coeff), skip);
     return launched();
   });
 }

@@ -1,7 +1,7 @@
 // kernels/cuda/optim.hpp: eval_cuda of the update ops (sgd, momentum, adagrad, decayed_adagrad, adam, adamw, adamax,
 // rmsprop, adadelta, lamb; sgd, adam and adamw also with a SelectedRows Grad) and lr_schedule (kernels/cuda/optim.cu).
 // Each output starts as its input (the same variable in a training program, or a device copy) and is updated in
-// place; the learning rate and the running powers stay on the device.
+// place; the learning rate, the running powers and SkipUpdate stay on the device.
 #pragma once
 #include <algorithm>
 #include <span>
@@ -17,6 +17,12 @@ namespace oar::cuda_kernels::update {
 using cpu_kernels::param_update::check_sparse;  // shape, dtype and row checks only: they serve every place
 using cpu_kernels::param_update::dense_grad;
 using cpu_kernels::param_update::like_param;
+
+/// The op's SkipUpdate as a device pointer, read by the kernels (null without the input).
+inline const bool* skip_ptr(const KernelContext& c) {
+  const LoDTensor* s = cpu_kernels::param_update::skip_flag(c);
+  return s ? static_cast<const bool*>(s->raw()) : nullptr;
+}
 
 /// A one-value device scalar of Param's dtype (the kernels read it as that type).
 inline const LoDTensor& scalar(const KernelContext& c, Slot slot, const LoDTensor& p) {
@@ -34,14 +40,14 @@ inline LoDTensor& out_from(const KernelContext& c, Slot slot, const LoDTensor& i
   }
   return o;
 }
-/// pow_out = pow * beta (Beta1PowOut = Beta1Pow * beta1) when the op asks for it, queued after the update that
-/// read pow (one stream).
+/// pow_out = pow * beta (Beta1PowOut = Beta1Pow * beta1; pow itself when the op is skipped) when the op asks for
+/// it, queued after the update that read pow (one stream).
 inline void advance_pow(const KernelContext& c, Slot in, Slot out, float beta, Elem t) {
   if (!c.has_out(out)) return;
   const LoDTensor& pin = c.in(in);
   LoDTensor& pout = c.out(out);
   if (&pout != &pin) pout.resize(pin.shape(), pin.dtype());
-  check(c, scale_scalar(t, pin.raw(), pout.raw(), beta, stream(c)));
+  check(c, scale_scalar(t, pin.raw(), pout.raw(), beta, skip_ptr(c), stream(c)));
 }
 
 /// The grad in `slot` when it is SelectedRows, else null.
@@ -98,87 +104,15 @@ inline SparsePlan sparse_plan(const KernelContext& c, const SelectedRows& g, con
   return sp;
 }
 
-}  // namespace oar::cuda_kernels::update
-
-namespace oar::ops {
-
-inline void Sgd::eval_cuda(KernelContext& c, const NoAttrs&) {
-  using namespace cuda_kernels::update;
-  const LoDTensor& p = c.in(param);
-  const LoDTensor& lr = scalar(c, learning_rate, p);
-  const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
-  if (const SelectedRows* sg = sparse_grad(c, grad)) {  // only the listed rows change; repeated rows add up in order
-    const SparsePlan sp = sparse_plan(c, *sg, p);
-    LoDTensor& po = out_from(c, param_out, p);
-    cuda_kernels::check(c, cuda_kernels::sparse_sgd(t, po.raw(), sg->value.raw(), sp.data(), sp.k, sp.width, lr.raw(), cuda_kernels::stream(c)));
-    return;
-  }
-  const LoDTensor& g = dense_grad(c, grad, p);
-  LoDTensor& po = out_from(c, param_out, p);
-  cuda_kernels::check(c, cuda_kernels::sgd(t, po.raw(), g.raw(), lr.raw(), p.numel(), cuda_kernels::stream(c)));
-}
-
-inline void Momentum::eval_cuda(KernelContext& c, const Attrs& a) {
-  using namespace cuda_kernels::update;
-  const LoDTensor& p = c.in(param);
-  const LoDTensor& g = dense_grad(c, grad, p);
-  const LoDTensor& v = like_param(c, velocity, p);
-  const LoDTensor& lr = scalar(c, learning_rate, p);
-  const cuda_kernels::Elem t = cuda_kernels::elem(c, p.dtype());
-  LoDTensor& po = out_from(c, param_out, p);
-  LoDTensor& vo = out_from(c, velocity_out, v);
-  cuda_kernels::check(c, cuda_kernels::momentum(t, po.raw(), vo.raw(), g.raw(), lr.raw(), a.mu, a.use_nesterov, p.numel(), cuda_kernels::stream(c)));
-}
-
-}  // namespace oar::ops
-
-namespace oar::cuda_kernels::update {
-
-template <class Op>
-void adam_like(KernelContext& c, const typename Op::Attrs& a, float coeff) {
-  const LoDTensor& p = c.in(Op::param);
-  const SelectedRows* sg = sparse_grad(c, Op::grad);
-  const LoDTensor* g = sg ? nullptr : &dense_grad(c, Op::grad, p);
-  const LoDTensor& m1 = like_param(c, Op::moment1, p);
-  const LoDTensor& m2 = like_param(c, Op::moment2, p);
-  const LoDTensor& lr = scalar(c, Op::learning_rate, p);
-  const LoDTensor& b1p = scalar(c, Op::beta1_pow, p);
-  const LoDTensor& b2p = scalar(c, Op::beta2_pow, p);
-  const Elem t = elem(c, p.dtype());
-  LoDTensor& po = out_from(c, Op::param_out, p);
-  LoDTensor& m1o = out_from(c, Op::moment1_out, m1);
-  LoDTensor& m2o = out_from(c, Op::moment2_out, m2);
-  if (g) {
-    check(c, adam(t, po.raw(), m1o.raw(), m2o.raw(), g->raw(), lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2, a.epsilon, coeff, p.numel(), stream(c)));
-  } else {
-    // As the CPU: repeated rows summed first (in their order, from 0); lazy_mode updates the listed rows alone,
-    // otherwise every row is, with g = 0 where none is listed (the merged rows in a zeroed dense gradient).
-    const SparsePlan sp = sparse_plan(c, *sg, p);
-    if (a.lazy_mode) {
-      Tensor merged = workspace(c, size_t(sp.k * sp.width) * size_of(p.dtype()));
-      check(c, sparse_merge(t, sg->value.raw(), sp.data(), sp.k, sp.width, true, merged.raw(), stream(c)));
-      check(c, sparse_adam(t, po.raw(), m1o.raw(), m2o.raw(), merged.raw(), sp.data(), sp.k, sp.width, lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2,
-                           a.epsilon, coeff, stream(c)));
-    } else {
-      Tensor dense = workspace(c, p.bytes());
-      detail::cuda_zero(c.cuda(), dense.raw(), dense.bytes());
-      check(c, sparse_merge(t, sg->value.raw(), sp.data(), sp.k, sp.width, false, dense.raw(), stream(c)));
-      check(c, adam(t, po.raw(), m1o.raw(), m2o.raw(), dense.raw(), lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2, a.epsilon, coeff, p.numel(),
-                    stream(c)));
-    }
-  }
-  // The powers were read by the launches above before these advance them (one stream).
-  advance_pow(c, Op::beta1_pow, Op::beta1_pow_out, a.beta1, t);
-  advance_pow(c, Op::beta2_pow, Op::beta2_pow_out, a.beta2, t);
-}
-
 /// One update op's tensors for update_group, after the checks its one-op kernel makes (the outputs start as
-/// the inputs, copied where the program does not update in place).
+/// the inputs, copied where the program does not update in place). `grad`: the gradient's device array when it is
+/// not the op's dense Grad (a SelectedRows one merged into a dense buffer).
 template <class Op>
-UpdateTensor group_member(KernelContext& c) {
+UpdateTensor group_member(KernelContext& c, const void* grad = nullptr) {
   const LoDTensor& p = c.in(Op::param);
   UpdateTensor u;
-  u.g = dense_grad(c, Op::grad, p).raw();
+  u.g = grad ? grad : dense_grad(c, Op::grad, p).raw();
+  u.skip = skip_ptr(c);
   if constexpr (requires { Op::learning_rate; }) u.lr = scalar(c, Op::learning_rate, p).raw();
   u.p = out_from(c, Op::param_out, p).raw();
   u.n = p.numel();
@@ -222,11 +156,44 @@ inline void launch_group(const KernelContext& c, Elem t, const UpdateArgs& args,
   check(c, update_group(t, args, tensors, count, scratch.raw(), stream(c)));
 }
 
-/// One update op through update_group's kernels (the rules without a one-parameter kernel of their own).
+/// One update op with a dense Grad: a group of one.
 template <class Op>
 void run_one(KernelContext& c, const UpdateArgs& args) {
   const UpdateTensor u = group_member<Op>(c);
   launch_group(c, elem(c, c.in(Op::param).dtype()), args, &u, 1);
+}
+
+/// adam / adamw (`args`: the rule's) with a SelectedRows Grad, as the CPU: repeated rows summed first (in their
+/// order, from 0); lazy_mode updates the listed rows alone, otherwise every row is, with g = 0 where none is
+/// listed (the merged rows in a zeroed dense gradient, then the dense step).
+template <class Op>
+void sparse_adam_like(KernelContext& c, const SelectedRows& sg, const typename Op::Attrs& a, const UpdateArgs& args) {
+  const LoDTensor& p = c.in(Op::param);
+  const Elem t = elem(c, p.dtype());
+  const SparsePlan sp = sparse_plan(c, sg, p);
+  if (!a.lazy_mode) {
+    Tensor dense = workspace(c, p.bytes());
+    detail::cuda_zero(c.cuda(), dense.raw(), dense.bytes());
+    check(c, sparse_merge(t, sg.value.raw(), sp.data(), sp.k, sp.width, false, dense.raw(), stream(c)));
+    const UpdateTensor u = group_member<Op>(c, dense.raw());
+    launch_group(c, t, args, &u, 1);
+    return;
+  }
+  const LoDTensor& m1 = like_param(c, Op::moment1, p);
+  const LoDTensor& m2 = like_param(c, Op::moment2, p);
+  const LoDTensor& lr = scalar(c, Op::learning_rate, p);
+  const LoDTensor& b1p = scalar(c, Op::beta1_pow, p);
+  const LoDTensor& b2p = scalar(c, Op::beta2_pow, p);
+  LoDTensor& po = out_from(c, Op::param_out, p);
+  LoDTensor& m1o = out_from(c, Op::moment1_out, m1);
+  LoDTensor& m2o = out_from(c, Op::moment2_out, m2);
+  Tensor merged = workspace(c, size_t(sp.k * sp.width) * size_of(p.dtype()));
+  check(c, sparse_merge(t, sg.value.raw(), sp.data(), sp.k, sp.width, true, merged.raw(), stream(c)));
+  check(c, sparse_adam(t, po.raw(), m1o.raw(), m2o.raw(), merged.raw(), sp.data(), sp.k, sp.width, lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2,
+                       a.epsilon, args.coeff, skip_ptr(c), stream(c)));
+  // The powers were read by the launch above before these advance them (one stream).
+  advance_pow(c, Op::beta1_pow, Op::beta1_pow_out, a.beta1, t);
+  advance_pow(c, Op::beta2_pow, Op::beta2_pow_out, a.beta2, t);
 }
 
 /// Consecutive update ops of one rule and attributes (Executor groups them): every parameter in one launch
@@ -257,26 +224,19 @@ void run_group(std::span<KernelContext* const> cs, const A& attrs, const UpdateA
 
 namespace oar::ops {
 
-inline void Sgd::eval_cuda_group(std::span<KernelContext* const> cs, const NoAttrs& a) {
-  cuda_kernels::update::run_group<Sgd>(cs, a, {.rule = cuda_kernels::UpdateRule::sgd});
-}
-inline void Momentum::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
-  cuda_kernels::update::run_group<Momentum>(cs, a, {.rule = cuda_kernels::UpdateRule::momentum, .mu = a.mu, .nesterov = a.use_nesterov});
-}
-inline void Adam::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
-  cuda_kernels::update::run_group<Adam>(cs, a, {.rule = cuda_kernels::UpdateRule::adam, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon});
-}
-inline void AdamW::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
-  cuda_kernels::update::run_group<AdamW>(
-      cs, a, {.rule = cuda_kernels::UpdateRule::adam, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon, .coeff = a.with_decay ? a.coeff : 0.0f});
-}
-
-inline void Adam::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adam_like<Adam>(c, a, 0.0f); }
-inline void AdamW::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::adam_like<AdamW>(c, a, a.with_decay ? a.coeff : 0.0f); }
-
-// adagrad, decayed_adagrad, adamax, rmsprop and adadelta run through update_group alone or in a group: one
-// kernel per rule (kernels/cuda/optim.cu), however many parameters.
+// Every rule runs through update_group, one op as a group of one or consecutive ops together: one kernel per
+// rule (lamb: three), however many parameters (kernels/cuda/optim.cu). These are its arguments per rule.
 namespace update_args {
+inline cuda_kernels::UpdateArgs sgd() { return {.rule = cuda_kernels::UpdateRule::sgd}; }
+inline cuda_kernels::UpdateArgs momentum(const Momentum::Attrs& a) {
+  return {.rule = cuda_kernels::UpdateRule::momentum, .mu = a.mu, .nesterov = a.use_nesterov};
+}
+inline cuda_kernels::UpdateArgs adam(const Adam::Attrs& a) {
+  return {.rule = cuda_kernels::UpdateRule::adam, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon};
+}
+inline cuda_kernels::UpdateArgs adam(const AdamW::Attrs& a) {
+  return {.rule = cuda_kernels::UpdateRule::adam, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon, .coeff = a.with_decay ? a.coeff : 0.0f};
+}
 inline cuda_kernels::UpdateArgs adagrad(float epsilon, float decay) { return {.rule = cuda_kernels::UpdateRule::adagrad, .epsilon = epsilon, .decay = decay}; }
 inline cuda_kernels::UpdateArgs adamax(const Adamax::Attrs& a) {
   return {.rule = cuda_kernels::UpdateRule::adamax, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon};
@@ -285,7 +245,46 @@ inline cuda_kernels::UpdateArgs rmsprop(const Rmsprop::Attrs& a) {
   return {.rule = cuda_kernels::UpdateRule::rmsprop, .mu = a.momentum, .epsilon = a.epsilon, .decay = a.decay};
 }
 inline cuda_kernels::UpdateArgs adadelta(const Adadelta::Attrs& a) { return {.rule = cuda_kernels::UpdateRule::adadelta, .epsilon = a.epsilon, .decay = a.rho}; }
+// lamb's trust ratios come from norms summed on the device (per chunk in double, then per tensor in a fixed
+// order), so the step never waits for the host; a group of lamb ops is three launches.
+inline cuda_kernels::UpdateArgs lamb(const Lamb::Attrs& a) {
+  return {.rule = cuda_kernels::UpdateRule::lamb, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon, .coeff = a.weight_decay};
+}
 }  // namespace update_args
+
+inline void Sgd::eval_cuda(KernelContext& c, const NoAttrs&) {
+  using namespace cuda_kernels::update;
+  if (const SelectedRows* sg = sparse_grad(c, grad)) {  // only the listed rows change; repeated rows add up in order
+    const LoDTensor& p = c.in(param);
+    const LoDTensor& lr = scalar(c, learning_rate, p);
+    const SparsePlan sp = sparse_plan(c, *sg, p);
+    LoDTensor& po = out_from(c, param_out, p);
+    cuda_kernels::check(c, cuda_kernels::sparse_sgd(cuda_kernels::elem(c, p.dtype()), po.raw(), sg->value.raw(), sp.data(), sp.k, sp.width, lr.raw(),
+                                                    skip_ptr(c), cuda_kernels::stream(c)));
+    return;
+  }
+  run_one<Sgd>(c, update_args::sgd());
+}
+inline void Momentum::eval_cuda(KernelContext& c, const Attrs& a) {
+  cuda_kernels::update::run_one<Momentum>(c, update_args::momentum(a));
+}
+inline void Adam::eval_cuda(KernelContext& c, const Attrs& a) {
+  if (const SelectedRows* sg = cuda_kernels::update::sparse_grad(c, grad)) cuda_kernels::update::sparse_adam_like<Adam>(c, *sg, a, update_args::adam(a));
+  else cuda_kernels::update::run_one<Adam>(c, update_args::adam(a));
+}
+inline void AdamW::eval_cuda(KernelContext& c, const Attrs& a) {
+  if (const SelectedRows* sg = cuda_kernels::update::sparse_grad(c, grad)) cuda_kernels::update::sparse_adam_like<AdamW>(c, *sg, a, update_args::adam(a));
+  else cuda_kernels::update::run_one<AdamW>(c, update_args::adam(a));
+}
+
+inline void Sgd::eval_cuda_group(std::span<KernelContext* const> cs, const NoAttrs& a) {
+  cuda_kernels::update::run_group<Sgd>(cs, a, update_args::sgd());
+}
+inline void Momentum::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
+  cuda_kernels::update::run_group<Momentum>(cs, a, update_args::momentum(a));
+}
+inline void Adam::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) { cuda_kernels::update::run_group<Adam>(cs, a, update_args::adam(a)); }
+inline void AdamW::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) { cuda_kernels::update::run_group<AdamW>(cs, a, update_args::adam(a)); }
 
 inline void Adagrad::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::run_one<Adagrad>(c, update_args::adagrad(a.epsilon, -1.0f)); }
 inline void Adagrad::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) {
@@ -310,13 +309,8 @@ inline void Adadelta::eval_cuda_group(std::span<KernelContext* const> cs, const 
   cuda_kernels::update::run_group<Adadelta>(cs, a, update_args::adadelta(a));
 }
 
-// lamb's trust ratios come from norms summed on the device (per chunk in double, then per tensor in a fixed
-// order), so the step never waits for the host; a group of lamb ops is three launches.
-inline cuda_kernels::UpdateArgs lamb_args(const Lamb::Attrs& a) {
-  return {.rule = cuda_kernels::UpdateRule::lamb, .beta1 = a.beta1, .beta2 = a.beta2, .epsilon = a.epsilon, .coeff = a.weight_decay};
-}
-inline void Lamb::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::run_one<Lamb>(c, lamb_args(a)); }
-inline void Lamb::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) { cuda_kernels::update::run_group<Lamb>(cs, a, lamb_args(a)); }
+inline void Lamb::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::update::run_one<Lamb>(c, update_args::lamb(a)); }
+inline void Lamb::eval_cuda_group(std::span<KernelContext* const> cs, const Attrs& a) { cuda_kernels::update::run_group<Lamb>(cs, a, update_args::lamb(a)); }
 
 inline void LrSchedule::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& st = c.in(step);

@@ -207,7 +207,8 @@ TEST_CASE_TEMPLATE("cuda: sgd, momentum, adam and adamw updates match the CPU", 
   }
 }
 
-TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch for many parameters) and match the CPU", T, float, double) {
+TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch for many parameters), each with its own SkipUpdate, and match the CPU", T,
+                   float, double) {
   // 40 parameters: two launches of max_update_tensors; the first spans several chunks of a block.
   const int count = 40;
   auto size_of_param = [](int k) { return int64_t(k == 0 ? 9000 : 1 + 37 * k); };
@@ -223,6 +224,10 @@ TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch fo
       init.emplace_back(n, std::move(t));
     };
     var("lr", Tensor::from<T>({T(0.05)}, {1}));
+    // SkipUpdate per member: every third skipped, every third stepping with a false flag, the rest without one.
+    var("skip_yes", Tensor::from<bool>({true}, {1}));
+    var("skip_no", Tensor::from<bool>({false}, {1}));
+    auto skip_of = [](int k) { return k % 3 == 0 ? "skip_yes" : k % 3 == 1 ? "skip_no" : ""; };
     for (int k = 0; k < count; ++k) {
       const std::string i = std::to_string(k);
       const Shape s{size_of_param(k)};
@@ -232,6 +237,7 @@ TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch fo
       op.set_input(ops::Sgd::param, {"p" + i}).set_input(ops::Sgd::grad, {"g" + i});
       if (type != "adadelta") op.set_input(ops::Sgd::learning_rate, {"lr"});
       op.set_output(ops::Sgd::param_out, {"p" + i});
+      if (*skip_of(k)) op.set_input(ops::param_update::skip_update, {skip_of(k)});
       // A state variable updated in place, drawn from [lo, hi) (the squares' averages positive).
       auto state = [&](Slot in, Slot out, double lo, double hi, uint64_t seed) {
         const std::string n = std::string(in.name) + i;
@@ -297,13 +303,22 @@ TEST_CASE_TEMPLATE("cuda: consecutive update ops run as one group (one launch fo
     int64_t cpu_calls = 0, gpu_calls = 0;
     const auto want = run(cpu(), &cpu_calls);
     CHECK(cpu_calls == 2 * count);  // the CPU runs each op
+    for (auto& [n, t] : init) {  // a skipped member's variables (its powers too) are as they were; the others moved
+      if (n == "lr" || n.rfind("skip", 0) == 0 || n[0] == 'g') continue;
+      const size_t digits = n.find_last_not_of("0123456789") + 1;  // the member's number ends the name
+      const bool skipped = std::stoi(n.substr(digits)) % 3 == 0;
+      bool same = true;
+      for (int64_t e = 0; e < t.numel(); ++e) same = same && want.at(n).get(e) == t.get(e);
+      CHECK_MESSAGE(same == skipped, r << " " << n << (skipped ? " changed though skipped" : " did not change"));
+    }
     if (!have_device()) {
       ++g_skipped;
       continue;
     }
     const auto got = run(cuda(0), &gpu_calls);
     CHECK(gpu_calls == 2);  // one group per run
-    for (auto& [n, t] : want) check_close(LoDTensor(got.at(n)), LoDTensor(t), 10 * tol<T>(), 10 * tol<T>(), r + " " + n);
+    for (auto& [n, t] : want)
+      if (t.dtype() != DType::boolean) check_close(LoDTensor(got.at(n)), LoDTensor(t), 10 * tol<T>(), 10 * tol<T>(), r + " " + n);
   }
 }
 

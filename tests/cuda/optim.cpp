@@ -245,6 +245,8 @@ TEST_CASE_TEMPLATE("cuda: sgd, adam and adamw with a SelectedRows Grad (repeated
     OpTest first("sgd");
     first.input("Param", p).input("LearningRate", lr).selected_rows_input("Grad", sparse<T>(steps[0], height, width, 960));
     compare_on_cuda(first, "sgd sparse (one step)", t, t);
+    OpTest skipped = first;  // SkipUpdate true: every output is its input, out of place
+    compare_on_cuda(skipped.input("SkipUpdate", Tensor::from<bool>({true}, {1})), "sgd sparse skipped", 0, 0);
     compare_steps("sgd sparse (4 steps in place)", "sgd", {{"Param", "ParamOut", p}, {"LearningRate", "", lr}}, grad, 4, {}, t, t);
   }
   const Tensor m1 = random_tensor<T>(s, -1, 1, 962), m2 = random_tensor<T>(s, 0, 1, 963);
@@ -261,6 +263,8 @@ TEST_CASE_TEMPLATE("cuda: sgd, adam and adamw with a SelectedRows Grad (repeated
       first.selected_rows_input("Grad", sparse<T>(steps[0], height, width, 960));
       for (auto& [n, a] : attrs) first.attr(n, a);
       compare_on_cuda(first, what + " (one step)", t, t);
+      OpTest skipped = first;
+      compare_on_cuda(skipped.input("SkipUpdate", Tensor::from<bool>({true}, {1})), what + " skipped", 0, 0);
       compare_steps(what + " (4 steps in place)", type, state, grad, 4, attrs, t, t);
     }
 }

@@ -660,3 +660,97 @@ TEST_CASE("update ops: other errors") {
   CHECK(msg.find("sgd") != std::string::npos);
   CHECK(msg.find("row 5") != std::string::npos);
 }
+
+// ---- SkipUpdate: the step turned off by a device flag (mixed precision's overflow) ---------------------------
+
+namespace {
+/// An update op with random inputs of shape {7}: its slots and values (each state slot's output is `<slot>Out`).
+struct SkipCase {
+  std::string type;
+  std::vector<std::pair<std::string, Tensor>> ins;
+  std::map<std::string, Attribute> attrs;
+  /// The op, with SkipUpdate = `skip` unless it is -1.
+  OpTest op(int skip = -1) const {
+    OpTest t(type);
+    for (auto& [slot, v] : ins) t.input(slot, v);
+    for (auto& [k, v] : attrs) t.attr(k, v);
+    if (skip >= 0) t.input("SkipUpdate", Tensor::from<bool>({skip == 1}, {1}));
+    return t;
+  }
+};
+
+template <class T>
+std::vector<SkipCase> skip_cases(uint64_t seed) {
+  auto r = [&](double lo, double hi) { return random_tensor<T>({7}, lo, hi, seed++); };
+  const Tensor lr = one<T>(0.05);
+  std::vector<SkipCase> cases;
+  cases.push_back({"sgd", {{"Param", r(-1, 1)}, {"Grad", r(-1, 1)}, {"LearningRate", lr}}, {}});
+  cases.push_back({"momentum", {{"Param", r(-1, 1)}, {"Grad", r(-1, 1)}, {"Velocity", r(-1, 1)}, {"LearningRate", lr}}, {{"mu", Attribute(0.9f)}}});
+  cases.push_back({"adagrad", {{"Param", r(-1, 1)}, {"Grad", r(-1, 1)}, {"Moment", r(0, 1)}, {"LearningRate", lr}}, {}});
+  cases.push_back({"decayed_adagrad", {{"Param", r(-1, 1)}, {"Grad", r(-1, 1)}, {"Moment", r(0, 1)}, {"LearningRate", lr}}, {}});
+  for (const char* type : {"adam", "adamw", "lamb"})
+    cases.push_back({type,
+                     {{"Param", r(-1, 1)}, {"Grad", r(-1, 1)}, {"LearningRate", lr}, {"Moment1", r(-1, 1)}, {"Moment2", r(0, 1)}, {"Beta1Pow", one<T>(0.81)},
+                      {"Beta2Pow", one<T>(0.998)}},
+                     {}});
+  cases.push_back(
+      {"adamax", {{"Param", r(-1, 1)}, {"Grad", r(-1, 1)}, {"LearningRate", lr}, {"Moment", r(-1, 1)}, {"InfNorm", r(0, 1)}, {"Beta1Pow", one<T>(0.81)}}, {}});
+  cases.push_back({"rmsprop",
+                   {{"Param", r(-1, 1)}, {"Grad", r(-1, 1)}, {"LearningRate", lr}, {"MeanSquare", r(0.5, 1)}, {"Moment", r(-1, 1)}, {"MeanGrad", r(-0.1, 0.1)}},
+                   {{"centered", Attribute(true)}, {"momentum", Attribute(0.9f)}}});
+  cases.push_back({"adadelta", {{"Param", r(-1, 1)}, {"Grad", r(-1, 1)}, {"AvgSquaredGrad", r(0, 1)}, {"AvgSquaredUpdate", r(0, 1)}}, {}});
+  return cases;
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("SkipUpdate: true gives every output its input's value (powers too); false is the plain step, bit for bit", T, float, double) {
+  for (const SkipCase& k : skip_cases<T>(70)) {
+    CAPTURE(k.type);
+    const auto want = k.op().run();
+    const auto skipped = k.op(1).run();
+    const auto stepped = k.op(0).run();
+    for (auto& [slot, in] : k.ins) {
+      if (slot == "Grad" || slot == "LearningRate") continue;
+      CAPTURE(slot);
+      const LoDTensor& kept = skipped.at(slot + "Out");
+      REQUIRE(kept.numel() == in.numel());
+      for (int64_t i = 0; i < in.numel(); ++i) CHECK(kept.get(i) == in.get(i));
+      const LoDTensor& a = stepped.at(slot + "Out");
+      const LoDTensor& b = want.at(slot + "Out");
+      REQUIRE(a.numel() == b.numel());
+      for (int64_t i = 0; i < b.numel(); ++i) CHECK(a.get(i) == b.get(i));
+      if (slot == "Param") CHECK(b.get(0) != in.get(0));  // the plain step moved the parameter
+    }
+  }
+}
+
+TEST_CASE("SkipUpdate: sparse sgd and adam (lazy or not) leave every output as its input; a flag of the wrong kind is an error naming it") {
+  const V p = {1, 2, 3, 4, 5, 6}, m1 = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, m2 = {0.5, 0.4, 0.3, 0.2, 0.1, 0.05}, v = {1, -1, 2, -2};
+  for (const std::string type : {"sgd", "adam", "adam lazy"}) {
+    CAPTURE(type);
+    Scope s;
+    std::map<std::string, ScopeVal> vals{{"p", vec<float>(p, {3, 2})}, {"g", sparse_grad<float>({2, 0}, v, 2, 3)}, {"lr", one<float>(0.1)},
+                                         {"skip", Tensor::from<bool>({true}, {1})}};
+    std::vector<std::pair<std::string, std::string>> ins{{"Param", "p"}, {"Grad", "g"}, {"LearningRate", "lr"}, {"SkipUpdate", "skip"}};
+    std::vector<std::pair<std::string, std::string>> outs{{"ParamOut", "p_out"}};
+    std::map<std::string, Attribute> attrs;
+    if (type != "sgd") {
+      vals.insert({{"m1", vec<float>(m1, {3, 2})}, {"m2", vec<float>(m2, {3, 2})}, {"b1p", one<float>(0.81)}, {"b2p", one<float>(0.998)}});
+      ins.insert(ins.end(), {{"Moment1", "m1"}, {"Moment2", "m2"}, {"Beta1Pow", "b1p"}, {"Beta2Pow", "b2p"}});
+      outs.insert(outs.end(), {{"Moment1Out", "m1_out"}, {"Moment2Out", "m2_out"}, {"Beta1PowOut", "b1p_out"}, {"Beta2PowOut", "b2p_out"}});
+      attrs["lazy_mode"] = Attribute(type == "adam lazy");
+    }
+    run_in_scope(s, type == "sgd" ? "sgd" : "adam", vals, ins, outs, attrs);
+    expect<float>(s.tensor("p_out"), p, "ParamOut");
+    if (type != "sgd") {
+      expect<float>(s.tensor("m1_out"), m1, "Moment1Out");
+      expect<float>(s.tensor("m2_out"), m2, "Moment2Out");
+      expect<float>(s.tensor("b1p_out"), {fa(0.81)}, "Beta1PowOut");
+      expect<float>(s.tensor("b2p_out"), {fa(0.998)}, "Beta2PowOut");
+    }
+  }
+  // a float flag: refused where the program is built (shape inference) with the slot's name
+  CHECK_THROWS_WITH_AS(OpTest("sgd").input("Param", vec<float>(P)).input("Grad", vec<float>(G)).input("LearningRate", one<float>(0.1))
+                           .input("SkipUpdate", one<float>(1)).run(),
+                       doctest::Contains("SkipUpdate must be bool"), Error);
+}

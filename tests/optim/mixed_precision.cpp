@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <random>
 
+#include <oar/ops/optimizers.hpp>
+
 #include "support/toy.hpp"
 
 using namespace oar;
@@ -65,31 +67,63 @@ TEST_CASE("mixed precision on the CPU: an overflowed step is skipped and shrinks
   optim::MixedPrecision m;
   m.init_loss_scaling = 2.f;
   m.decr_every_n_nan_or_inf = 1;
-  Optimizer opt(model, n.cost, optim::adam(0.01).with_mixed_precision(m));
+  Optimizer opt(model, n.cost, optim::adam(0.01).with_schedule(optim::exponential_decay(10, 0.5, false)).with_mixed_precision(m));
   auto batch = test::toy_classes(64, 3).batch(64);
   io::Batch b = *batch.next();
   Tensor bad_x = b[0].to(cpu(), true);
   bad_x.data<float>()[17] = INFINITY;  // every gradient becomes NaN
-  const std::string w = model.parameter_names().front();
-  const Tensor before = model.parameter(w).to(cpu(), true);
   const FeedMap bad{{model.name_of(n.x), bad_x}, {model.name_of(n.label), b[1]}};
   const FeedMap good{{model.name_of(n.x), b[0]}, {model.name_of(n.label), b[1]}};
-  auto same_as_before = [&] {
-    const Tensor& now = model.parameter(w);
-    for (int64_t i = 0; i < before.numel(); ++i)
-      if (now.get(i) != before.get(i)) return false;
-    return true;
+  // Every persistable the update writes: parameters, Adam's moments and powers, the schedule's step counter.
+  std::vector<std::string> state;
+  for (const auto* v : opt.update_program().global_block().vars())
+    if (v->persistable() && v->name() != optim::kLossScaling && v->name() != optim::kGoodSteps && v->name() != optim::kBadSteps)
+      state.push_back(v->name());
+  REQUIRE(std::count(state.begin(), state.end(), std::string(optim::kStepCounter)) == 1);
+  REQUIRE(state.size() == 1 + 5 * model.parameter_names().size());  // the counter; each parameter, its moments and powers
+  auto snapshot = [&] {
+    std::map<std::string, std::vector<double>> vals;
+    for (const std::string& v : state) {
+      const LoDTensor& t = model.scope().find(v)->tensor();
+      for (int64_t i = 0; i < t.numel(); ++i) vals[v].push_back(t.get(i));
+    }
+    return vals;
   };
+  const auto before = snapshot();
   opt.step(bad);
-  CHECK(same_as_before());  // skipped: Adam's moments would have moved every weight
+  CHECK(snapshot() == before);  // skipped: Adam's moments would have moved every weight, the counter advanced
   CHECK(opt.loss_scale() == 1.f);
   opt.step(bad);
-  CHECK(same_as_before());
+  CHECK(snapshot() == before);
   CHECK(opt.loss_scale() == 1.f);  // not below 1
   const double l0 = opt.step(good)[0].get(0);
-  CHECK_FALSE(same_as_before());
+  const auto after = snapshot();
+  for (const std::string& v : state) CHECK_MESSAGE(after.at(v) != before.at(v), v << " did not move on a good step");
+  CHECK(model.scope().find(optim::kStepCounter)->tensor().get(0) == 1.0);
   for (int k = 0; k < 20; ++k) opt.step(good);
   CHECK(opt.step(good)[0].get(0) < l0);
+}
+
+TEST_CASE("mixed precision: the update program decides a skipped step on the device: SkipUpdate on every update op, no control flow") {
+  Tape tape;
+  Net n;
+  Model model(tape.program({n.cost}), cpu(), 7);
+  for (auto rule : {optim::sgd(0.1), optim::lamb(0.01).with_schedule(optim::exponential_decay(10, 0.5, false))}) {
+    CAPTURE(rule.type);
+    Optimizer opt(model, n.cost, rule.with_mixed_precision());
+    const Program& upd = opt.update_program();
+    CHECK(upd.num_blocks() == 1);
+    int updates = 0;
+    for (const Operator* op : upd.global_block().ops()) {
+      CHECK(op->sub_block() < 0);
+      if (op->type() == rule.type) {
+        ++updates;
+        CHECK(op->input(ops::param_update::skip_update) == std::vector<std::string>{optim::kFoundInfinite});
+      }
+      CHECK(op->type() != "increment");  // the counter steps by !found_infinite instead
+    }
+    CHECK(updates == int(model.parameter_names().size()));
+  }
 }
 
 TEST_CASE("mixed precision: the loss scale is checkpointed and resumed; the options are checked; one thread only") {

@@ -19,6 +19,10 @@ namespace oar::ops {
 // - t below is the step count as seen through the Beta pow inputs: Beta1Pow = beta1^t (Fluid initialises it to
 //   beta1, so the first step has t = 1).
 // - Grad may be SelectedRows (sparse rows) for sgd, adam and adamw only.
+// - SkipUpdate (optional, every op here): a one-value bool tensor on the op's place. When it holds true the op
+//   changes nothing: each output keeps (or, out of place, receives) its input's value, the running powers
+//   included. Mixed-precision training passes its overflow flag here, so that a step with an inf or NaN
+//   gradient is skipped on the device, without the host reading the flag (Paddle 2's SkipUpdate of adam).
 
 namespace param_update {
 
@@ -43,6 +47,9 @@ constexpr Accumulator scalar_from(Slot in, Slot out, Attr<float> init) { return 
 
 /// An op without accumulators (sgd).
 using NoAccumulators = std::array<Accumulator, 0>;
+
+/// The optional input of every update op that turns its step off (the file comment's SkipUpdate).
+inline constexpr Slot skip_update{"SkipUpdate"};
 
 inline bool is_sparse_grad(const InferShapeContext& c, Slot grad) { return c.input_var(grad).kind() == VarKind::selected_rows; }
 
@@ -75,6 +82,11 @@ void infer_update(InferShapeContext& c, bool sparse_ok = false) {
     c.check(st == DType::f32 || st == DType::f64, "{} must be float32 or float64, got {}", slot.name, name(st));
   };
   if constexpr (requires { Op::learning_rate; }) check_scalar(Op::learning_rate);
+  if (c.has_input(skip_update)) {
+    const int64_t n = c.shape(skip_update).numel();
+    c.check(n < 0 || n == 1, "SkipUpdate must hold one value, got shape {}", c.shape(skip_update).str());
+    c.check(c.dtype(skip_update) == DType::boolean, "SkipUpdate must be bool, got {}", name(c.dtype(skip_update)));
+  }
   c.set_output(Op::param_out, p, t);
   for (const Accumulator& a : Op::accumulators) {
     if (a.extent != Accumulator::Extent::param) continue;
@@ -104,7 +116,9 @@ struct Sgd {
   static constexpr Slot param{"Param"}, grad{"Grad"}, learning_rate{"LearningRate"}, param_out{"ParamOut"};
   static constexpr param_update::NoAccumulators accumulators{};
 
-  static OpDef def() { return OpDef(type, "stochastic gradient descent step").in(param).in(grad).in(learning_rate).out(param_out); }
+  static OpDef def() {
+    return OpDef(type, "stochastic gradient descent step").in(param).in(grad).in(learning_rate).in(param_update::skip_update, dispensable).out(param_out);
+  }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Sgd>(c, true); }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const NoAttrs&);  // kernels/cuda/optim.hpp
@@ -129,6 +143,7 @@ struct Momentum {
   static OpDef def() {
     return OpDef(type, "momentum (heavy-ball or Nesterov) step")
         .in(param).in(grad).in(velocity).in(learning_rate)
+        .in(param_update::skip_update, dispensable)
         .out(param_out).out(velocity_out)
         .required_attr(mu, "momentum coefficient")
         .attr(use_nesterov, false);
@@ -155,6 +170,7 @@ struct Adagrad {
   static OpDef def() {
     return OpDef(type, "adaptive gradient step")
         .in(param).in(grad).in(moment).in(learning_rate)
+        .in(param_update::skip_update, dispensable)
         .out(param_out).out(moment_out)
         .attr(epsilon, 1.0e-6f).check<float>(param_update::nonneg_check(), "must be >= 0");
   }
@@ -180,6 +196,7 @@ struct DecayedAdagrad {
   static OpDef def() {
     return OpDef(type, "adagrad with a decaying moment")
         .in(param).in(grad).in(moment).in(learning_rate)
+        .in(param_update::skip_update, dispensable)
         .out(param_out).out(moment_out)
         .attr(decay, 0.95f).check<float>(param_update::unit_check(), "must be in [0, 1]")
         .attr(epsilon, 1.0e-6f).check<float>(param_update::nonneg_check(), "must be >= 0");
@@ -218,6 +235,7 @@ struct Adam {
   static OpDef def() {
     return OpDef(type, "adaptive moment estimation step")
         .in(param).in(grad).in(learning_rate).in(moment1).in(moment2).in(beta1_pow).in(beta2_pow)
+        .in(param_update::skip_update, dispensable)
         .out(param_out).out(moment1_out).out(moment2_out).out(beta1_pow_out, dispensable).out(beta2_pow_out, dispensable)
         .attr(beta1, 0.9f).check<float>(param_update::beta_check(), "must be in [0, 1)")
         .attr(beta2, 0.999f).check<float>(param_update::beta_check(), "must be in [0, 1)")
@@ -260,6 +278,7 @@ struct AdamW {
   static OpDef def() {
     return OpDef(type, "adam with decoupled weight decay")
         .in(param).in(grad).in(learning_rate).in(moment1).in(moment2).in(beta1_pow).in(beta2_pow)
+        .in(param_update::skip_update, dispensable)
         .out(param_out).out(moment1_out).out(moment2_out).out(beta1_pow_out, dispensable).out(beta2_pow_out, dispensable)
         .attr(beta1, 0.9f).check<float>(param_update::beta_check(), "must be in [0, 1)")
         .attr(beta2, 0.999f).check<float>(param_update::beta_check(), "must be in [0, 1)")
@@ -295,6 +314,7 @@ struct Adamax {
   static OpDef def() {
     return OpDef(type, "adam with the infinity norm")
         .in(param).in(grad).in(learning_rate).in(moment).in(inf_norm).in(beta1_pow)
+        .in(param_update::skip_update, dispensable)
         .out(param_out).out(moment_out).out(inf_norm_out).out(beta1_pow_out, dispensable)
         .attr(beta1, 0.9f).check<float>(param_update::beta_check(), "must be in [0, 1)")
         .attr(beta2, 0.999f).check<float>(param_update::beta_check(), "must be in [0, 1)")
@@ -332,6 +352,7 @@ struct Rmsprop {
   static OpDef def() {
     return OpDef(type, "root-mean-square propagation step")
         .in(param).in(mean_square).in(mean_grad, dispensable).in(learning_rate).in(grad).in(moment)
+        .in(param_update::skip_update, dispensable)
         .out(param_out).out(moment_out).out(mean_square_out).out(mean_grad_out, dispensable)
         .attr(epsilon, 1.0e-6f).check<float>(param_update::nonneg_check(), "must be >= 0")
         .attr(decay, 0.9f).check<float>(param_update::unit_check(), "must be in [0, 1]")
@@ -368,6 +389,7 @@ struct Adadelta {
   static OpDef def() {
     return OpDef(type, "adadelta step")
         .in(param).in(grad).in(avg_squared_grad).in(avg_squared_update)
+        .in(param_update::skip_update, dispensable)
         .out(param_out).out(avg_squared_grad_out).out(avg_squared_update_out)
         .attr(rho, 0.95f).check<float>(param_update::unit_check(), "must be in [0, 1]")
         .attr(epsilon, 1.0e-6f).check<float>(param_update::nonneg_check(), "must be >= 0");
@@ -404,6 +426,7 @@ struct Lamb {
   static OpDef def() {
     return OpDef(type, "layer-wise adaptive moments step")
         .in(param).in(grad).in(learning_rate).in(moment1).in(moment2).in(beta1_pow).in(beta2_pow)
+        .in(param_update::skip_update, dispensable)
         .out(param_out).out(moment1_out).out(moment2_out).out(beta1_pow_out, dispensable).out(beta2_pow_out, dispensable)
         .attr(weight_decay, 0.01f)
         .attr(beta1, 0.9f).check<float>(param_update::beta_check(), "must be in [0, 1)")

@@ -7,7 +7,6 @@
 #include "oar/ops/amp.hpp"
 #include "oar/ops/assign.hpp"
 #include "oar/ops/compare.hpp"
-#include "oar/ops/control_flow.hpp"
 #include "oar/ops/fill_constant.hpp"
 #include "oar/ops/registry.hpp"
 #include "oar/ops/scale.hpp"
@@ -130,25 +129,7 @@ OAR_FUNC std::string append_scaled_update(Program& main, Program& startup, const
     op.set_attr(U::incr_ratio, m.incr_ratio).set_attr(U::decr_ratio, m.decr_ratio);
     add_op(g, std::move(op));
   }
-  const std::string finite = std::string(kFoundInfinite) + ".not";
-  g.create_var(finite, {.dtype = DType::boolean, .shape = Shape{1}, .stop_gradient = true});
-  Operator neg{std::string(ops::LogicalNot::type)};
-  neg.set_input(ops::LogicalNot::x, {kFoundInfinite}).set_output(ops::LogicalNot::out, {finite});
-  add_op(g, std::move(neg));
-
-  Block& sub = main.create_block(0);
-  main.rollback();
-  const std::string lr = append_update(main, startup, rule, params_grads, sub.idx());
-  std::vector<std::string> outer;  // the outer variables the updates read (the executor's view of the block)
-  for (auto* op : sub.ops())
-    for (auto& n : op->input_names())
-      if (!sub.has_var(n) && std::find(outer.begin(), outer.end(), n) == outer.end()) outer.push_back(n);
-  using C = ops::ConditionalBlock;
-  Operator cb{std::string(C::type)};
-  cb.set_input(C::cond, {finite}).set_input(C::input, outer);
-  cb.set_attr(C::sub_block, BlockRef{sub.idx()}).set_attr(C::is_scalar_condition, true);
-  add_op(g, std::move(cb));
-  return lr;
+  return append_update(main, startup, rule, params_grads, 0, kFoundInfinite);
 }
 
 }  // namespace oar::optim

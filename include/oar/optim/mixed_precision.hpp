@@ -7,8 +7,10 @@
 // - scale_loss_gradient: the backward pass starts from the loss scale instead of 1 (every gradient scaled);
 // - append_unscale: after the backward pass, the gradients divided by the scale in place, and whether any was
 //   inf or NaN;
-// - append_scaled_update: the update program moves the scale (update_loss_scaling) and runs the updates in a
-//   conditional_block that is skipped when a gradient overflowed (parameters and accumulators untouched).
+// - append_scaled_update: the update program moves the scale (update_loss_scaling) and passes the overflow flag
+//   to every update op as its SkipUpdate, so that a step whose gradients overflowed leaves parameters,
+//   accumulators and the schedule untouched, decided on the device (no host read, no control flow: a step
+//   stays one CUDA graph).
 // Optimizer applies all four for a rule `.with_mixed_precision()`.
 #pragma once
 #include <string>
@@ -60,9 +62,8 @@ void append_unscale(Program& program, const std::vector<ParamGrad>& params_grads
 /// The state variables of loss scaling, declared persistable in `main` and filled in `startup`.
 void declare_loss_scaling(Program& main, Program& startup, const MixedPrecision& m);
 
-/// Appends the update of `rule` (append_update) to `main` inside a conditional_block that runs when
-/// kFoundInfinite is false, after update_loss_scaling when the scaling is dynamic. Returns the learning-rate
-/// variable's name.
+/// Appends the update of `rule` (append_update) to `main`'s global block with kFoundInfinite as its skip flag,
+/// after update_loss_scaling when the scaling is dynamic. Returns the learning-rate variable's name.
 std::string append_scaled_update(Program& main, Program& startup, const Rule& rule, const std::vector<ParamGrad>& params_grads);
 
 }  // namespace oar::optim

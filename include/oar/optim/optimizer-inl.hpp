@@ -3,11 +3,13 @@
 #include "oar/optim/optimizer.hpp"
 
 #include "oar/ops/assign.hpp"
+#include "oar/ops/compare.hpp"
 #include "oar/ops/fill_constant.hpp"
 #include "oar/ops/list_optim.hpp"
 #include "oar/ops/lr_schedule.hpp"
 #include "oar/ops/registry.hpp"
 #include "oar/ops/scale.hpp"
+#include "oar/ops/sum.hpp"
 
 namespace oar::optim {
 
@@ -147,7 +149,8 @@ inline bool is_update_op(std::string_view type) {
 }
 }  // namespace detail
 
-OAR_FUNC std::string append_update(Program& main, Program& startup, const Rule& rule, const std::vector<ParamGrad>& params_grads, int block) {
+OAR_FUNC std::string append_update(Program& main, Program& startup, const Rule& rule, const std::vector<ParamGrad>& params_grads, int block,
+                                    const std::string& skip) {
   if (!detail::is_update_op(rule.type)) throw Error(fmt::format("unknown update rule '{}'", rule.type));
   Block& b = main.block(block);
   // Fluid's minimize order: clip the raw gradients first, then add the decay (the decay is not clipped).
@@ -163,10 +166,26 @@ OAR_FUNC std::string append_update(Program& main, Program& startup, const Rule& 
     op.set_attr(S::kind, rule.schedule->kind).set_attr(S::learning_rate_attr, float(rule.learning_rate));
     for (auto& [k, v] : rule.schedule->attrs) op.set_attr(k, v);
     add_op(b, std::move(op));
-    using I = ops::Increment;
-    Operator inc{std::string(I::type)};
-    inc.set_input(I::x, {kStepCounter}).set_output(I::out, {kStepCounter}).set_attr(I::step, 1.0f);
-    add_op(b, std::move(inc));
+    if (skip.empty()) {
+      using I = ops::Increment;
+      Operator inc{std::string(I::type)};
+      inc.set_input(I::x, {kStepCounter}).set_output(I::out, {kStepCounter}).set_attr(I::step, 1.0f);
+      add_op(b, std::move(inc));
+    } else {  // counter += float(!skip): data, not control flow, so that the device never asks the host
+      const std::string keep = skip + ".not", one = std::string(kStepCounter) + ".step";
+      b.create_var(keep, {.dtype = DType::boolean, .shape = Shape{1}, .stop_gradient = true});
+      b.create_var(one, {.dtype = DType::f32, .shape = Shape{1}, .stop_gradient = true});
+      Operator neg{std::string(ops::LogicalNot::type)};
+      neg.set_input(ops::LogicalNot::x, {skip}).set_output(ops::LogicalNot::out, {keep});
+      add_op(b, std::move(neg));
+      using C = ops::Cast;
+      Operator cast{std::string(C::type)};
+      cast.set_input(C::x, {keep}).set_output(C::out, {one}).set_attr(C::in_dtype, int32_t(DType::boolean)).set_attr(C::out_dtype, int32_t(DType::f32));
+      add_op(b, std::move(cast));
+      Operator sum{std::string(ops::Sum::type)};
+      sum.set_input(ops::Sum::x, {kStepCounter, one}).set_output(ops::Sum::out, {kStepCounter});
+      add_op(b, std::move(sum));
+    }
   } else {
     detail::make_global(main, startup, lr, DType::f32, Shape{1}, rule.learning_rate);
   }
@@ -196,7 +215,10 @@ OAR_FUNC std::string append_update(Program& main, Program& startup, const Rule& 
       plr = typed;
     }
     for_each_op(OptimOps{}, [&]<class Op>() {
-      if (Op::type == rule.type) add_op(b, detail::update_op<Op>(main, startup, rule, pv, p, g, plr));
+      if (Op::type != rule.type) return;
+      Operator op = detail::update_op<Op>(main, startup, rule, pv, p, g, plr);
+      if (!skip.empty()) op.set_input(ops::param_update::skip_update, {skip});
+      add_op(b, std::move(op));
     });
   }
   return lr;

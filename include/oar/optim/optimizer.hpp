@@ -83,8 +83,11 @@ inline constexpr const char* kStepCounter = "@LR_DECAY_COUNTER@";
 /// Appends to block `block` of `main` (the global block by default): clipping, regularization (in Fluid's order), the learning
 /// rate (and its schedule step), and the update op of `rule` for every (param, grad). Accumulators are persistable globals
 /// named `<param>.<slot>` initialized in `startup`. Returns the name of the learning-rate variable. (The rule's
-/// mixed_precision is not applied here: see append_scaled_update.)
-std::string append_update(Program& main, Program& startup, const Rule& rule, const std::vector<ParamGrad>& params_grads, int block = 0);
+/// mixed_precision is not applied here: see append_scaled_update.) `skip`, when given, names a one-value bool
+/// variable that turns the step off on the device: every update op reads it as its SkipUpdate, and the schedule's
+/// step counter advances by 1 only when it is false.
+std::string append_update(Program& main, Program& startup, const Rule& rule, const std::vector<ParamGrad>& params_grads, int block = 0,
+                          const std::string& skip = {});
 
 }  // namespace oar::optim
 
