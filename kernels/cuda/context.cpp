@@ -111,14 +111,16 @@ class CudaAllocator final : public Allocator {
 
 /// Page-locked host blocks from cudaHostAlloc (portable: every device may DMA from them), kept by size once
 /// freed: pinning is a system call costing far more than a batch's copy, and a training loop asks for the same
-/// sizes every step. A block is reused only after its tensor is gone, and the copies oar makes from such
-/// memory (cuda_copy) have finished when they return.
+/// sizes every step. A block is reused only after its tensor is gone and the asynchronous copies queued from
+/// it (in_use: an executor's feeds) have run: a freed block with copies pending waits in `waiting_` until
+/// their events have completed.
 class PinnedAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
     bytes = std::max<size_t>(bytes, 1);
     {
       std::lock_guard lock(mu_);
+      reap();
       if (auto it = free_.find(bytes); it != free_.end()) {
         void* p = it->second;
         free_.erase(it);
@@ -138,24 +140,104 @@ class PinnedAllocator final : public Allocator {
   void deallocate(void* p, size_t bytes) noexcept override {
     bytes = std::max<size_t>(bytes, 1);
     std::lock_guard lock(mu_);
-    free_.emplace(bytes, p);
+    if (auto it = busy_.find(p); it != busy_.end()) {
+      waiting_.push_back({p, bytes, std::move(it->second)});
+      busy_.erase(it);
+    } else {
+      free_.emplace(bytes, p);
+    }
     count_release(bytes);
   }
   Place place() const override { return cpu(); }
 
+  /// Block `p` is read by work queued on `stream` of `device` so far (an asynchronous copy): recorded as an
+  /// event that must complete before the block is given out again. `device` must be the current device.
+  void in_use(const void* p, cudaStream_t stream, int device) {
+    std::lock_guard lock(mu_);
+    std::vector<Event>& events = busy_[const_cast<void*>(p)];
+    // A block fed every step without being freed (the same pinned tensor): its copies that have run are
+    // forgotten, and a long backlog is waited for, so that the list stays short.
+    std::erase_if(events, [&](const Event& e) { return done(e); });
+    if (events.size() >= 64) {
+      cudaEventSynchronize(events.front().e);
+      spare_.push_back(events.front());
+      events.erase(events.begin());
+    }
+    Event e{nullptr, device};
+    if (auto it = std::find_if(spare_.begin(), spare_.end(), [&](const Event& s) { return s.device == device; }); it != spare_.end()) {
+      e = *it;
+      spare_.erase(it);
+    } else {
+      cuda_check(cudaEventCreateWithFlags(&e.e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    }
+    if (cudaError_t err = cudaEventRecord(e.e, stream); err != cudaSuccess) {
+      spare_.push_back(e);
+      cuda_fail(err, "cudaEventRecord");
+    }
+    events.push_back(e);
+  }
+
  private:
+  struct Event {
+    cudaEvent_t e;
+    int device;  // an event is recorded on streams of the device it was made on
+  };
+  struct Waiting {
+    void* p;
+    size_t bytes;
+    std::vector<Event> events;
+  };
+  /// Whether event `e` has completed; then it goes back to the spares.
+  bool done(const Event& e) {
+    const cudaError_t q = cudaEventQuery(e.e);
+    if (q == cudaErrorNotReady) return false;
+    if (q != cudaSuccess) cudaGetLastError();  // a failed copy reports itself where it was queued
+    spare_.push_back(e);
+    return true;
+  }
+  /// Moves the freed blocks whose copies have all run to `free_`.
+  void reap() {
+    std::erase_if(waiting_, [&](Waiting& w) {
+      std::erase_if(w.events, [&](const Event& e) { return done(e); });
+      if (!w.events.empty()) return false;
+      free_.emplace(w.bytes, w.p);
+      return true;
+    });
+  }
+
   std::mutex mu_;
-  std::multimap<size_t, void*> free_;  // never returned to the driver: the process keeps its high-water mark
+  std::multimap<size_t, void*> free_;         // never returned to the driver: the process keeps its high-water mark
+  std::map<void*, std::vector<Event>> busy_;  // live blocks with copies queued from them
+  std::vector<Waiting> waiting_;              // freed blocks whose copies may not have run yet
+  std::vector<Event> spare_;                  // completed events, for reuse
 };
 
-}  // namespace
-
-Allocator* cuda_pinned_allocator() {
+PinnedAllocator* pinned_instance() {
   static const bool device = cuda_device_count() > 0;
   if (!device) return nullptr;
   static PinnedAllocator* a = new PinnedAllocator;  // outlives every tensor, also those freed at exit
   return a;
 }
+
+/// What the next run on a device waits for (CudaContext::follow_device_order): the event its last run
+/// recorded, and the context that recorded it (which need not wait for itself).
+struct DeviceOrder {
+  std::mutex mu;
+  cudaEvent_t tail = nullptr;
+  const CudaContext* owner = nullptr;
+};
+DeviceOrder& device_order(int device) {
+  static std::mutex m;
+  static std::vector<std::unique_ptr<DeviceOrder>> orders;
+  std::lock_guard lock(m);
+  if (orders.size() <= size_t(device)) orders.resize(size_t(device) + 1);
+  if (!orders[size_t(device)]) orders[size_t(device)] = std::make_unique<DeviceOrder>();
+  return *orders[size_t(device)];
+}
+
+}  // namespace
+
+Allocator* cuda_pinned_allocator() { return pinned_instance(); }
 
 int cuda_device_count() {
   int n = 0;
@@ -187,9 +269,51 @@ CudaContext::CudaContext(int device, uint64_t seed) : DeviceContext(seed), devic
 
 CudaContext::~CudaContext() {
   DeviceGuard g(device_);
+  // The work this context queued is done before it goes, so that no later run needs to wait for it.
+  if (stream_ && cudaStreamSynchronize(stream_) != cudaSuccess) cudaGetLastError();
+  {
+    DeviceOrder& o = device_order(device_);
+    std::lock_guard lock(o.mu);
+    if (o.owner == this) {
+      o.owner = nullptr;
+      o.tail = nullptr;
+    }
+  }
+  if (order_event_) cudaEventDestroy(order_event_);
   if (cudnn_) cudnnDestroy(cudnn_);
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaContext::follow_device_order() {
+  DeviceOrder& o = device_order(device_);
+  std::lock_guard lock(o.mu);
+  if (o.owner && o.owner != this) cuda_check(cudaStreamWaitEvent(stream_, o.tail, 0), "cudaStreamWaitEvent");
+}
+
+void CudaContext::end_device_order() noexcept {
+  if (!order_event_) {  // created on this context's device, as cudaEventRecord on its stream requires
+    int prev = device_;
+    cudaGetDevice(&prev);
+    if (prev != device_) cudaSetDevice(device_);
+    if (cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming) != cudaSuccess) order_event_ = nullptr;
+    if (prev != device_) cudaSetDevice(prev);
+  }
+  DeviceOrder& o = device_order(device_);
+  std::lock_guard lock(o.mu);
+  if (order_event_ && cudaEventRecord(order_event_, stream_) == cudaSuccess) {
+    o.tail = order_event_;
+    o.owner = this;
+    return;
+  }
+  // Without an event this stream's work cannot be waited for on the device: the host waits for it instead.
+  cudaGetLastError();
+  cudaStreamSynchronize(stream_);
+  cudaGetLastError();
+  if (o.owner == this) {
+    o.owner = nullptr;
+    o.tail = nullptr;
+  }
 }
 
 void CudaContext::synchronize() const {
@@ -286,6 +410,13 @@ void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t by
   // NOTE: cudaMemcpy on the legacy default stream waits for the work queued before it on every blocking
   // stream, so a fetch sees the kernels that produced it.
   cuda_check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy");
+}
+
+void detail::cuda_copy_from_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block) {
+  if (!bytes) return;
+  DeviceGuard g(ctx.device());
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.stream()), "cudaMemcpyAsync");
+  if (PinnedAllocator* a = pinned_instance()) a->in_use(block, ctx.stream(), ctx.device());
 }
 
 void detail::cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {

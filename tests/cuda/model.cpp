@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <oar/oar.hpp>
+#include <oar/ops/scale.hpp>
 
 #include "support/toy.hpp"
 
@@ -242,6 +243,71 @@ TEST_CASE("cuda: pin_memory holds the same values in page-locked memory; a pinne
   }
   REQUIRE(losses[0].size() == 32);
   CHECK(losses[0] == losses[1]);  // the same bytes reach the device either way
+}
+
+TEST_CASE("cuda: runs of two executors on one device follow each other in the host's order, with nothing copied in between") {
+  // `slow` adds 1 to a 4M-element tensor 200 times (a <-> b); `quick`, on another executor (its own stream),
+  // reads a at once. Only the device order makes quick see a after slow's last op: had the streams run side by
+  // side, c would hold a partial count. The CPU half checks the arithmetic.
+  const int64_t n = int64_t(1) << 22;
+  const int adds = 200;
+  auto check_on = [&](Place place) {
+    CAPTURE(place.str());
+    Program slow, quick;
+    for (Program* p : {&slow, &quick})
+      for (const char* v : {"a", "b", "c"}) p->global_block().create_var(v, {.dtype = f32, .shape = Shape{n}, .persistable = true});
+    auto add_scale = [](Program& p, const std::string& x, const std::string& out, float bias) {
+      Operator op{std::string(ops::Scale::type)};
+      op.set_input(ops::Scale::x, {x}).set_output(ops::Scale::out, {out}).set_attr(ops::Scale::scale, 1.0f).set_attr(ops::Scale::bias, bias);
+      add_op(p.global_block(), std::move(op));
+    };
+    for (int k = 0; k < adds; ++k) add_scale(slow, k % 2 ? "b" : "a", k % 2 ? "a" : "b", 1.0f);
+    add_scale(quick, "a", "c", 0.0f);
+    Scope scope;
+    Tensor zeros(Shape{n}, f32, cpu());
+    std::memset(zeros.raw(), 0, zeros.bytes());
+    scope.var("a").tensor() = LoDTensor(zeros.to(place, true));
+    Executor e1(place), e2(place);
+    auto p1 = e1.prepare(slow, scope);
+    auto p2 = e2.prepare(quick, scope);
+    for (int round = 1; round <= 3; ++round) {
+      e1.run(*p1, scope, {}, {});
+      e2.run(*p2, scope, {}, {});
+      const Tensor c = scope.find("c")->tensor().to(cpu());
+      CHECK(c.get(0) == double(adds * round));
+      CHECK(c.get(n - 1) == double(adds * round));
+    }
+  };
+  check_on(cpu());
+  if (no_device()) return;
+  check_on(cuda(0));
+}
+
+TEST_CASE("cuda: feeds already on the device, or pinned and copied without waiting, train as host feeds do") {
+  if (no_device()) return;
+  auto losses_with = [](int kind) {  // 0: pageable host feeds, 1: device feeds (shared, no copy), 2: pinned (queued copies)
+    Tape tape;
+    Net n;
+    Model model(tape.program({n.cost, n.acc}), cuda(0), 7);
+    Optimizer opt(model, n.cost, optim::adam(0.01));
+    auto r = test::toy_classes(1024, 1).shuffle(256, 5).batch(64);
+    std::vector<double> losses;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      while (auto b = r.next()) {
+        FeedMap f;
+        for (size_t i = 0; i < 2; ++i) {
+          const Tensor& t = (*b)[i];
+          f[model.name_of(i ? n.label : n.x)] = LoDTensor(kind == 1 ? t.to(cuda(0)) : kind == 2 ? t.pin_memory() : t);
+        }
+        losses.push_back(opt.step(f)[0].get(0));
+      }
+    }
+    return losses;
+  };
+  const std::vector<double> host = losses_with(0);
+  REQUIRE(host.size() == 32);
+  CHECK(losses_with(1) == host);
+  CHECK(losses_with(2) == host);
 }
 
 TEST_CASE("cuda: with set_cuda_graphs(true) training replays captured steps and gives the uncaptured run's losses exactly") {

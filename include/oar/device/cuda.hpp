@@ -15,6 +15,7 @@
 #include "oar/device/device_context.hpp"
 
 struct CUstream_st;    // cudaStream_t
+struct CUevent_st;     // cudaEvent_t
 struct cublasContext;  // cublasHandle_t
 struct cudnnContext;   // cudnnHandle_t
 
@@ -84,9 +85,20 @@ class CudaContext final : public DeviceContext {
   /// Destroys a graph from end_capture (null allowed), once the work queued before has been ordered.
   static void destroy_graph(void* graph);
 
+  /// The runs on one device follow each other in the order the host issues them, whatever context queues
+  /// them: an executor run starts with follow_device_order() (this stream waits, on the device, for what the
+  /// device's last run queued) and ends with end_device_order() (what this stream has queued becomes what the
+  /// next run waits for). The host never waits for either. So an Optimizer's update, on its own executor,
+  /// runs after the backward pass that wrote its gradients, and the next forward pass after the update, also
+  /// when the feeds are already on the device and nothing is copied in between. Runs issued at once from
+  /// several threads are not ordered among themselves.
+  void follow_device_order();
+  void end_device_order() noexcept;
+
  private:
   int device_;
   CUstream_st* stream_ = nullptr;
+  CUevent_st* order_event_ = nullptr;  // recorded by end_device_order
   mutable cublasContext* cublas_ = nullptr;
   mutable cudnnContext* cudnn_ = nullptr;
   mutable std::vector<std::pair<void*, int>> pending_frees_;  // freed while captured: released after the launch
@@ -96,6 +108,10 @@ namespace detail {
 /// Copies `bytes` between any two places (host <-> device, device <-> device); waits for the copy, so the
 /// source may be released and the destination read on the host right after.
 void cuda_copy(void* dst, Place dst_place, const void* src, Place src_place, size_t bytes);
+/// Queues on `ctx`'s stream a copy of `bytes` from page-locked host memory (a pinned tensor's; `block` is its
+/// storage's start) to the device's memory at `dst`, and returns before it has run: the pinned allocator gives
+/// the block out again only once the copy is done, but the tensor itself must not be written meanwhile.
+void cuda_copy_from_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block);
 /// Queues on `ctx`'s stream a copy of `rows` rows of `width` bytes within the device's memory, row r from
 /// src + r * src_pitch to dst + r * dst_pitch (a column block of a row-major matrix: concat, split).
 void cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);

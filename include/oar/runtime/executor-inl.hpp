@@ -151,6 +151,16 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
   for (auto& t : out) t = LoDTensor();  // last run's fetches let go of their storage, so this run reuses it
   if (p.scope_ != &scope) bind(p, scope);
   const Block& b = p.program_->block(p.block_);
+  // On a GPU this run follows the device's last run (another executor's, an Optimizer's update say) on the
+  // device, and the next run follows this one, whichever way this one ends.
+  CudaContext* cu = place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
+  struct EndOrder {
+    CudaContext* cu;
+    ~EndOrder() {
+      if (cu) cu->end_device_order();
+    }
+  } end_order{cu};
+  if (cu) cu->follow_device_order();
   // A CUDA graph reads its feeds from the buffers it was captured with: feeds are copied into them, never shared.
   const bool graph = place_.is_cuda() && !p.graph_.off && cuda_graphs();
   for (auto& [name, t] : feeds) {
@@ -163,7 +173,10 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
     } else {  // into the variable's own storage on this place, reused from run to run
       LoDTensor& dst = val->tensor();
       dst.resize(t.shape(), t.dtype(), place_);  // here, not on the feed's place (what copy_from picks for an empty tensor)
-      dst.copy_from(t);
+      // From pinned memory the copy is queued on this run's stream and the host goes on; the pinned allocator
+      // keeps the block until it has run. Other sources are copied before the run starts.
+      if (cu && t.pinned()) detail::cuda_copy_from_pinned(*cu, dst.raw(), t.raw(), t.bytes(), t.storage()->data());
+      else dst.copy_from(t);
       dst.set_lod(t.lod());
     }
   }
