@@ -1,9 +1,11 @@
 // kernels/cpu/place_io.hpp: how a kernel that serves every place (`any_place`) touches tensor memory. The bytes
 // it moves go through copy / zero, queued on the kernel's stream on a GPU (memcpy / memset on the CPU); the few
-// values that decide what moves (an index, a rank table, a mask) are read through host and written through
-// store. On a GPU those wait for the device (the decision is the host's, as a LoD is).
+// values that decide what moves (an index, a rank table, a mask) are read through host, which on a GPU waits for
+// the device (the decision is the host's, as a LoD is), and written through store or upload, which queue their
+// copy on the kernel's stream without waiting.
 #pragma once
 #include <cstring>
+#include <span>
 
 #include "oar/device/cuda.hpp"
 #include "oar/device/kernel_context.hpp"
@@ -32,11 +34,19 @@ inline Tensor host(const KernelContext& c, const Tensor& t) {
   return t.to(cpu());
 }
 
-/// t (already sized, on the kernel's place) = the host values `values` (t's bytes of them).
+/// t (already sized, on the kernel's place) = the host values `values` (t's bytes of them). On a GPU the copy is
+/// queued on the kernel's stream (after the work that may still read t); `values` may go when it returns.
 inline void store(const KernelContext& c, Tensor& t, const void* values) {
   if (!t.bytes()) return;
   if (t.place().is_cpu()) std::memcpy(t.raw(), values, t.bytes());
-  else oar::detail::cuda_copy(t.raw(), t.place(), values, cpu(), t.bytes());
+  else oar::detail::cuda_upload(c.cuda(), t.raw(), values, t.bytes());
+}
+
+/// The host values `v` as an int64 tensor on the kernel's place (an index plan a kernel reads).
+inline Tensor upload(const KernelContext& c, std::span<const int64_t> v) {
+  Tensor t(Shape{int64_t(v.size())}, DType::i64, c.place());
+  store(c, t, v.data());
+  return t;
 }
 
 }  // namespace oar::cpu_kernels::place_io

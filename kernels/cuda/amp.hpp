@@ -1,6 +1,6 @@
 // kernels/cuda/amp.hpp: eval_cuda of check_finite_and_unscale, update_loss_scaling (kernels/cuda/amp.cu) and
-// logical_not. The loss scale and the step counts stay on the device: a training step reads none of them on
-// the host (the conditional_block that skips an overflowed update reads FoundInfinite's negation, one bool).
+// logical_not. The loss scale, the step counts and FoundInfinite stay on the device: a training step reads none
+// of them on the host (the update ops read FoundInfinite there as their SkipUpdate).
 #pragma once
 #include "kernels/cpu/amp.hpp"  // grad_pair: the same checks on both places
 #include "kernels/cuda/host.hpp"

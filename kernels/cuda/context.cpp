@@ -220,15 +220,17 @@ PinnedAllocator* pinned_instance() {
 }
 
 /// What the next run on a device waits for (CudaContext::follow_device_order): the event its last run
-/// recorded, and the context that recorded it (which need not wait for itself).
+/// recorded, the context that recorded it (which need not wait for itself), and how many runs have ended.
 struct DeviceOrder {
   std::mutex mu;
   cudaEvent_t tail = nullptr;
   const CudaContext* owner = nullptr;
+  uint64_t ended = 0;
 };
 DeviceOrder& device_order(int device) {
-  static std::mutex m;
-  static std::vector<std::unique_ptr<DeviceOrder>> orders;
+  // Never destroyed: a CudaContext that outlives static destruction (one a static object owns) still finds it.
+  static std::mutex& m = *new std::mutex;
+  static std::vector<std::unique_ptr<DeviceOrder>>& orders = *new std::vector<std::unique_ptr<DeviceOrder>>;
   std::lock_guard lock(m);
   if (orders.size() <= size_t(device)) orders.resize(size_t(device) + 1);
   if (!orders[size_t(device)]) orders[size_t(device)] = std::make_unique<DeviceOrder>();
@@ -289,6 +291,7 @@ void CudaContext::follow_device_order() {
   DeviceOrder& o = device_order(device_);
   std::lock_guard lock(o.mu);
   if (o.owner && o.owner != this) cuda_check(cudaStreamWaitEvent(stream_, o.tail, 0), "cudaStreamWaitEvent");
+  followed_ = o.ended;
 }
 
 void CudaContext::end_device_order() noexcept {
@@ -301,6 +304,10 @@ void CudaContext::end_device_order() noexcept {
   }
   DeviceOrder& o = device_order(device_);
   std::lock_guard lock(o.mu);
+  // Runs of other threads that ended while this one ran: this tail covers them too, so that the next run,
+  // waiting for this tail alone, follows every run that ended before it.
+  if (o.ended != followed_ && o.owner && o.owner != this && cudaStreamWaitEvent(stream_, o.tail, 0) != cudaSuccess) cudaGetLastError();
+  ++o.ended;
   if (order_event_ && cudaEventRecord(order_event_, stream_) == cudaSuccess) {
     o.tail = order_event_;
     o.owner = this;
@@ -412,11 +419,27 @@ void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t by
   cuda_check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy");
 }
 
-void detail::cuda_copy_from_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block) {
+void detail::cuda_upload(const CudaContext& ctx, void* dst, const void* src, size_t bytes) {
   if (!bytes) return;
   DeviceGuard g(ctx.device());
+  // A captured copy would read `src` again at every replay, long after it is gone: refused, which makes the
+  // executor give up the capture and run the block op by op.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  cuda_check(cudaStreamIsCapturing(ctx.stream(), &capturing), "cudaStreamIsCapturing");
+  if (capturing != cudaStreamCaptureStatusNone) throw Error("a copy of host values to the device cannot be captured in a CUDA graph");
   cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.stream()), "cudaMemcpyAsync");
-  if (PinnedAllocator* a = pinned_instance()) a->in_use(block, ctx.stream(), ctx.device());
+}
+
+void detail::cuda_copy_from_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block) {
+  if (!bytes) return;
+  cuda_upload(ctx, dst, src, bytes);
+  DeviceGuard g(ctx.device());
+  try {
+    if (PinnedAllocator* a = pinned_instance()) a->in_use(block, ctx.stream(), ctx.device());
+  } catch (...) {  // the block cannot be marked: the copy is waited for instead
+    cudaStreamSynchronize(ctx.stream());
+    throw;
+  }
 }
 
 void detail::cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {

@@ -10,6 +10,7 @@
 #include "kernels/cpu/lookup_table.hpp"  // padding_row
 #include "kernels/cpu/matmul.hpp"  // matmul_forward / matmul_backward: the kernel both places run, with their products
 #include "kernels/cpu/softmax.hpp"       // softmax_plan, softmax_grad_plan
+#include "kernels/cpu/place_io.hpp"
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/accuracy.hpp"
 #include "oar/ops/arg_max.hpp"
@@ -326,7 +327,7 @@ inline void lookup_sparse_grad(const KernelContext& c, Value& gv, const LoDTenso
     detail::cuda_copy_rows(c.cuda(), sr.value.raw(), row, dout.raw(), row, row, size_t(k));
     return;
   }
-  const Tensor dev_src = Tensor::from<int64_t>(src).to(c.place());
+  const Tensor dev_src = cpu_kernels::place_io::upload(c, src);
   check(c, lookup_rows(t, dout.raw(), dev_src.data<int64_t>(), sr.value.raw(), k, d, int64_t(idv.size()), -1, stream(c)));
 }
 

@@ -203,8 +203,9 @@ __global__ void advance_pows_kernel(UpdateArgs a, UpdateBatch b) {
   const UpdateTensor& u = b.t[k];
   const bool skip = skipped(u.skip);
   auto advance = [&](void* out, const void* in, float beta) {
+    if (!out) return;  // not advanced, or no such power (adamax's beta2): `in` may be null too
     const T x = static_cast<const T*>(in)[0];
-    if (out) static_cast<T*>(out)[0] = skip ? x : T(double(x) * double(T(beta)));
+    static_cast<T*>(out)[0] = skip ? x : T(double(x) * double(T(beta)));
   };
   advance(u.beta1_pow_out, u.beta1_pow, a.beta1);
   advance(u.beta2_pow_out, u.beta2_pow, a.beta2);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/optimizers.hpp"  // param_update::like_param, dense_grad, check_sparse
+#include "kernels/cpu/place_io.hpp"
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/lr_schedule.hpp"
 #include "oar/ops/optimizers.hpp"
@@ -66,11 +67,6 @@ struct SparsePlan {
 inline SparsePlan sparse_plan(const KernelContext& c, const SelectedRows& g, const LoDTensor& p) {
   SparsePlan sp;
   sp.width = check_sparse(c, g, p);
-  // The plan is copied from a host buffer the next step rewrites: a CUDA graph would replay a stale one. A
-  // failed capture falls back to running the block op by op.
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  check(c, int(cudaStreamIsCapturing(stream(c), &capturing)));
-  c.check(capturing == cudaStreamCaptureStatusNone, "a SelectedRows Grad cannot be captured in a CUDA graph");
   c.check(g.value.place() == c.place(), "SelectedRows Grad's value is on {}, but the kernel runs on {}", g.value.place().str(), c.place().str());
   // The rows live on the host: grouped there (merge_rows's order, by first appearance), in per-thread buffers that
   // keep their capacity.
@@ -97,10 +93,9 @@ inline SparsePlan sparse_plan(const KernelContext& c, const SelectedRows& g, con
     count[size_t(i)] = start[i];  // now: where group i's next value row goes
   }
   for (int64_t e = 0; e < n; ++e) src[count[size_t(slot[size_t(g.rows[size_t(e)])])]++] = e;
-  sp.plan = Tensor(Shape{int64_t(buf.size())}, DType::i64, c.place());
-  // NOTE: an asynchronous copy from pageable memory returns once the driver has staged the bytes, so `buf` may
-  // be reused at once; the copy is ordered on the stream before the kernels that read the plan.
-  check(c, int(cudaMemcpyAsync(sp.plan.raw(), buf.data(), buf.size() * sizeof(int64_t), cudaMemcpyHostToDevice, stream(c))));
+  // Queued before the kernels that read it. A CUDA graph would replay a stale plan: upload refuses a capture,
+  // and the executor then runs the block op by op.
+  sp.plan = cpu_kernels::place_io::upload(c, buf);
   return sp;
 }
 

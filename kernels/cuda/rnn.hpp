@@ -10,6 +10,7 @@
 #include "kernels/cpu/gru_unit.hpp"
 #include "kernels/cpu/lstm.hpp"
 #include "kernels/cpu/lstm_unit.hpp"
+#include "kernels/cpu/place_io.hpp"
 #include "kernels/cuda/host.hpp"
 
 namespace oar::cuda_kernels::rnn {
@@ -51,7 +52,7 @@ inline DeviceLayout upload_layout(const KernelContext& c, const cpu_kernels::rnn
       }
   }
   if (v.empty()) v.push_back(0);
-  d.plan = Tensor::from<int64_t>(v, Shape{int64_t(v.size())}).to(c.place());
+  d.plan = cpu_kernels::place_io::upload(c, v);
   const int64_t* p = d.plan.data<int64_t>();
   d.row_of = p, d.order = p + T;
   if (grad) d.init_src = p + T + S, d.prev = p + T + 2 * S, d.prev_seq = p + 2 * T + 2 * S;

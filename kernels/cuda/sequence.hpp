@@ -9,14 +9,15 @@
 #include "kernels/cpu/sequence_expand.hpp"   // cpu_kernels::expand_forward_plan, expand_grad_plan
 #include "kernels/cpu/sequence_pool.hpp"     // cpu_kernels::pool_plan, pool_grad_plan, row_size, seq_upper_levels
 #include "kernels/cpu/sequence_softmax.hpp"  // cpu_kernels::seq_softmax_plan, seq_softmax_grad_plan
+#include "kernels/cpu/place_io.hpp"
 #include "kernels/cuda/host.hpp"
 
 namespace oar::cuda_kernels {
 
 /// The offsets `seq` as int64 on the kernel's device.
 inline Tensor device_offsets(const KernelContext& c, std::span<const size_t> seq) {
-  std::vector<int64_t> v(seq.begin(), seq.end());
-  return Tensor::from<int64_t>(v, Shape{int64_t(v.size())}).to(c.place());
+  const std::vector<int64_t> v(seq.begin(), seq.end());
+  return cpu_kernels::place_io::upload(c, v);
 }
 
 }  // namespace oar::cuda_kernels
@@ -112,7 +113,7 @@ inline void SequenceExpand::eval_cuda(KernelContext& c, const Attrs& a) {
     for (int64_t i = 0; i < p.units; ++i)
       for (size_t j = 0; j < p.n(i); ++j)
         for (size_t k = 0; k < p.len(i); ++k) src[p.start[i] + j * p.len(i) + k] = int64_t(p.begin(i) + k);
-    const Tensor dsrc = Tensor::from<int64_t>(src, Shape{rows}).to(c.place());
+    const Tensor dsrc = cpu_kernels::place_io::upload(c, src);
     cuda_kernels::check(c, cuda_kernels::copy_rows(int(size_of(xt.dtype())), xt.raw(), dsrc.data<int64_t>(), ot.raw(), nullptr, rows, D, nullptr, 0,
                                                    cuda_kernels::stream(c)));
   }
@@ -143,7 +144,7 @@ inline void SequenceExpand::eval_grad_cuda(KernelContext& c, const Attrs& a) {
         plan[3 * r + 1] = int64_t(p.n(i));
         plan[3 * r + 2] = int64_t(p.len(i));
       }
-    const Tensor dplan = Tensor::from<int64_t>(plan, Shape{3 * M}).to(c.place());
+    const Tensor dplan = cpu_kernels::place_io::upload(c, plan);
     cuda_kernels::check(c, cuda_kernels::sequence_expand_grad(cuda_kernels::elem(c, xt.dtype()), pg, dplan.data<int64_t>(), pd, M, D, cuda_kernels::stream(c)));
   });
   dx.set_lod(xt.lod());

@@ -17,7 +17,7 @@
 namespace oar::cuda_kernels {
 
 /// A row plan made on the host, on the kernel's device.
-inline Tensor device_rows(const KernelContext& c, const std::vector<int64_t>& v) { return Tensor::from<int64_t>(v, Shape{int64_t(v.size())}).to(c.place()); }
+inline Tensor device_rows(const KernelContext& c, const std::vector<int64_t>& v) { return cpu_kernels::place_io::upload(c, v); }
 
 /// copy_rows of `rows` rows of D elements of `t` (elements of size_of(t) bytes), an oar::Error naming the op if
 /// the launch fails.

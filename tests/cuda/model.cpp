@@ -360,6 +360,36 @@ TEST_CASE("cuda: with set_cuda_graphs(true) training replays captured steps and 
   CHECK(d1.captures - d0.captures == 1);  // the update block alone
 }
 
+TEST_CASE("cuda: a mixed-precision step (its update skipped on the device when a gradient overflows) is captured as CUDA graphs, with the same losses") {
+  if (no_device()) return;
+  auto train = [](bool graphs) {
+    set_cuda_graphs(graphs);
+    Tape tape;
+    auto x = data("x", f32, {-1, 8});
+    auto label = data("label", i64, {-1, 1});
+    auto cost = mean(cross_entropy(fc(fc(x, 32).act(relu), 3).act(softmax), label));
+    Model model(tape.program({cost}), cuda(0), 7);
+    Optimizer opt(model, cost, optim::adam(0.01).with_schedule(optim::cosine_decay(50)).with_mixed_precision());
+    auto r = test::toy_classes(1024, 1).shuffle(256, 5).batch(64);
+    std::vector<double> losses;
+    opt.train(r, {x, label}, 2, [&](const Event& e) {
+      if (e.kind == Event::Kind::end_iteration) losses.push_back(e.loss);
+    });
+    set_cuda_graphs(false);
+    return losses;
+  };
+  const std::vector<double> eager = train(false);
+  const CudaGraphStats before = cuda_graph_stats();
+  const std::vector<double> replayed = train(true);
+  const CudaGraphStats after = cuda_graph_stats();
+  REQUIRE(eager.size() == 32);
+  CHECK(replayed == eager);
+  CHECK(eager.back() < eager.front());
+  CHECK(after.captures - before.captures == 2);  // the training block and the update block, each once
+  CHECK(after.launches - before.launches >= 2 * 28);
+  CHECK(after.abandoned == before.abandoned);
+}
+
 namespace {
 
 /// Trains, with SGD, the f64 net `step_net(x, boot)` -> per-row [T, H] output, followed by fc(1) and a squared

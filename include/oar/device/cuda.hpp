@@ -99,6 +99,7 @@ class CudaContext final : public DeviceContext {
   int device_;
   CUstream_st* stream_ = nullptr;
   CUevent_st* order_event_ = nullptr;  // recorded by end_device_order
+  uint64_t followed_ = 0;              // the device's count of ended runs when this context last followed
   mutable cublasContext* cublas_ = nullptr;
   mutable cudnnContext* cudnn_ = nullptr;
   mutable std::vector<std::pair<void*, int>> pending_frees_;  // freed while captured: released after the launch
@@ -108,9 +109,14 @@ namespace detail {
 /// Copies `bytes` between any two places (host <-> device, device <-> device); waits for the copy, so the
 /// source may be released and the destination read on the host right after.
 void cuda_copy(void* dst, Place dst_place, const void* src, Place src_place, size_t bytes);
+/// Queues on `ctx`'s stream a copy of `bytes` of host memory at `src` to the device's memory at `dst`. From
+/// pageable memory it returns once the driver has staged the bytes (`src` may then go), normally without waiting
+/// for the device's work (the driver may wait for the stream): for the small index plans kernels make on the host.
+void cuda_upload(const CudaContext& ctx, void* dst, const void* src, size_t bytes);
 /// Queues on `ctx`'s stream a copy of `bytes` from page-locked host memory (a pinned tensor's; `block` is its
 /// storage's start) to the device's memory at `dst`, and returns before it has run: the pinned allocator gives
-/// the block out again only once the copy is done, but the tensor itself must not be written meanwhile.
+/// the block out again only once the copy is done, but the tensor itself must not be written meanwhile (until
+/// a fetch of the run has come back, or the executor's device().synchronize()).
 void cuda_copy_from_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block);
 /// Queues on `ctx`'s stream a copy of `rows` rows of `width` bytes within the device's memory, row r from
 /// src + r * src_pitch to dst + r * dst_pitch (a column block of a row-major matrix: concat, split).

@@ -154,13 +154,13 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
   // On a GPU this run follows the device's last run (another executor's, an Optimizer's update say) on the
   // device, and the next run follows this one, whichever way this one ends.
   CudaContext* cu = place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
+  if (cu) cu->follow_device_order();
   struct EndOrder {
     CudaContext* cu;
     ~EndOrder() {
       if (cu) cu->end_device_order();
     }
   } end_order{cu};
-  if (cu) cu->follow_device_order();
   // A CUDA graph reads its feeds from the buffers it was captured with: feeds are copied into them, never shared.
   const bool graph = place_.is_cuda() && !p.graph_.off && cuda_graphs();
   for (auto& [name, t] : feeds) {
@@ -372,7 +372,8 @@ inline void recurrent_layout(const KernelContext& c, const LoDTensor& x, std::ve
 inline const int64_t* rows_on_place(const KernelContext& c, const std::vector<int64_t>& rows, Tensor& device) {
   if (!c.place().is_cuda()) return rows.data();
   if (rows.empty()) return nullptr;
-  device = Tensor::from<int64_t>(rows, Shape{int64_t(rows.size())}).to(c.place());
+  device = Tensor(Shape{int64_t(rows.size())}, DType::i64, c.place());
+  oar::detail::cuda_upload(c.cuda(), device.raw(), rows.data(), device.bytes());  // queued: the host goes on
   return device.data<int64_t>();
 }
 
