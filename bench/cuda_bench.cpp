@@ -154,10 +154,13 @@ void sgemm(const std::function<void(const Line&)>& emit, int reps, double min_ti
   cublasDestroy(h);
 }
 
-/// `f16`: the same net trained with `.with_mixed_precision()` (16-bit products and convolutions, loss scaling):
-/// its speed and kernel share only.
+/// `f16`: the same net trained with `.with_mixed_precision()` (16-bit products and convolutions, loss scaling);
+/// `search`: with set_cuda_conv_search(true) (cuDNN's algorithms timed on the first step). These two report
+/// the speed, kernel shares and graph figures only.
 void train(const std::function<void(const Line&)>& emit, const std::function<void(const std::string&)>& info, bool conv, int64_t batch, int reps,
-           double min_time, bool f16 = false) {
+           double min_time, bool f16 = false, bool search = false) {
+  const bool variant = f16 || search;
+  oar::set_cuda_conv_search(search);
   oar::Tape tape;
   oar::Var img, pred;
   if (conv) {
@@ -188,15 +191,17 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
   const double cpu0 = cpu_s(), wall0 = now_s();
   const double per_step = device_time([&] { opt.step(feeds, out); }, 10, reps, min_time);
   const double host_share = (cpu_s() - cpu0) / (now_s() - wall0);
-  const std::string name = std::string(conv ? "cuda_conv_train" : "cuda_mlp_train") + "_b" + std::to_string(batch) + (f16 ? "_mixed_f16" : "");
+  const std::string name =
+      std::string(conv ? "cuda_conv_train" : "cuda_mlp_train") + "_b" + std::to_string(batch) + (f16 ? "_mixed_f16" : "") + (search ? "_search" : "");
   emit({name, "examples/s", double(batch) / per_step, "", 0, 1,
         std::string(conv ? "book conv net" : "MLP 784-200-10") + ", Adam 1e-3" + (f16 ? " with_mixed_precision() (f16 products, loss scaling)" : "") +
+            (search ? " with set_cuda_conv_search(true)" : "") +
             ", oar::Optimizer::step (feeds copied from pinned host memory, loss fetched every step)"});
   // With blocking synchronisation (set in run()) the host thread sleeps while it waits for the device, so its
   // CPU time is the host's own work per step: the executor, the launches and the copies' set-up.
   emit({name + "_host", "us/step", per_step * host_share * 1e6, "", 0, 1,
         "process CPU time per step while the GPU trains (cudaDeviceScheduleBlockingSync: waiting does not count)", false});
-  if (!f16) {
+  if (!variant) {
     // The same step fed from pageable memory: the driver copies through its staging buffers on the CPU.
     oar::FeedMap pageable;
     for (auto& [k, v] : feeds) pageable[k] = oar::LoDTensor(v.clone());
@@ -206,7 +211,7 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
     emit({name + "_pageable", "examples/s", double(batch) / t, "", 0, 1, "the same with the feeds in pageable host memory", true});
     emit({name + "_pageable_host", "us/step", t * share * 1e6, "", 0, 1, "process CPU time per step, feeds in pageable memory", false});
   }
-  if (!f16 && (batch == 512 || !conv)) {
+  if (!variant && (batch == 512 || !conv)) {
     // The host's side: wall time per op type while the kernels are queued (the executor, launches, copies).
     oar::Profiler prof;
     for (int i = 0; i < 50; ++i) opt.step(feeds, out);
@@ -243,7 +248,7 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
             false});
     }
   }
-  if (!f16) {  // (a mixed-precision step has a conditional_block: never captured)
+  {
     // The same step captured once as a CUDA graph and replayed (oar::set_cuda_graphs): one launch per block.
     // CUPTI records a graph's kernels only when it is on before the graph is made, so the share comes first.
     const oar::CudaGraphStats g0 = oar::cuda_graph_stats();
@@ -284,7 +289,9 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
     oar::set_cuda_graphs(false);
   }
   emit({name + "_peak_mem", "MB", double(oar::memory_stats(oar::cuda(0)).peak.load()) / 1e6, "", 0, 1,
-        "peak bytes held by oar's cuda:0 allocator over model creation and training", false});
+        "peak bytes held by oar's cuda:0 allocator over model creation and training" + std::string(search ? " (the search's scratch included)" : ""),
+        false});
+  oar::set_cuda_conv_search(false);
 }
 
 /// examples/char_lm.cpp's model (embedding 64 -> fc 4 x 256 -> dynamic_lstm 256 -> fc 98, softmax_with_cross_entropy,
@@ -362,6 +369,7 @@ bool run(const std::function<void(const Line&)>& emit, const std::function<void(
   for (bool conv : {false, true})
     for (int64_t batch : {64, 512}) train(emit, info, conv, batch, reps, min_time);
   train(emit, info, true, 512, reps, min_time, true);
+  train(emit, info, true, 512, reps, min_time, false, true);
   train_lstm(emit, info, reps, min_time);
   return true;
 #else

@@ -1,8 +1,10 @@
 // kernels/cuda/conv.hpp: eval_cuda of conv2d, conv2d_transpose and pool2d on cuDNN, and of batch_norm (kernels/cuda/norm.cu).
 // A convolution's descriptors and algorithms (forward, data gradient, filter gradient) are made once per shape,
-// the algorithms by cuDNN's heuristics (the first in full f32 math, or TF32 under set_cuda_tf32), and kept;
+// the algorithms by cuDNN's heuristics (the first in full f32 math, or TF32 under set_cuda_tf32) or, under
+// set_cuda_conv_search, by a timed search, and kept;
 // workspaces come from the device's caching allocator.
 #pragma once
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,13 +75,50 @@ struct ConvPlan {
   size_t bytes = 0;
 };
 
-/// The plan of (pass, shapes, window, dtype, device, TF32 setting), made on first use of the shape and kept:
-/// descriptors built once, the algorithm cuDNN's heuristics' first choice in the math type ConvDescs::math(t)
-/// asks for. A step then makes no cuDNN set-up calls at all (descriptors and workspace queries cost more host
-/// time than the launches).
+/// The device memory a timed search may give one algorithm: half of what is free, at most 1 GiB.
+inline size_t conv_search_limit(const KernelContext& c) {
+  size_t free = 0, total = 0;
+  check(c, int(cudaMemGetInfo(&free, &total)));
+  return std::min<size_t>(free / 2, size_t(1) << 30);
+}
+
+/// Scratch for a timed search: as much of conv_search_limit as the device gives (halved until an allocation
+/// succeeds; none below 1 MiB). `limit` is set to its size.
+inline Tensor conv_search_space(const KernelContext& c, size_t& limit) {
+  for (limit = conv_search_limit(c); limit >= (size_t(1) << 20); limit /= 2) {
+    try {
+      return workspace(c, limit);
+    } catch (const Error&) {  // out of device memory: try half
+    }
+  }
+  limit = 0;
+  return Tensor();
+}
+
+/// The algorithm a cuDNN result list offers: from heuristics (`timed` false), the first in the math type
+/// ConvDescs::math(t) asks for, else the first that works; from a timed search (fastest first), the first that
+/// ran in that math type, is deterministic and needs at most `limit` bytes (-1: none).
+template <class Perf>
+int conv_pick(const Perf* perf, int got, DType t, bool timed, size_t limit) {
+  for (int i = 0; i < got; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == ConvDescs::math(t) &&
+        (!timed || (perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].memory <= limit)))
+      return int(perf[i].algo);
+  for (int i = 0; !timed && i < got; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS) return int(perf[i].algo);
+  return -1;
+}
+
+/// The plan of (pass, shapes, window, dtype, device, TF32 setting, search setting), made on first use of the
+/// shape and kept: descriptors built once; the algorithm cuDNN's heuristics' first choice (conv_pick), or under
+/// set_cuda_conv_search the fastest deterministic one of a timed search on the call's own tensors (`in0`, `in1`
+/// the pass's inputs, `out` its output, which the search overwrites before the pass writes it). A step then
+/// makes no cuDNN set-up calls at all (descriptors and workspace queries cost more host time than the
+/// launches). While a CUDA graph is captured no search can run: the heuristic's choice serves that call and is
+/// not kept.
 inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x, const Shape& f, const Shape& y, const ops::detail::ConvAttrs& a,
-                          DType t) {
-  using Key = std::tuple<int, int, bool, std::array<int64_t, 4>, std::array<int64_t, 4>, std::array<int32_t, 7>>;
+                          DType t, const void* in0, const void* in1, void* out) {
+  using Key = std::tuple<int, int, bool, bool, std::array<int64_t, 4>, std::array<int64_t, 4>, std::array<int32_t, 7>>;
   struct Entry {
     std::unique_ptr<ConvDescs> d;
     int algo[3] = {-1, -1, -1};
@@ -87,7 +126,8 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
   };
   static std::mutex mu;
   static std::map<Key, Entry> cache;
-  const Key key{c.place().device, int(t), cuda_tf32(), {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
+  const bool search = cuda_conv_search();
+  const Key key{c.place().device, int(t), cuda_tf32(), search, {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
                 {a.strides[0], a.strides[1], a.paddings[0], a.paddings[1], a.dilations[0], a.dilations[1], a.groups}};
   const int p = int(pass);
   std::lock_guard lock(mu);
@@ -96,39 +136,70 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
   if (e.algo[p] >= 0) return {e.d.get(), e.algo[p], e.bytes[p]};
   const ConvDescs& d = *e.d;
   cudnnHandle_t h = c.cuda().cudnn();
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  check(c, int(cudaStreamIsCapturing(stream(c), &capturing)));
+  const bool timed = search && capturing == cudaStreamCaptureStatusNone;
   int algo = -1, got = 0;
-  size_t bytes = 0;
-  auto pick = [&](const auto* perf) {
-    for (int i = 0; i < got && algo < 0; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == ConvDescs::math(t)) algo = int(perf[i].algo);
-    for (int i = 0; i < got && algo < 0; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS) algo = int(perf[i].algo);
-    c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
-  };
+  size_t bytes = 0, limit = 0;
   if (pass == ConvPass::forward) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    check(c, cudnnGetConvolutionForwardAlgorithm_v7(h, d.x_, d.f_, d.conv_, d.y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
-          "cudnnGetConvolutionForwardAlgorithm_v7");
-    pick(perf);
+    if (timed) {
+      const Tensor ws = conv_search_space(c, limit);
+      check(c,
+            cudnnFindConvolutionForwardAlgorithmEx(h, d.x_, in0, d.f_, in1, d.conv_, d.y_, out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf, ws.raw(),
+                                                   limit),
+            "cudnnFindConvolutionForwardAlgorithmEx");
+      algo = conv_pick(perf, got, t, true, limit);
+    }
+    if (algo < 0) {
+      check(c, cudnnGetConvolutionForwardAlgorithm_v7(h, d.x_, d.f_, d.conv_, d.y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
+            "cudnnGetConvolutionForwardAlgorithm_v7");
+      algo = conv_pick(perf, got, t, false, 0);
+    }
+    c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
     check(c, cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.f_, d.conv_, d.y_, cudnnConvolutionFwdAlgo_t(algo), &bytes),
           "cudnnGetConvolutionForwardWorkspaceSize");
   } else if (pass == ConvPass::data) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    check(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.f_, d.y_, d.conv_, d.x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
-          "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    pick(perf);
+    if (timed) {
+      const Tensor ws = conv_search_space(c, limit);
+      check(c,
+            cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.f_, in0, d.y_, in1, d.conv_, d.x_, out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf,
+                                                        ws.raw(), limit),
+            "cudnnFindConvolutionBackwardDataAlgorithmEx");
+      algo = conv_pick(perf, got, t, true, limit);
+    }
+    if (algo < 0) {
+      check(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.f_, d.y_, d.conv_, d.x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
+            "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      algo = conv_pick(perf, got, t, false, 0);
+    }
+    c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
     check(c, cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.f_, d.y_, d.conv_, d.x_, cudnnConvolutionBwdDataAlgo_t(algo), &bytes),
           "cudnnGetConvolutionBackwardDataWorkspaceSize");
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    check(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x_, d.y_, d.conv_, d.f_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
-          "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    pick(perf);
+    if (timed) {
+      const Tensor ws = conv_search_space(c, limit);
+      check(c,
+            cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x_, in0, d.y_, in1, d.conv_, d.f_, out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
+                                                          perf, ws.raw(), limit),
+            "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+      algo = conv_pick(perf, got, t, true, limit);
+    }
+    if (algo < 0) {
+      check(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x_, d.y_, d.conv_, d.f_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
+            "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      algo = conv_pick(perf, got, t, false, 0);
+    }
+    c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
     check(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.f_, cudnnConvolutionBwdFilterAlgo_t(algo), &bytes),
           "cudnnGetConvolutionBackwardFilterWorkspaceSize");
   }
-  e.algo[p] = algo;
-  e.bytes[p] = bytes;
+  if (timed || !search) {  // a heuristic stand-in for a search that could not run is not kept
+    e.algo[p] = algo;
+    e.bytes[p] = bytes;
+  }
   return {&d, algo, bytes};
 }
 
@@ -138,7 +209,7 @@ inline void conv_forward(const KernelContext& c, const ops::detail::ConvAttrs& a
   gemm_types(c, x.dtype(), [&](auto z) {
     using T = decltype(z);
     const compute_t<T> one = 1, zero = 0;
-    const ConvPlan p = conv_plan(c, ConvPass::forward, x.shape(), f.shape(), y.shape(), a, x.dtype());
+    const ConvPlan p = conv_plan(c, ConvPass::forward, x.shape(), f.shape(), y.shape(), a, x.dtype(), x.raw(), f.raw(), y.raw());
     Tensor ws = workspace(c, p.bytes);
     check(c,
           cudnnConvolutionForward(c.cuda().cudnn(), &one, p.d->x_, x.raw(), p.d->f_, f.raw(), p.d->conv_, cudnnConvolutionFwdAlgo_t(p.algo), ws.raw(),
@@ -151,7 +222,7 @@ inline void conv_data_grad(const KernelContext& c, const ops::detail::ConvAttrs&
   gemm_types(c, dx.dtype(), [&](auto z) {
     using T = decltype(z);
     const compute_t<T> one = 1, zero = 0;
-    const ConvPlan p = conv_plan(c, ConvPass::data, dx.shape(), f.shape(), dy.shape(), a, dx.dtype());
+    const ConvPlan p = conv_plan(c, ConvPass::data, dx.shape(), f.shape(), dy.shape(), a, dx.dtype(), f.raw(), dy.raw(), dx.raw());
     Tensor ws = workspace(c, p.bytes);
     check(c,
           cudnnConvolutionBackwardData(c.cuda().cudnn(), &one, p.d->f_, f.raw(), p.d->y_, dy.raw(), p.d->conv_, cudnnConvolutionBwdDataAlgo_t(p.algo),
@@ -164,7 +235,7 @@ inline void conv_filter_grad(const KernelContext& c, const ops::detail::ConvAttr
   gemm_types(c, x.dtype(), [&](auto z) {
     using T = decltype(z);
     const compute_t<T> one = 1, zero = 0;
-    const ConvPlan p = conv_plan(c, ConvPass::filter, x.shape(), df.shape(), dy.shape(), a, x.dtype());
+    const ConvPlan p = conv_plan(c, ConvPass::filter, x.shape(), df.shape(), dy.shape(), a, x.dtype(), x.raw(), dy.raw(), df.raw());
     Tensor ws = workspace(c, p.bytes);
     check(c,
           cudnnConvolutionBackwardFilter(c.cuda().cudnn(), &one, p.d->x_, x.raw(), p.d->y_, dy.raw(), p.d->conv_, cudnnConvolutionBwdFilterAlgo_t(p.algo),

@@ -4,6 +4,8 @@
 // CUDA kernel for each op listed.
 #include <doctest/doctest.h>
 
+#include <cstring>
+
 #include <oar/ops/fused_elementwise.hpp>
 #include <oar/ops/optimizers.hpp>
 
@@ -409,6 +411,37 @@ TEST_CASE_TEMPLATE("cuda: conv2d (cuDNN) with strides, padding, dilation and gro
       fused.input("Input", x).input("Filter", f).input("Bias", random_tensor<T>({k.f[0]}, -1, 1, 94));
       fused.attr("strides", k.s).attr("paddings", k.p).attr("dilations", k.d).attr("groups", int32_t(k.g)).attr("activation", std::string(act));
       compare_on_cuda(fused, std::string("conv2d_fusion (") + act + ") " + what, t, t);
+    }
+  }
+}
+
+TEST_CASE("cuda: with set_cuda_conv_search(true) conv2d and its gradients run timed algorithms, match the CPU and repeat bit for bit") {
+  struct SearchOn {
+    SearchOn() { set_cuda_conv_search(true); }
+    ~SearchOn() { set_cuda_conv_search(false); }
+  } on;
+  CHECK(cuda_conv_search());
+  struct Case { Shape x, f; std::vector<int32_t> s, p; int g; };
+  for (const Case& k : {Case{{16, 20, 12, 12}, {50, 20, 5, 5}, {1, 1}, {0, 0}, 1}, Case{{8, 32, 14, 14}, {32, 8, 3, 3}, {1, 1}, {1, 1}, 4}}) {
+    const std::string what = k.x.str() + " * " + k.f.str();
+    const Tensor x = random_tensor<float>(k.x, -1, 1, 191), f = random_tensor<float>(k.f, -1, 1, 192);
+    OpTest fwd("conv2d");
+    fwd.input("Input", x).input("Filter", f).attr("strides", k.s).attr("paddings", k.p).attr("groups", int32_t(k.g));
+    compare_on_cuda(fwd, "searched conv2d " + what, 1e-4, 1e-4);
+    const LoDTensor y = fwd.run().at("Output");
+    OpTest g("conv2d_grad");
+    g.skip_inferred_check();
+    g.input("Input", x).input("Filter", f).input("Output@GRAD", random_tensor<float>(y.shape(), -1, 1, 193));
+    g.attr("strides", k.s).attr("paddings", k.p).attr("groups", int32_t(k.g));
+    compare_on_cuda(g, "searched conv2d_grad " + what, 1e-3, 1e-3);
+    if (!have_device()) continue;
+    for (const OpTest* t : {&fwd, &g}) {  // the kept algorithms are deterministic: a second run gives the same bits
+      const auto a = t->run(cuda(0)), b = t->run(cuda(0));
+      for (auto& [slot, v] : a) {
+        CAPTURE(slot);
+        REQUIRE(v.bytes() == b.at(slot).bytes());
+        CHECK(std::memcmp(v.raw(), b.at(slot).raw(), v.bytes()) == 0);
+      }
     }
   }
 }

@@ -37,6 +37,20 @@ inline void set_cuda_tf32(bool allowed) { detail::tf32_flag() = allowed; }
 inline bool cuda_tf32() { return detail::tf32_flag(); }
 
 namespace detail {
+inline std::atomic<bool>& conv_search_flag() {
+  static std::atomic<bool> on{false};
+  return on;
+}
+}  // namespace detail
+/// Lets the first call of each convolution shape on a GPU time cuDNN's algorithms for each pass (forward, data
+/// and filter gradients; cudnnFind*AlgorithmEx on the call's own tensors) and keep the fastest deterministic one,
+/// instead of taking cuDNN's heuristic first choice: PyTorch's `cudnn.benchmark`. The first call of a shape
+/// then costs the search (the host waits for it); later ones run the kept algorithm. Off by default; shapes
+/// met before the call keep their algorithm for the setting they were met under.
+inline void set_cuda_conv_search(bool on) { detail::conv_search_flag() = on; }
+inline bool cuda_conv_search() { return detail::conv_search_flag(); }
+
+namespace detail {
 inline std::atomic<bool>& graphs_flag() {
   static std::atomic<bool> on{false};
   return on;
