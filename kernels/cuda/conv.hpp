@@ -109,6 +109,29 @@ int conv_pick(const Perf* perf, int got, DType t, bool timed, size_t limit) {
   return -1;
 }
 
+/// One pass's algorithm and its workspace bytes: the timed search's pick (`timed`), else the heuristics' (both
+/// conv_pick); an oar::Error when cuDNN offers none. `find`, `heuristic` and `size` make the pass's cuDNN calls.
+template <class Perf, int N, class Find, class Heuristic, class Size>
+std::pair<int, size_t> conv_choose(const KernelContext& c, DType t, bool timed, const Shape& x, const Shape& f, Find&& find, Heuristic&& heuristic,
+                                   Size&& size) {
+  Perf perf[N];
+  int got = 0, algo = -1;
+  if (timed) {
+    size_t limit = 0;
+    const Tensor ws = conv_search_space(c, limit);
+    check(c, find(perf, &got, ws.raw(), limit), "cudnnFindConvolution*AlgorithmEx");
+    algo = conv_pick(perf, got, t, true, limit);
+  }
+  if (algo < 0) {
+    check(c, heuristic(perf, &got), "cudnnGetConvolution*Algorithm_v7");
+    algo = conv_pick(perf, got, t, false, 0);
+  }
+  c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
+  size_t bytes = 0;
+  check(c, size(algo, &bytes), "cudnnGetConvolution*WorkspaceSize");
+  return {algo, bytes};
+}
+
 /// The plan of (pass, shapes, window, dtype, device, TF32 setting, search setting), made on first use of the
 /// shape and kept: descriptors built once; the algorithm cuDNN's heuristics' first choice (conv_pick), or under
 /// set_cuda_conv_search the fastest deterministic one of a timed search on the call's own tensors (`in0`, `in1`
@@ -139,62 +162,43 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   check(c, int(cudaStreamIsCapturing(stream(c), &capturing)));
   const bool timed = search && capturing == cudaStreamCaptureStatusNone;
-  int algo = -1, got = 0;
-  size_t bytes = 0, limit = 0;
+  int algo = -1;
+  size_t bytes = 0;
+  // Each pass's cuDNN calls, in their own argument orders: the timed search, the heuristics, the workspace size.
   if (pass == ConvPass::forward) {
-    cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    if (timed) {
-      const Tensor ws = conv_search_space(c, limit);
-      check(c,
-            cudnnFindConvolutionForwardAlgorithmEx(h, d.x_, in0, d.f_, in1, d.conv_, d.y_, out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf, ws.raw(),
-                                                   limit),
-            "cudnnFindConvolutionForwardAlgorithmEx");
-      algo = conv_pick(perf, got, t, true, limit);
-    }
-    if (algo < 0) {
-      check(c, cudnnGetConvolutionForwardAlgorithm_v7(h, d.x_, d.f_, d.conv_, d.y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf),
-            "cudnnGetConvolutionForwardAlgorithm_v7");
-      algo = conv_pick(perf, got, t, false, 0);
-    }
-    c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
-    check(c, cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.f_, d.conv_, d.y_, cudnnConvolutionFwdAlgo_t(algo), &bytes),
-          "cudnnGetConvolutionForwardWorkspaceSize");
+    std::tie(algo, bytes) = conv_choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+        c, t, timed, x, f,
+        [&](auto* perf, int* got, void* ws, size_t limit) {
+          return cudnnFindConvolutionForwardAlgorithmEx(h, d.x_, in0, d.f_, in1, d.conv_, d.y_, out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, got, perf, ws, limit);
+        },
+        [&](auto* perf, int* got) { return cudnnGetConvolutionForwardAlgorithm_v7(h, d.x_, d.f_, d.conv_, d.y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, got, perf); },
+        [&](int algo, size_t* b) { return cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.f_, d.conv_, d.y_, cudnnConvolutionFwdAlgo_t(algo), b); });
   } else if (pass == ConvPass::data) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    if (timed) {
-      const Tensor ws = conv_search_space(c, limit);
-      check(c,
-            cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.f_, in0, d.y_, in1, d.conv_, d.x_, out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf,
-                                                        ws.raw(), limit),
-            "cudnnFindConvolutionBackwardDataAlgorithmEx");
-      algo = conv_pick(perf, got, t, true, limit);
-    }
-    if (algo < 0) {
-      check(c, cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.f_, d.y_, d.conv_, d.x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf),
-            "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      algo = conv_pick(perf, got, t, false, 0);
-    }
-    c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
-    check(c, cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.f_, d.y_, d.conv_, d.x_, cudnnConvolutionBwdDataAlgo_t(algo), &bytes),
-          "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    std::tie(algo, bytes) = conv_choose<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+        c, t, timed, x, f,
+        [&](auto* perf, int* got, void* ws, size_t limit) {
+          return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.f_, in0, d.y_, in1, d.conv_, d.x_, out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, got, perf,
+                                                             ws, limit);
+        },
+        [&](auto* perf, int* got) {
+          return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d.f_, d.y_, d.conv_, d.x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, got, perf);
+        },
+        [&](int algo, size_t* b) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.f_, d.y_, d.conv_, d.x_, cudnnConvolutionBwdDataAlgo_t(algo), b);
+        });
   } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    if (timed) {
-      const Tensor ws = conv_search_space(c, limit);
-      check(c,
-            cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x_, in0, d.y_, in1, d.conv_, d.f_, out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
-                                                          perf, ws.raw(), limit),
-            "cudnnFindConvolutionBackwardFilterAlgorithmEx");
-      algo = conv_pick(perf, got, t, true, limit);
-    }
-    if (algo < 0) {
-      check(c, cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x_, d.y_, d.conv_, d.f_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf),
-            "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      algo = conv_pick(perf, got, t, false, 0);
-    }
-    c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
-    check(c, cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.f_, cudnnConvolutionBwdFilterAlgo_t(algo), &bytes),
-          "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+    std::tie(algo, bytes) = conv_choose<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+        c, t, timed, x, f,
+        [&](auto* perf, int* got, void* ws, size_t limit) {
+          return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x_, in0, d.y_, in1, d.conv_, d.f_, out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, got,
+                                                               perf, ws, limit);
+        },
+        [&](auto* perf, int* got) {
+          return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, d.x_, d.y_, d.conv_, d.f_, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, got, perf);
+        },
+        [&](int algo, size_t* b) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d.x_, d.y_, d.conv_, d.f_, cudnnConvolutionBwdFilterAlgo_t(algo), b);
+        });
   }
   if (timed || !search) {  // a heuristic stand-in for a search that could not run is not kept
     e.algo[p] = algo;
