@@ -283,6 +283,29 @@ TEST_CASE("cuda: runs of two executors on one device follow each other in the ho
   check_on(cuda(0));
 }
 
+TEST_CASE("cuda: a host feed after a device feed of the same variable is copied into storage of the executor's, not the caller's") {
+  if (no_device()) return;
+  Program prog;
+  Block& b = prog.global_block();
+  b.create_var("x", {.dtype = f32, .shape = Shape{4}});
+  b.create_var("y", {.dtype = f32, .shape = Shape{4}});
+  Operator op{std::string(ops::Scale::type)};
+  op.set_input(ops::Scale::x, {"x"}).set_output(ops::Scale::out, {"y"}).set_attr(ops::Scale::scale, 2.0f);
+  add_op(b, std::move(op));
+  Scope scope;
+  Executor exe(cuda(0));
+  auto prepared = exe.prepare(prog, scope);
+  const Tensor mine = Tensor::from<float>({1, 2, 3, 4}, {4}).to(cuda(0));  // the caller's device tensor, fed as it is
+  std::vector<LoDTensor> out;
+  exe.run(*prepared, scope, {{"x", LoDTensor(mine)}}, {"y"}, out);
+  CHECK(out[0].get(3) == 8.0);
+  exe.run(*prepared, scope, {{"x", LoDTensor(Tensor::from<float>({10, 20, 30, 40}, {4}))}}, {"y"}, out);  // a host feed: copied in
+  CHECK(out[0].get(3) == 80.0);
+  const Tensor back = mine.to(cpu());
+  CHECK(back.get(0) == 1.0);  // the caller's tensor was not overwritten
+  CHECK(back.get(3) == 4.0);
+}
+
 TEST_CASE("cuda: feeds already on the device, or pinned and copied without waiting, train as host feeds do") {
   if (no_device()) return;
   auto losses_with = [](int kind) {  // 0: pageable host feeds, 1: device feeds (shared, no copy), 2: pinned (queued copies)

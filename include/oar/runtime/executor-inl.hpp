@@ -170,8 +170,10 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
     Value* val = p.local_->find(name);
     if (t.place() == place_ && !graph) {
       val->tensor() = t;  // shares storage: no copy
+      p.shared_feeds_.insert(val);
     } else {  // into the variable's own storage on this place, reused from run to run
       LoDTensor& dst = val->tensor();
+      if (p.shared_feeds_.erase(val)) dst = LoDTensor();  // it held the caller's tensor of an earlier run: not written into
       dst.resize(t.shape(), t.dtype(), place_);  // here, not on the feed's place (what copy_from picks for an empty tensor)
       // From pinned memory the copy is queued on this run's stream and the host goes on; the pinned allocator
       // keeps the block until it has run. Other sources are copied before the run starts.

@@ -111,6 +111,7 @@ class PreparedBlock {
   std::vector<std::shared_ptr<Storage>> free_;
   std::vector<const Value*> fetched_;
   std::vector<Value*> arrays_;  // the temporaries that are tensor arrays: emptied at the start of every run
+  std::set<const Value*> shared_feeds_;  // feeds holding the caller's storage (fed on this place): never copied into
   /// The block as a CUDA graph (set_cuda_graphs): captured after two runs in which every tensor its ops touch
   /// kept its shape and buffer, replayed while they do (a gradient another block reallocated, a fed batch of
   /// another size: run again, then captured again).
