@@ -6,7 +6,6 @@
 
 #include "oar/ops/amp.hpp"
 #include "oar/ops/assign.hpp"
-#include "oar/ops/compare.hpp"
 #include "oar/ops/fill_constant.hpp"
 #include "oar/ops/registry.hpp"
 #include "oar/ops/scale.hpp"
