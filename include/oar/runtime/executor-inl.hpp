@@ -379,11 +379,12 @@ inline const int64_t* rows_on_place(const KernelContext& c, const std::vector<in
   return device.data<int64_t>();
 }
 
-/// `t` shaped like `like` with `rows` rows, same dtype.
-inline void resize_rows(LoDTensor& t, const Shape& like, DType dtype, int64_t rows) {
+/// `t` shaped like `like` with `rows` rows, same dtype, on the kernel's place (a scope's fresh value is on the
+/// CPU until something puts it elsewhere).
+inline void resize_rows(const KernelContext& c, LoDTensor& t, const Shape& like, DType dtype, int64_t rows) {
   Shape s = like;
   s[0] = rows;
-  t.resize(s, dtype);
+  t.resize(s, dtype, c.place());
 }
 
 /// Zeros `t`, which lives on the kernel's place (on a GPU: queued on its stream).
@@ -465,24 +466,24 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
     for (size_t i = 0; i < L.step_inputs.size(); ++i) {  // x_t: row t of each running sequence
       const LoDTensor& x = c.in(R::inputs, i);
       LoDTensor& xt = sc.find_local(L.step_inputs[i])->tensor();
-      detail::resize_rows(xt, x.shape(), x.dtype(), k);
+      detail::resize_rows(c, xt, x.shape(), x.dtype(), k);
       detail::move_rows(c, xt.raw(), x.raw(), xt.bytes() / size_t(k), k, nullptr, step_rows);
     }
     for (size_t m = 0; m < L.ex_states.size(); ++m) {  // the memories: the state of step t-1, or the boot
       LoDTensor& pre = sc.find_local(L.ex_states[m])->tensor();
       if (t > 0) {
         const LoDTensor& prev = L.steps[size_t(t - 1)]->local_->find_local(L.states[m])->tensor();
-        detail::resize_rows(pre, prev.shape(), prev.dtype(), k);
+        detail::resize_rows(c, pre, prev.shape(), prev.dtype(), k);
         detail::copy_bytes(c, pre.raw(), prev.raw(), pre.bytes());
       } else if (int32_t b = L.boot_states[m]; b >= 0) {
         const LoDTensor& boot = c.in(R::initial_states, size_t(b));
         c.check(boot.rank() >= 1 && boot.dim(0) == int64_t(L.order.size()), "boot '{}' has {} rows for {} sequences", c.in_name(R::initial_states, size_t(b)),
                 boot.rank() ? boot.dim(0) : 0, L.order.size());
-        detail::resize_rows(pre, boot.shape(), boot.dtype(), k);
+        detail::resize_rows(c, pre, boot.shape(), boot.dtype(), k);
         detail::move_rows(c, pre.raw(), boot.raw(), k ? pre.bytes() / size_t(k) : 0, k, nullptr, order_rows);
       } else {
         const Variable& v = sb.var(L.ex_states[m]);
-        detail::resize_rows(pre, v.shape(), v.dtype(), k);
+        detail::resize_rows(c, pre, v.shape(), v.dtype(), k);
         detail::zero(c, pre);
       }
     }
@@ -493,7 +494,7 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
               L.step_outputs[j], k, t, y.shape());
       LoDTensor& out = c.out(R::outputs, j);
       if (t == 0) {
-        detail::resize_rows(out, y.shape(), y.dtype(), x0.dim(0));
+        detail::resize_rows(c, out, y.shape(), y.dtype(), x0.dim(0));
         out.set_lod(x0.lod());
       }
       const size_t rb = y.bytes() / size_t(k);
@@ -508,16 +509,17 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
       Shape sh = v.shape();
       for (auto& d : sh) d = std::max<int64_t>(d, 0);
       LoDTensor& out = c.out(R::outputs, j);
-      detail::resize_rows(out, sh, v.dtype(), x0.dim(0));
+      detail::resize_rows(c, out, sh, v.dtype(), x0.dim(0));
       out.set_lod(x0.lod());
     }
 }
 
 namespace detail {
 
-/// Before a loop's steps add into a gradient: it holds nothing (its storage and capacity are kept).
-inline void reset_sum(Value& v) {
-  if (LoDTensor* t = v.tensor_if()) t->resize(Shape{0}, t->dtype());
+/// Before a loop's steps add into a gradient: it holds nothing (its storage and capacity are kept), on the
+/// kernel's place.
+inline void reset_sum(const KernelContext& c, Value& v) {
+  if (LoDTensor* t = v.tensor_if()) t->resize(Shape{0}, t->dtype(), c.place());
   else if (v.is_list()) v.list().clear();
   else if (v.is_selected_rows()) {
     SelectedRows& r = v.selected_rows();
@@ -593,7 +595,7 @@ inline void accumulate(const KernelContext& c, Value& dst, const Value& src, con
 inline void zero_like(const KernelContext& c, Value& g, const Value& x) {
   if (const LoDTensor* xt = x.tensor_if()) {
     LoDTensor& gt = g.tensor();
-    gt.resize(xt->shape(), xt->dtype());
+    gt.resize(xt->shape(), xt->dtype(), c.place());
     zero(c, gt);
     gt.set_lod(xt->lod());
   } else if (x.is_list()) {
@@ -717,7 +719,7 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
       detail::zero(c, gv);
     }
   for (size_t i = 0; i < c.num_out(G::parameters_grad); ++i)  // the steps add into them (dense or sparse rows)
-    if (c.has_out(G::parameters_grad, i)) detail::reset_sum(*c.out_value(G::parameters_grad, i));
+    if (c.has_out(G::parameters_grad, i)) detail::reset_sum(c, *c.out_value(G::parameters_grad, i));
   const std::vector<std::string>& params = op.input(G::parameters);
   int64_t step_begin = int64_t(L.step_rows.size() - L.order.size());  // past the last step's rows in step_rows
   for (int64_t t = steps - 1; t >= 0; --t) {
@@ -730,7 +732,7 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
     for (size_t j = 0; j < L.output_seeds.size(); ++j) {  // the gradient of the step's output rows
       const LoDTensor& gy = c.in(G::outputs_grad, j);
       LoDTensor& seed = gs.find_local(L.output_seeds[j])->tensor();
-      detail::resize_rows(seed, gy.shape(), gy.dtype(), k);
+      detail::resize_rows(c, seed, gy.shape(), gy.dtype(), k);
       detail::move_rows(c, seed.raw(), gy.raw(), seed.bytes() / size_t(k), k, nullptr, step_rows);
     }
     for (size_t m = 0; m < L.state_seeds.size(); ++m) {  // plus the memory's gradient from step t+1
@@ -738,7 +740,7 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
       if (std::find(L.output_seeds.begin(), L.output_seeds.end(), L.state_seeds[m]) == L.output_seeds.end() &&
           std::find(L.state_seeds.begin(), L.state_seeds.begin() + ptrdiff_t(m), L.state_seeds[m]) == L.state_seeds.begin() + ptrdiff_t(m)) {
         const LoDTensor& st = scopes[size_t(t)]->find_local(L.states[m])->tensor();
-        detail::resize_rows(seed, st.shape(), st.dtype(), k);
+        detail::resize_rows(c, seed, st.shape(), st.dtype(), k);
         detail::zero(c, seed);
       }
       if (k_next == 0) continue;
@@ -871,7 +873,7 @@ OAR_FUNC void Executor::run_while_grad(PreparedBlock& p, PreparedBlock::Step& s)
   const std::vector<std::string>& xs = op.input(G::x);
   for (size_t i = 0; i < c.num_out(G::x_grad); ++i) {
     if (!c.has_out(G::x_grad, i)) continue;
-    detail::reset_sum(*c.out_value(G::x_grad, i));
+    detail::reset_sum(c, *c.out_value(G::x_grad, i));
   }
   const size_t m_count = L.states.size();
   for (int64_t t = steps - 1; t >= 0; --t) {
