@@ -160,7 +160,11 @@ TEST_CASE_TEMPLATE("cuda: adagrad, decayed_adagrad, adamax, rmsprop, adadelta an
     // One step through the harness (rmsprop only centered: the harness asks for MeanGradOut, which a plain
     // rmsprop leaves unwritten).
     const bool harness = k.type != "rmsprop" || std::get<bool>(k.attrs.at("centered"));
-    if (harness) compare_on_cuda(one_step(k, random_tensor<T>(s, -1, 1, 920)), k.what + " (one step)", t, t);
+    if (harness) {
+      compare_on_cuda(one_step(k, random_tensor<T>(s, -1, 1, 920)), k.what + " (one step)", t, t);
+      // SkipUpdate true, out of place: every output must be its input, bit for bit, powers included.
+      compare_on_cuda(one_step(k, random_tensor<T>(s, -1, 1, 921)).input("SkipUpdate", Tensor::from<bool>({true}, {1})), k.what + " (skipped)", 0, 0);
+    }
     compare_steps(k.what + " (4 steps in place)", k.type, k.state, [&](int step) -> Grad { return random_tensor<T>(s, -1, 1, 930 + uint64_t(step)); }, 4,
                   k.attrs, t, t);
   }
@@ -177,6 +181,66 @@ TEST_CASE("cuda: an empty parameter is a no-op update (powers still advanced) as
     if (k.type == "rmsprop" && !std::get<bool>(k.attrs.at("centered"))) continue;
     compare_on_cuda(one_step(k, Tensor(Shape{0, 3}, f64)), k.what + " empty", 0, 0);
   }
+}
+
+TEST_CASE("cuda: update ops that write what an earlier one of their run reads are not grouped with it; the result is the CPU's") {
+  // sgd twice on one Param (in place), then adam on two Params sharing Beta1Pow and Beta2Pow (each op advances
+  // them): one after the other, as the CPU runs them, not read all at once as a group's members are.
+  Program prog;
+  Block& b = prog.global_block();
+  std::vector<std::pair<std::string, Tensor>> init;
+  auto var = [&](const std::string& n, Tensor t) {
+    b.create_var(n, {.dtype = t.dtype(), .shape = t.shape(), .persistable = true});
+    init.emplace_back(n, std::move(t));
+  };
+  const Shape s{9, 7};
+  var("lr", one<double>(0.05));
+  var("p", random_tensor<double>(s, -1, 1, 990));
+  var("b1p", one<double>(0.9));
+  var("b2p", one<double>(0.999));
+  for (int k = 0; k < 4; ++k) var("g" + std::to_string(k), random_tensor<double>(s, -1, 1, 991 + uint64_t(k)));
+  for (int k = 0; k < 2; ++k) {
+    Operator op{"sgd"};
+    op.set_input(ops::Sgd::param, {"p"}).set_input(ops::Sgd::grad, {"g" + std::to_string(k)}).set_input(ops::Sgd::learning_rate, {"lr"});
+    op.set_output(ops::Sgd::param_out, {"p"});
+    add_op(b, std::move(op));
+  }
+  for (int k = 0; k < 2; ++k) {
+    using A = ops::Adam;
+    const std::string i = std::to_string(k);
+    var("q" + i, random_tensor<double>(s, -1, 1, 995 + uint64_t(k)));
+    var("m" + i, random_tensor<double>(s, -1, 1, 997 + uint64_t(k)));
+    var("u" + i, random_tensor<double>(s, 0, 1, 999 + uint64_t(k)));
+    Operator op{"adam"};
+    op.set_input(A::param, {"q" + i}).set_input(A::grad, {"g" + std::to_string(k + 2)}).set_input(A::learning_rate, {"lr"});
+    op.set_input(A::moment1, {"m" + i}).set_input(A::moment2, {"u" + i}).set_input(A::beta1_pow, {"b1p"}).set_input(A::beta2_pow, {"b2p"});
+    op.set_output(A::param_out, {"q" + i}).set_output(A::moment1_out, {"m" + i}).set_output(A::moment2_out, {"u" + i});
+    op.set_output(A::beta1_pow_out, {"b1p"}).set_output(A::beta2_pow_out, {"b2p"});
+    add_op(b, std::move(op));
+  }
+  auto run = [&](Place place) {
+    Scope scope;
+    for (auto& [n, t] : init) scope.var(n).tensor() = LoDTensor(t.to(place, true));
+    Executor exe(place);
+    auto prepared = exe.prepare(prog, scope);
+    exe.run(*prepared, scope, {}, {});
+    std::map<std::string, Tensor> out;
+    for (auto& [n, t] : init) out[n] = scope.find(n)->tensor().to(cpu());
+    return out;
+  };
+  const auto want = run(cpu());
+  // The CPU itself: both sgd steps landed, and the powers advanced once per adam op.
+  const auto at = [](const std::map<std::string, Tensor>& m, const std::string& n) { return m.at(n).data<double>(); };
+  const auto first = [&](const std::string& n) { return std::find_if(init.begin(), init.end(), [&](auto& e) { return e.first == n; })->second.data<double>(); };
+  for (int64_t e = 0; e < s.numel(); ++e) CHECK(at(want, "p")[e] == doctest::Approx(first("p")[e] - 0.05 * (first("g0")[e] + first("g1")[e])).epsilon(1e-14));
+  CHECK(at(want, "b1p")[0] == doctest::Approx(0.9 * double(0.9f) * double(0.9f)).epsilon(1e-15));  // beta1 is a float attribute
+  CHECK(at(want, "b2p")[0] == doctest::Approx(0.999 * double(0.999f) * double(0.999f)).epsilon(1e-15));
+  if (!have_device()) {
+    ++g_skipped;
+    return;
+  }
+  const auto got = run(cuda(0));
+  for (auto& [n, t] : want) check_close(LoDTensor(got.at(n)), LoDTensor(t), 1e-12, 1e-12, n);
 }
 
 // ---- SelectedRows gradients

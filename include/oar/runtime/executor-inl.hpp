@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unordered_set>
 
 #include "oar/device/cuda.hpp"
 #include "oar/ops/control_flow.hpp"
@@ -1072,10 +1073,25 @@ OAR_FUNC void PreparedBlock::group(const Place& place) {
     const KernelEntry* k = first.fn ? KernelRegistry::instance().find(first.op->type()) : nullptr;
     const bool alone = first.acquire.empty() && first.release.empty();
     size_t j = i + 1;
-    if (k && k->cuda_group && alone && place.is_cuda())
+    // A group's members all read their inputs before any writes: an op that reads or writes what an earlier
+    // member writes (one Param updated twice, a power two ops share) starts the next group, as it would run
+    // after it one at a time.
+    std::unordered_set<std::string> written;
+    const auto writes_of = [&](const Operator& op) {
+      for (const std::string& n : op.output_names()) written.insert(n);
+    };
+    const auto touches_written = [&](const Operator& op) {
+      for (const auto& names : {op.input_names(), op.output_names()})
+        for (const std::string& n : names)
+          if (written.contains(n)) return true;
+      return false;
+    };
+    if (k && k->cuda_group && alone && place.is_cuda()) {
+      writes_of(*first.op);
       while (j < steps_.size() && steps_[j].fn && steps_[j].op->type() == first.op->type() && steps_[j].op->attrs() == first.op->attrs() &&
-             steps_[j].acquire.empty() && steps_[j].release.empty())
-        ++j;
+             steps_[j].acquire.empty() && steps_[j].release.empty() && !touches_written(*steps_[j].op))
+        writes_of(*steps_[j++].op);
+    }
     if (j - i > 1) {
       first.group_fn = k->cuda_group;
       for (size_t m = i; m < j; ++m) {
