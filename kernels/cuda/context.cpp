@@ -155,18 +155,20 @@ class PinnedAllocator final : public Allocator {
   void in_use(const void* p, cudaStream_t stream, int device) {
     std::lock_guard lock(mu_);
     std::vector<Event>& events = busy_[const_cast<void*>(p)];
-    // A block fed every step without being freed (the same pinned tensor): its copies that have run are
-    // forgotten, and a long backlog is waited for, so that the list stays short.
     std::erase_if(events, [&](const Event& e) { return done(e); });
-    if (events.size() >= 64) {
-      cudaEventSynchronize(events.front().e);
-      spare_.push_back(events.front());
-      events.erase(events.begin());
+    // One event per stream is enough, since a stream runs its work in order: a block fed every step without
+    // being freed (the same pinned tensor) re-records its stream's event, so the list never grows past the
+    // streams that read the block and nothing here waits. (A stream's handle is reused only after its
+    // context has waited for it, so an event re-recorded under a reused handle covers nothing still pending.)
+    auto it = std::find_if(events.begin(), events.end(), [&](const Event& e) { return e.stream == stream; });
+    if (it != events.end()) {
+      cuda_check(cudaEventRecord(it->e, stream), "cudaEventRecord");
+      return;
     }
-    Event e{nullptr, device};
-    if (auto it = std::find_if(spare_.begin(), spare_.end(), [&](const Event& s) { return s.device == device; }); it != spare_.end()) {
-      e = *it;
-      spare_.erase(it);
+    Event e{nullptr, device, stream};
+    if (auto s = std::find_if(spare_.begin(), spare_.end(), [&](const Event& x) { return x.device == device; }); s != spare_.end()) {
+      e.e = s->e;
+      spare_.erase(s);
     } else {
       cuda_check(cudaEventCreateWithFlags(&e.e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     }
@@ -180,7 +182,8 @@ class PinnedAllocator final : public Allocator {
  private:
   struct Event {
     cudaEvent_t e;
-    int device;  // an event is recorded on streams of the device it was made on
+    int device;           // an event is recorded on streams of the device it was made on
+    cudaStream_t stream;  // the stream of its last record
   };
   struct Waiting {
     void* p;
