@@ -290,21 +290,31 @@ CudaContext::~CudaContext() {
   if (stream_) cudaStreamDestroy(stream_);
 }
 
-void CudaContext::follow_device_order() {
+int CudaContext::follow_device_order() {
+  int previous = device_;
+  cuda_check(cudaGetDevice(&previous), "cudaGetDevice");
+  if (previous != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
   DeviceOrder& o = device_order(device_);
   std::lock_guard lock(o.mu);
-  if (o.owner && o.owner != this) cuda_check(cudaStreamWaitEvent(stream_, o.tail, 0), "cudaStreamWaitEvent");
+  if (o.owner && o.owner != this) {
+    if (cudaError_t e = cudaStreamWaitEvent(stream_, o.tail, 0); e != cudaSuccess) {
+      if (previous != device_) cudaSetDevice(previous);  // the caller's guard is not made yet
+      cuda_fail(e, "cudaStreamWaitEvent");
+    }
+  }
   followed_ = o.ended;
+  return previous;
 }
 
-void CudaContext::end_device_order() noexcept {
-  if (!order_event_) {  // created on this context's device, as cudaEventRecord on its stream requires
-    int prev = device_;
-    cudaGetDevice(&prev);
-    if (prev != device_) cudaSetDevice(device_);
-    if (cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming) != cudaSuccess) order_event_ = nullptr;
-    if (prev != device_) cudaSetDevice(prev);
-  }
+void CudaContext::end_device_order(int previous_device) noexcept {
+  // The run's device is current (follow_device_order), as creating the event for its stream requires.
+  if (!order_event_ && cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming) != cudaSuccess) order_event_ = nullptr;
+  struct Restore {
+    int device, previous;
+    ~Restore() {
+      if (previous != device) cudaSetDevice(previous);
+    }
+  } restore{device_, previous_device};
   DeviceOrder& o = device_order(device_);
   std::lock_guard lock(o.mu);
   // Runs of other threads that ended while this one ran: this tail covers them too, so that the next run,

@@ -35,8 +35,8 @@ OAR_FUNC void* CudaContext::end_capture(bool* replayable) {
 }
 OAR_FUNC void CudaContext::launch(void*) const { throw Error("CUDA graphs: oar was built without CUDA"); }
 OAR_FUNC void CudaContext::destroy_graph(void*) {}
-OAR_FUNC void CudaContext::follow_device_order() {}
-OAR_FUNC void CudaContext::end_device_order() noexcept {}
+OAR_FUNC int CudaContext::follow_device_order() { return 0; }
+OAR_FUNC void CudaContext::end_device_order(int) noexcept {}
 OAR_FUNC void detail::cuda_upload(const CudaContext&, void*, const void*, size_t) {
   throw Error("cannot copy to a CUDA device: oar was built without CUDA");
 }

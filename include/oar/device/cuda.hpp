@@ -105,9 +105,11 @@ class CudaContext final : public DeviceContext {
   /// next run waits for). The host never waits for either. So an Optimizer's update, on its own executor,
   /// runs after the backward pass that wrote its gradients, and the next forward pass after the update, also
   /// when the feeds are already on the device and nothing is copied in between. Runs issued at once from
-  /// several threads are not ordered among themselves.
-  void follow_device_order();
-  void end_device_order() noexcept;
+  /// several threads are not ordered among themselves. follow_device_order() also makes this context's device
+  /// the calling thread's current one (kernels launch on the current device) and returns the one it replaced,
+  /// which end_device_order() makes current again.
+  int follow_device_order();
+  void end_device_order(int previous_device) noexcept;
 
  private:
   int device_;

@@ -155,13 +155,13 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
   // On a GPU this run follows the device's last run (another executor's, an Optimizer's update say) on the
   // device, and the next run follows this one, whichever way this one ends.
   CudaContext* cu = place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
-  if (cu) cu->follow_device_order();
   struct EndOrder {
     CudaContext* cu;
+    int previous_device;
     ~EndOrder() {
-      if (cu) cu->end_device_order();
+      if (cu) cu->end_device_order(previous_device);
     }
-  } end_order{cu};
+  } end_order{cu, cu ? cu->follow_device_order() : 0};
   // A CUDA graph reads its feeds from the buffers it was captured with: feeds are copied into them, never shared.
   const bool graph = place_.is_cuda() && !p.graph_.off && cuda_graphs();
   for (auto& [name, t] : feeds) {
