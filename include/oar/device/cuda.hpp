@@ -25,45 +25,38 @@ namespace oar {
 int cuda_device_count();
 
 namespace detail {
-inline std::atomic<bool>& tf32_flag() {
-  static std::atomic<bool> allowed{false};
-  return allowed;
+// The process-wide switches below: read by the kernels launched after a change.
+struct CudaSwitches {
+  std::atomic<bool> tf32{false}, conv_search{false}, graphs{false};
+};
+inline CudaSwitches& cuda_switches() {
+  static CudaSwitches s;
+  return s;
 }
 }  // namespace detail
+
 /// Lets cuBLAS and cuDNN compute f32 products in TF32 on tensor cores (inputs rounded to 10-bit mantissas,
 /// f32 accumulation: several times the speed, about 1e-3 relative error). Off by default, so that a GPU's f32
 /// results stay within f32 rounding of the CPU's; it applies to the kernels launched after the call.
-inline void set_cuda_tf32(bool allowed) { detail::tf32_flag() = allowed; }
-inline bool cuda_tf32() { return detail::tf32_flag(); }
+inline void set_cuda_tf32(bool allowed) { detail::cuda_switches().tf32 = allowed; }
+inline bool cuda_tf32() { return detail::cuda_switches().tf32; }
 
-namespace detail {
-inline std::atomic<bool>& conv_search_flag() {
-  static std::atomic<bool> on{false};
-  return on;
-}
-}  // namespace detail
 /// Lets the first call of each convolution shape on a GPU time cuDNN's algorithms for each pass (forward, data
 /// and filter gradients; cudnnFind*AlgorithmEx on the call's own tensors) and keep the fastest deterministic one,
 /// instead of taking cuDNN's heuristic first choice: PyTorch's `cudnn.benchmark`. The first call of a shape
 /// then costs the search (the host waits for it); later ones run the kept algorithm. Off by default; shapes
 /// met before the call keep their algorithm for the setting they were met under.
-inline void set_cuda_conv_search(bool on) { detail::conv_search_flag() = on; }
-inline bool cuda_conv_search() { return detail::conv_search_flag(); }
+inline void set_cuda_conv_search(bool on) { detail::cuda_switches().conv_search = on; }
+inline bool cuda_conv_search() { return detail::cuda_switches().conv_search; }
 
-namespace detail {
-inline std::atomic<bool>& graphs_flag() {
-  static std::atomic<bool> on{false};
-  return on;
-}
-}  // namespace detail
 /// Lets an executor on a GPU capture a prepared block's kernels once as a CUDA graph and replay it on later
 /// runs with the same feed shapes: the host then queues one launch per run instead of one per kernel (what
 /// small models are bound by). A block is captured after two runs with unchanged shapes; a change of shapes
 /// drops the graph (two more runs, then a new capture). Blocks whose results depend on host state that
 /// changes from run to run are never captured: control flow, and random ops drawing from the executor's
 /// counter (dropout without fix_seed). Off by default; it applies to the runs after the call.
-inline void set_cuda_graphs(bool on) { detail::graphs_flag() = on; }
-inline bool cuda_graphs() { return detail::graphs_flag(); }
+inline void set_cuda_graphs(bool on) { detail::cuda_switches().graphs = on; }
+inline bool cuda_graphs() { return detail::cuda_switches().graphs; }
 
 /// Graphs captured, graph launches, and captures given up (a kernel that cannot be captured, or a block
 /// that allocated device memory it kept): since the process began.
