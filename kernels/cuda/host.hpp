@@ -2,6 +2,8 @@
 // launches as, and the checks that turn a failed launch, cuBLAS or cuDNN call into an oar::Error naming the op
 // and the user's line. Compiled by the host compiler (inside liboar), never by nvcc.
 #pragma once
+#include <algorithm>
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -114,6 +116,9 @@ void gemm(const KernelContext& c, bool trans_a, bool trans_b, int64_t m, int64_t
           "a product of {} x {} x {} is beyond cuBLAS's 32-bit sizes", m, k, n);
   cublasHandle_t h = cublas(c, is_half_v<T>);
   const cublasOperation_t ta = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // k = 0 (out = beta * out) comes with rows of no width, whose leading dimension the caller may give as 0;
+  // cuBLAS wants at least 1 even where it reads nothing.
+  lda = std::max<int64_t>(lda, 1), ldb = std::max<int64_t>(ldb, 1);
   if constexpr (is_half_v<T>)
     check(c,
           cublasGemmEx(h, ta, tb, int(n), int(m), int(k), &alpha, b, cublas_type<T>(), int(ldb), a, cublas_type<T>(), int(lda), &beta, out,

@@ -78,6 +78,7 @@ struct CudaMatmul {
     c.check(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && batch <= INT32_MAX, "a batch of {} x {} x {} products is beyond cuBLAS's 32-bit sizes", m,
             k, n);
     const compute_t<T> zero = 0;
+    lda = std::max<int64_t>(lda, 1), ldb = std::max<int64_t>(ldb, 1);  // k = 0: as gemm in host.hpp
     // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B first (as gemm in host.hpp).
     const cublasOperation_t opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasHandle_t h = cublas(c, is_half_v<T>);

@@ -119,6 +119,16 @@ TEST_CASE_TEMPLATE("cuda: sequence_conv and its gradients match the CPU", T, flo
   }
 }
 
+TEST_CASE("cuda: sequence_conv of rows with no features (D = 0) is zeros, as on the CPU") {
+  // The product has k = 0, whose leading dimension is 0: cuBLAS must still be given 1.
+  OpTest f("sequence_conv");
+  f.input("X", LoDTensor(Tensor(Shape{kRows, 0}, f32), kLoD)).input("Filter", Tensor(Shape{0, 4}, f32)).attr("contextLength", 3).attr("contextStart", -1);
+  const auto out = f.run(cpu()).at("Out");
+  REQUIRE(out.shape() == Shape{kRows, 4});
+  for (int64_t i = 0; i < out.numel(); ++i) CHECK(out.get(i) == 0);
+  compare_with_lod(f, "sequence_conv D = 0", 0, 0);
+}
+
 namespace {
 
 LoDTensor bool_mask(const std::vector<int>& m) {
