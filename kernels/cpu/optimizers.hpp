@@ -77,15 +77,17 @@ inline const LoDTensor* skip_flag(const KernelContext& c) {
   return &s;
 }
 
-/// Whether the op's SkipUpdate holds true. Then every output of `Op` has its input's value (copied when the
-/// program updates out of place) and the kernel has nothing left to do.
+/// Whether the op's SkipUpdate holds true. Then every output of `Op` the step would write has its input's
+/// value (copied when the program updates out of place) and the kernel has nothing left to do.
 template <class Op>
 bool skipped(const KernelContext& c) {
   const LoDTensor* s = skip_flag(c);
   if (!s || !s->data<bool>()[0]) return false;
   out_copy(c, Op::param_out, c.in(Op::param));
-  for (const ops::param_update::Accumulator& a : Op::accumulators)
+  for (const ops::param_update::Accumulator& a : Op::accumulators) {
+    if (!a.only_if.name.empty() && !c.op().attr_or(a.only_if, false)) continue;  // one the op neither reads nor writes now
     if (c.has_in(a.in) && c.has_out(a.out)) out_copy(c, a.out, c.in(a.in));
+  }
   return true;
 }
 

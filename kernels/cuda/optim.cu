@@ -300,10 +300,12 @@ __global__ void lr_kernel(LrArgs a, const S* step, float* lr) {
 }  // namespace
 
 int lr_schedule(const ops::LrFormula& f, Elem step_type, const void* step, float* lr, Stream s) {
-  if (f.pieces > lr_max_pieces) return int(cudaErrorInvalidValue);
+  const bool piecewise = f.kind == ops::LrKind::piecewise;
+  if (piecewise && f.pieces > lr_max_pieces) return int(cudaErrorInvalidValue);
   LrArgs a{f, {}, {}};
-  for (int i = 0; i < f.pieces; ++i) a.boundaries[i] = f.boundaries[i];
-  for (int i = 0; f.kind == ops::LrKind::piecewise && i <= f.pieces; ++i) a.values[i] = f.values[i];
+  if (!piecewise) a.f.pieces = 0;  // the other kinds ignore boundaries, as on the CPU, however many the attrs hold
+  for (int i = 0; i < a.f.pieces; ++i) a.boundaries[i] = f.boundaries[i];
+  for (int i = 0; piecewise && i <= f.pieces; ++i) a.values[i] = f.values[i];
   return by_any(step_type, [&](auto z) {
     using S = decltype(z);
     lr_kernel<<<1, 1, 0, s>>>(a, static_cast<const S*>(step), lr);

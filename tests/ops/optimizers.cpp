@@ -724,6 +724,22 @@ TEST_CASE_TEMPLATE("SkipUpdate: true gives every output its input's value (power
   }
 }
 
+TEST_CASE("SkipUpdate: a plain rmsprop's MeanGrad, wired but unread, is left alone whether the step runs or is skipped") {
+  for (bool skip : {false, true}) {
+    CAPTURE(skip);
+    Scope scope;
+    std::map<std::string, ScopeVal> vals{{"p", vec<double>(P)}, {"g", vec<double>(G)},   {"ms", vec<double>(M)}, {"mom", vec<double>(M2)},
+                                         {"mg", vec<double>(G2)}, {"lr", one<double>(0.01)}, {"skip", Tensor::from<bool>({skip}, {1})}};
+    run_in_scope(scope, "rmsprop", vals,
+                 {{"Param", "p"}, {"Grad", "g"}, {"MeanSquare", "ms"}, {"Moment", "mom"}, {"MeanGrad", "mg"}, {"LearningRate", "lr"}, {"SkipUpdate", "skip"}},
+                 {{"ParamOut", "p_out"}, {"MeanSquareOut", "ms_out"}, {"MomentOut", "mom_out"}, {"MeanGradOut", "mg_out"}}, {{"centered", false}});
+    const Value* mg = scope.find("mg_out");
+    CHECK((!mg || !mg->tensor_if() || !mg->tensor_if()->initialized()));
+    REQUIRE(scope.tensor("p_out").numel() == 3);
+    CHECK((scope.tensor("p_out").get(0) == P[0]) == skip);  // the step itself did run, or did not
+  }
+}
+
 TEST_CASE("SkipUpdate: sparse sgd and adam (lazy or not) leave every output as its input; a flag of the wrong kind is an error naming it") {
   const V p = {1, 2, 3, 4, 5, 6}, m1 = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, m2 = {0.5, 0.4, 0.3, 0.2, 0.1, 0.05}, v = {1, -1, 2, -2};
   for (const std::string type : {"sgd", "adam", "adam lazy"}) {
