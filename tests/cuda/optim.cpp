@@ -4,6 +4,7 @@
 // several steps in place as an optimizer's program runs them, a fresh random Grad each step.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
 #include <variant>
 
@@ -148,6 +149,32 @@ OpTest one_step(const DenseCase& k, const Tensor& g) {
   return t;
 }
 
+/// A program of update ops over persistable variables, each with a first value; run(place, steps) runs it on a
+/// fresh scope there (`setup` adds what else the scope needs) and returns the variables afterwards, on the host.
+struct UpdateProgram {
+  Program prog;
+  std::vector<std::pair<std::string, Tensor>> init;
+  Block& block() { return prog.global_block(); }
+  void var(const std::string& n, Tensor t) {
+    block().create_var(n, {.dtype = t.dtype(), .shape = t.shape(), .persistable = true});
+    init.emplace_back(n, std::move(t));
+  }
+  const Tensor& first(const std::string& n) const {
+    return std::find_if(init.begin(), init.end(), [&](auto& e) { return e.first == n; })->second;
+  }
+  std::map<std::string, Tensor> run(Place place, int steps, const std::function<void(Scope&, Place)>& setup = {}) const {
+    Scope scope;
+    for (auto& [n, t] : init) scope.var(n).tensor() = LoDTensor(t.to(place, true));
+    if (setup) setup(scope, place);
+    Executor exe(place);
+    auto prepared = exe.prepare(prog, scope);
+    for (int step = 0; step < steps; ++step) exe.run(*prepared, scope, {}, {});
+    std::map<std::string, Tensor> out;
+    for (auto& [n, t] : init) out[n] = scope.find(n)->tensor().to(cpu());
+    return out;
+  }
+};
+
 }  // namespace
 
 // Tolerances: f32 2e-4 and f64 1e-11 (10 x tol<T>()), absolute plus relative: each step's division by a root
@@ -186,13 +213,9 @@ TEST_CASE("cuda: an empty parameter is a no-op update (powers still advanced) as
 TEST_CASE("cuda: update ops that write what an earlier one of their run reads are not grouped with it; the result is the CPU's") {
   // sgd twice on one Param (in place), then adam on two Params sharing Beta1Pow and Beta2Pow (each op advances
   // them): one after the other, as the CPU runs them, not read all at once as a group's members are.
-  Program prog;
-  Block& b = prog.global_block();
-  std::vector<std::pair<std::string, Tensor>> init;
-  auto var = [&](const std::string& n, Tensor t) {
-    b.create_var(n, {.dtype = t.dtype(), .shape = t.shape(), .persistable = true});
-    init.emplace_back(n, std::move(t));
-  };
+  UpdateProgram up;
+  Block& b = up.block();
+  auto var = [&](const std::string& n, Tensor t) { up.var(n, std::move(t)); };
   const Shape s{9, 7};
   var("lr", one<double>(0.05));
   var("p", random_tensor<double>(s, -1, 1, 990));
@@ -218,20 +241,10 @@ TEST_CASE("cuda: update ops that write what an earlier one of their run reads ar
     op.set_output(A::beta1_pow_out, {"b1p"}).set_output(A::beta2_pow_out, {"b2p"});
     add_op(b, std::move(op));
   }
-  auto run = [&](Place place) {
-    Scope scope;
-    for (auto& [n, t] : init) scope.var(n).tensor() = LoDTensor(t.to(place, true));
-    Executor exe(place);
-    auto prepared = exe.prepare(prog, scope);
-    exe.run(*prepared, scope, {}, {});
-    std::map<std::string, Tensor> out;
-    for (auto& [n, t] : init) out[n] = scope.find(n)->tensor().to(cpu());
-    return out;
-  };
-  const auto want = run(cpu());
+  const auto want = up.run(cpu(), 1);
   // The CPU itself: both sgd steps landed, and the powers advanced once per adam op.
   const auto at = [](const std::map<std::string, Tensor>& m, const std::string& n) { return m.at(n).data<double>(); };
-  const auto first = [&](const std::string& n) { return std::find_if(init.begin(), init.end(), [&](auto& e) { return e.first == n; })->second.data<double>(); };
+  const auto first = [&](const std::string& n) { return up.first(n).data<double>(); };
   for (int64_t e = 0; e < s.numel(); ++e) CHECK(at(want, "p")[e] == doctest::Approx(first("p")[e] - 0.05 * (first("g0")[e] + first("g1")[e])).epsilon(1e-14));
   CHECK(at(want, "b1p")[0] == doctest::Approx(0.9 * double(0.9f) * double(0.9f)).epsilon(1e-15));  // beta1 is a float attribute
   CHECK(at(want, "b2p")[0] == doctest::Approx(0.999 * double(0.999f) * double(0.999f)).epsilon(1e-15));
@@ -239,7 +252,7 @@ TEST_CASE("cuda: update ops that write what an earlier one of their run reads ar
     ++g_skipped;
     return;
   }
-  const auto got = run(cuda(0));
+  const auto got = up.run(cuda(0), 1);
   for (auto& [n, t] : want) check_close(LoDTensor(got.at(n)), LoDTensor(t), 1e-12, 1e-12, n);
 }
 
@@ -337,13 +350,9 @@ TEST_CASE("cuda: a SelectedRows Grad in a run of grouped update ops takes its ow
   // sgd, adam: three parameters each, the middle one's gradient sparse (the executor groups the three ops).
   for (const std::string rule : {"sgd", "adam"}) {
     CAPTURE(rule);
-    Program prog;
-    Block& b = prog.global_block();
-    std::vector<std::pair<std::string, Tensor>> init;
-    auto var = [&](const std::string& n, Tensor t) {
-      b.create_var(n, {.dtype = t.dtype(), .shape = t.shape(), .persistable = true});
-      init.emplace_back(n, std::move(t));
-    };
+    UpdateProgram up;
+    Block& b = up.block();
+    auto var = [&](const std::string& n, Tensor t) { up.var(n, std::move(t)); };
     var("lr", one<float>(0.05));
     const SelectedRows sg = sparse<float>({3, 8, 3, 1}, 12, 5, 971);
     for (int k = 0; k < 3; ++k) {
@@ -367,23 +376,15 @@ TEST_CASE("cuda: a SelectedRows Grad in a run of grouped update ops takes its ow
       }
       add_op(b, std::move(op));
     }
-    auto run = [&](Place place) {
-      Scope scope;
-      for (auto& [n, t] : init) scope.var(n).tensor() = LoDTensor(t.to(place, true));
+    const auto sparse_grad = [&](Scope& scope, Place place) {
       scope.var("g1").selected_rows() = SelectedRows{sg.rows, sg.height, sg.value.to(place, true)};
-      Executor exe(place);
-      auto prepared = exe.prepare(prog, scope);
-      for (int step = 0; step < 2; ++step) exe.run(*prepared, scope, {}, {});
-      std::map<std::string, Tensor> out;
-      for (auto& [n, t] : init) out[n] = scope.find(n)->tensor().to(cpu());
-      return out;
     };
-    const auto want = run(cpu());
+    const auto want = up.run(cpu(), 2, sparse_grad);
     if (!have_device()) {
       ++g_skipped;
       continue;
     }
-    const auto got = run(cuda(0));
+    const auto got = up.run(cuda(0), 2, sparse_grad);
     for (auto& [n, t] : want) check_close(LoDTensor(got.at(n)), LoDTensor(t), 2e-4, 2e-4, rule + " " + n);
   }
 }
