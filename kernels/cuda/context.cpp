@@ -12,6 +12,7 @@
 #include <memory>
 #include <map>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "kernels/cuda/launch.hpp"
@@ -63,6 +64,42 @@ thread_local std::vector<std::pair<void*, int>>* tl_deferred = nullptr;  // free
 
 std::atomic<int64_t> g_captures{0}, g_launches{0}, g_abandoned{0};
 
+// Blocks allocated inside a capture that was given up: addresses of a graph that never ran, with no memory
+// behind them. Their tensors let go of them (CudaContext::abandon_capture); freeing them is then a no-op.
+std::atomic<bool> g_any_unbacked{false};
+std::mutex& unbacked_mutex() {
+  static std::mutex& m = *new std::mutex;
+  return m;
+}
+std::set<void*>& unbacked() {
+  static std::set<void*>& s = *new std::set<void*>;
+  return s;
+}
+bool forget_unbacked(void* p) {
+  if (!g_any_unbacked.load(std::memory_order_relaxed)) return false;
+  std::lock_guard lock(unbacked_mutex());
+  if (!unbacked().erase(p)) return false;
+  if (unbacked().empty()) g_any_unbacked = false;
+  return true;
+}
+
+/// Blocks allocated in a capture that never became a graph: remembered as unbacked, and handed to `lost`.
+void keep_unbacked(const std::vector<void*>& captured, std::vector<void*>* lost) {
+  if (captured.empty()) return;
+  {
+    std::lock_guard lock(unbacked_mutex());
+    unbacked().insert(captured.begin(), captured.end());
+    g_any_unbacked = true;
+  }
+  if (lost) lost->insert(lost->end(), captured.begin(), captured.end());
+}
+
+/// Frees block `p` of device `d` in the order of `stream` when it is that device's (null: the legacy stream).
+void free_block(void* p, int d, cudaStream_t stream, int stream_device) {
+  DeviceGuard g(d);
+  if (cudaFreeAsync(p, d == stream_device ? stream : nullptr) != cudaSuccess) cudaGetLastError();  // a free's error is no kernel's
+}
+
 class CudaAllocator final : public Allocator {
  public:
   explicit CudaAllocator(int device) : device_(device) {
@@ -87,20 +124,21 @@ class CudaAllocator final : public Allocator {
     return p;
   }
   void deallocate(void* p, size_t bytes) noexcept override {
+    count_release(bytes);
+    if (forget_unbacked(p)) return;
     DeviceGuard g(device_);
     if (tl_capture) {
       auto it = std::find(tl_captured->begin(), tl_captured->end(), p);
       if (it != tl_captured->end()) {  // allocated in the graph: freed in it
         tl_captured->erase(it);
-        cudaFreeAsync(p, tl_capture);
+        if (cudaFreeAsync(p, tl_capture) != cudaSuccess) cudaGetLastError();
       } else {  // older than the capture, and the captured kernels may still use it: freed once the graph is gone
         tl_capture_unsafe = true;
         tl_deferred->emplace_back(p, device_);
       }
-    } else {
-      cudaFreeAsync(p, nullptr);
+    } else if (cudaFreeAsync(p, nullptr) != cudaSuccess) {
+      cudaGetLastError();  // a failed free must not show up as the next kernel's launch error
     }
-    count_release(bytes);
   }
   Place place() const override { return cuda(device_); }
 
@@ -160,7 +198,7 @@ class PinnedAllocator final : public Allocator {
     // being freed (the same pinned tensor) re-records its stream's event, so the list never grows past the
     // streams that read the block and nothing here waits. (A stream's handle is reused only after its
     // context has waited for it, so an event re-recorded under a reused handle covers nothing still pending.)
-    auto it = std::find_if(events.begin(), events.end(), [&](const Event& e) { return e.stream == stream; });
+    auto it = std::find_if(events.begin(), events.end(), [&](const Event& e) { return e.stream == stream && e.device == device; });
     if (it != events.end()) {
       cuda_check(cudaEventRecord(it->e, stream), "cudaEventRecord");
       return;
@@ -255,8 +293,9 @@ int cuda_device_count() {
 }
 
 Allocator& cuda_allocator(int device) {
-  static std::mutex m;
-  static std::vector<std::unique_ptr<CudaAllocator>> allocators;
+  // Never destroyed: a static object's device tensor may be freed after static destruction began.
+  static std::mutex& m = *new std::mutex;
+  static std::vector<std::unique_ptr<CudaAllocator>>& allocators = *new std::vector<std::unique_ptr<CudaAllocator>>;
   std::lock_guard lock(m);
   check_device(device);
   if (allocators.size() <= size_t(device)) allocators.resize(size_t(device) + 1);
@@ -377,7 +416,7 @@ void CudaContext::begin_capture() {
   tl_capture_unsafe = false;
 }
 
-void* CudaContext::end_capture(bool* replayable) {
+void* CudaContext::end_capture(bool* replayable, std::vector<void*>* lost) {
   DeviceGuard g(device_);
   cudaGraph_t graph = nullptr;
   const cudaError_t e = cudaStreamEndCapture(stream_, &graph);
@@ -395,9 +434,10 @@ void* CudaContext::end_capture(bool* replayable) {
   cudaGetLastError();  // a failed capture leaves its error behind
   // Frees of blocks older than the capture: ordered after the graph's first launch (the caller launches it
   // once before it destroys it), or now when there is no graph.
-  if (!exec)
-    for (auto [p, d] : *deferred) cudaFreeAsync(p, nullptr);
-  else
+  if (!exec) {
+    for (auto [p, d] : *deferred) free_block(p, d, nullptr, device_);
+    keep_unbacked(*captured, lost);
+  } else
     pending_frees_.insert(pending_frees_.end(), deferred->begin(), deferred->end());
   if (replayable) *replayable = exec && !kept && !tl_capture_unsafe;
   if (exec) ++g_captures;
@@ -410,8 +450,26 @@ void CudaContext::launch(void* graph) const {
   cuda_check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), stream_), "cudaGraphLaunch");
   ++g_launches;
   // Blocks freed while the graph was captured: after its (first) launch, in stream order.
-  for (auto [p, d] : pending_frees_) cudaFreeAsync(p, stream_);
+  for (auto [p, d] : pending_frees_) free_block(p, d, stream_, device_);
   pending_frees_.clear();
+}
+
+std::vector<void*> CudaContext::abandon_capture() {
+  DeviceGuard g(device_);
+  cudaGraph_t graph = nullptr;
+  if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);  // never instantiated
+  cudaGetLastError();
+  std::unique_ptr<std::vector<void*>> captured(tl_captured);
+  std::unique_ptr<std::vector<std::pair<void*, int>>> deferred(tl_deferred);
+  tl_capture = nullptr;
+  tl_captured = nullptr;
+  tl_deferred = nullptr;
+  // Nothing captured will run: the older blocks freed meanwhile go now, in the legacy stream's order.
+  for (auto [p, d] : *deferred) free_block(p, d, nullptr, device_);
+  std::vector<void*> lost;
+  keep_unbacked(*captured, &lost);
+  ++g_abandoned;
+  return lost;
 }
 
 void CudaContext::destroy_graph(void* graph) {
@@ -427,6 +485,13 @@ void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t by
   }
   DeviceGuard g(dp.is_cuda() ? dp.device : sp.device);
   const cudaMemcpyKind kind = dp.is_cuda() ? (sp.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) : cudaMemcpyDeviceToHost;
+  // A kernel's copy on the device (assign, a sum of one input, an update op out of place) while this thread
+  // captures a graph: on the captured stream, where the kernel's other work is. The legacy stream may not be
+  // used then; a copy to or from the host stays refused, which gives up the capture.
+  if (tl_capture && kind == cudaMemcpyDeviceToDevice) {
+    cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, tl_capture), "cudaMemcpyAsync");
+    return;
+  }
   // NOTE: cudaMemcpy on the legacy default stream waits for the work queued before it on every blocking
   // stream, so a fetch sees the kernels that produced it.
   cuda_check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy");

@@ -29,10 +29,11 @@ OAR_FUNC void detail::cuda_accumulate(const CudaContext&, DType, void*, const vo
 }
 OAR_FUNC CudaGraphStats cuda_graph_stats() { return {}; }
 OAR_FUNC void CudaContext::begin_capture() { throw Error("CUDA graphs: oar was built without CUDA"); }
-OAR_FUNC void* CudaContext::end_capture(bool* replayable) {
+OAR_FUNC void* CudaContext::end_capture(bool* replayable, std::vector<void*>*) {
   if (replayable) *replayable = false;
   return nullptr;
 }
+OAR_FUNC std::vector<void*> CudaContext::abandon_capture() { return {}; }
 OAR_FUNC void CudaContext::launch(void*) const { throw Error("CUDA graphs: oar was built without CUDA"); }
 OAR_FUNC void CudaContext::destroy_graph(void*) {}
 OAR_FUNC int CudaContext::follow_device_order() { return 0; }

@@ -85,8 +85,13 @@ class CudaContext final : public DeviceContext {
   void begin_capture();
   /// Ends the capture: the instantiated graph, or null when it failed (a call that cannot be captured).
   /// `replayable` says whether it may be launched more than once: false when the captured work kept device
-  /// memory it allocated, or freed memory allocated before (then launch it once and destroy it).
-  void* end_capture(bool* replayable);
+  /// memory it allocated, or freed memory allocated before (then launch it once and destroy it). Without a
+  /// graph, `lost` receives the blocks allocated in the capture, as from abandon_capture.
+  void* end_capture(bool* replayable, std::vector<void*>* lost = nullptr);
+  /// Ends a capture given up (a call in it threw) without instantiating anything. Returns the blocks allocated
+  /// in it that are still held: addresses of a graph that never ran, which their tensors must let go of before
+  /// anything runs (freeing them is then a no-op).
+  std::vector<void*> abandon_capture();
   /// Queues the graph on stream().
   void launch(void* graph) const;
   /// Destroys a graph from end_capture (null allowed), once the work queued before has been ordered.

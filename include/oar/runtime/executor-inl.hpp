@@ -93,6 +93,13 @@ OAR_FUNC void PreparedBlock::reclaim() {
 }
 
 OAR_FUNC void PreparedBlock::release(const Step& s, const std::vector<const Value*>& fetched) {
+OAR_FUNC void PreparedBlock::drop_storage(const std::vector<void*>& blocks) {
+  const auto lost = [&](const std::shared_ptr<Storage>& st) { return st && std::find(blocks.begin(), blocks.end(), st->data()) != blocks.end(); };
+  for (const Value* v : graph_.values)
+    if (const LoDTensor* t = v->tensor_if(); t && lost(t->storage())) const_cast<Value*>(v)->tensor() = LoDTensor();
+  std::erase_if(free_, lost);
+}
+
   for (int k : s.release) {
     Temp& sl = slots_[size_t(k)];
     if (std::find(fetched.begin(), fetched.end(), sl.value) == fetched.end()) give_back(sl);
@@ -240,13 +247,15 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
   try {
     run_steps(p, fetched, batch);
   } catch (...) {  // a call that cannot be captured, or a real error: the eager run below tells them apart
-    CudaContext::destroy_graph(cu.end_capture(&replayable));
+    const std::vector<void*> lost = cu.abandon_capture();
     p.graph_.off = true;
     if (p.recycle_) p.reclaim();
     run_steps(p, fetched, batch);
     return;
   }
-  void* g = cu.end_capture(&replayable);
+  std::vector<void*> lost;
+  void* g = cu.end_capture(&replayable, &lost);
+    if (!lost.empty()) p.drop_storage(lost);
   if (!g) {  // the capture failed at its end: nothing ran
     p.graph_.off = true;
     if (p.recycle_) p.reclaim();
@@ -254,6 +263,7 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
     return;
   }
   cu.launch(g);  // a capture runs nothing: this launch is this run's work
+    if (!lost.empty()) p.drop_storage(lost);
   if (replayable) {
     p.graph_.exec = std::shared_ptr<void>(g, [](void* x) { CudaContext::destroy_graph(x); });
     p.graph_.key = p.graph_.last;

@@ -95,6 +95,9 @@ class PreparedBlock {
   /// After a step: the temporaries it used last give their storage back (unless fetched).
   void release(const Step& s, const std::vector<const Value*>& fetched);
   /// Takes a temporary's storage (remembering its size for the next run) into the free list; storage that
+  /// Every tensor of the block whose storage is one of `blocks` (allocated in a capture given up) lets go of
+  /// it, and so does the free list.
+  void drop_storage(const std::vector<void*>& blocks);
   /// another tensor still shares (a view, a caller's fetch) is only let go.
   void give_back(Temp& sl);
   std::shared_ptr<const Program> program_;
