@@ -30,6 +30,11 @@ OAR_FUNC size_t PreparedBlock::free_bytes() const {
 }
 
 OAR_FUNC void PreparedBlock::plan() {
+  plan_buffers();
+  if (grouping_) group(cuda());  // group() asks only whether the place is a GPU
+}
+
+OAR_FUNC void PreparedBlock::plan_buffers() {
   for (auto& s : steps_) s.acquire.clear(), s.release.clear();
   slots_.clear();
   if (!recycle_) return;
@@ -88,11 +93,6 @@ OAR_FUNC void PreparedBlock::acquire(const Step& s, int64_t batch) {
   }
 }
 
-OAR_FUNC void PreparedBlock::reclaim() {
-  for (Temp& sl : slots_) give_back(sl);
-}
-
-OAR_FUNC void PreparedBlock::release(const Step& s, const std::vector<const Value*>& fetched) {
 OAR_FUNC void PreparedBlock::drop_storage(const std::vector<void*>& blocks) {
   const auto lost = [&](const std::shared_ptr<Storage>& st) { return st && std::find(blocks.begin(), blocks.end(), st->data()) != blocks.end(); };
   for (const Value* v : graph_.values)
@@ -100,6 +100,11 @@ OAR_FUNC void PreparedBlock::drop_storage(const std::vector<void*>& blocks) {
   std::erase_if(free_, lost);
 }
 
+OAR_FUNC void PreparedBlock::reclaim() {
+  for (Temp& sl : slots_) give_back(sl);
+}
+
+OAR_FUNC void PreparedBlock::release(const Step& s, const std::vector<const Value*>& fetched) {
   for (int k : s.release) {
     Temp& sl = slots_[size_t(k)];
     if (std::find(fetched.begin(), fetched.end(), sl.value) == fetched.end()) give_back(sl);
@@ -249,21 +254,21 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
   } catch (...) {  // a call that cannot be captured, or a real error: the eager run below tells them apart
     const std::vector<void*> lost = cu.abandon_capture();
     p.graph_.off = true;
+    if (!lost.empty()) p.drop_storage(lost);
     if (p.recycle_) p.reclaim();
     run_steps(p, fetched, batch);
     return;
   }
   std::vector<void*> lost;
   void* g = cu.end_capture(&replayable, &lost);
-    if (!lost.empty()) p.drop_storage(lost);
   if (!g) {  // the capture failed at its end: nothing ran
     p.graph_.off = true;
+    if (!lost.empty()) p.drop_storage(lost);
     if (p.recycle_) p.reclaim();
     run_steps(p, fetched, batch);
     return;
   }
   cu.launch(g);  // a capture runs nothing: this launch is this run's work
-    if (!lost.empty()) p.drop_storage(lost);
   if (replayable) {
     p.graph_.exec = std::shared_ptr<void>(g, [](void* x) { CudaContext::destroy_graph(x); });
     p.graph_.key = p.graph_.last;
@@ -1078,29 +1083,37 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
 }
 
 OAR_FUNC void PreparedBlock::group(const Place& place) {
+  grouping_ = place.is_cuda();
+  for (Step& s : steps_) {
+    s.group_fn = nullptr;
+    s.group.clear();
+    s.grouped = false;
+  }
   for (size_t i = 0; i < steps_.size();) {
     Step& first = steps_[i];
     const KernelEntry* k = first.fn ? KernelRegistry::instance().find(first.op->type()) : nullptr;
     const bool alone = first.acquire.empty() && first.release.empty();
     size_t j = i + 1;
     // A group's members all read their inputs before any writes: an op that reads or writes what an earlier
-    // member writes (one Param updated twice, a power two ops share) starts the next group, as it would run
-    // after it one at a time.
-    std::unordered_set<std::string> written;
-    const auto writes_of = [&](const Operator& op) {
+    // member writes (one Param updated twice, a power two ops share), or writes what an earlier member reads,
+    // starts the next group, as it would run after it one at a time.
+    std::unordered_set<std::string> written, read;
+    const auto join = [&](const Operator& op) {
+      for (const std::string& n : op.input_names()) read.insert(n);
       for (const std::string& n : op.output_names()) written.insert(n);
     };
-    const auto touches_written = [&](const Operator& op) {
-      for (const auto& names : {op.input_names(), op.output_names()})
-        for (const std::string& n : names)
-          if (written.contains(n)) return true;
+    const auto conflicts = [&](const Operator& op) {
+      for (const std::string& n : op.input_names())
+        if (written.contains(n)) return true;
+      for (const std::string& n : op.output_names())
+        if (written.contains(n) || read.contains(n)) return true;
       return false;
     };
     if (k && k->cuda_group && alone && place.is_cuda()) {
-      writes_of(*first.op);
+      join(*first.op);
       while (j < steps_.size() && steps_[j].fn && steps_[j].op->type() == first.op->type() && steps_[j].op->attrs() == first.op->attrs() &&
-             steps_[j].acquire.empty() && steps_[j].release.empty() && !touches_written(*steps_[j].op))
-        writes_of(*steps_[j++].op);
+             steps_[j].acquire.empty() && steps_[j].release.empty() && !conflicts(*steps_[j].op))
+        join(*steps_[j++].op);
     }
     if (j - i > 1) {
       first.group_fn = k->cuda_group;

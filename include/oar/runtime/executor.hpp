@@ -78,11 +78,14 @@ class PreparedBlock {
     size_t bytes = 0;  // the storage it held when it died last run: what it will need next run
   };
 
-  /// Fills the steps' acquire / release lists from first writes and last uses (a no-op unless recycling).
+  /// Fills the steps' acquire / release lists from first writes and last uses (a no-op unless recycling),
+  /// then groups the steps again where they were grouped.
   void plan();
+  void plan_buffers();
   /// Joins runs of consecutive steps whose op has a group kernel on `place`, the same type and equal
   /// attributes, and no temporaries to acquire or release, into one call of that kernel.
   void group(const Place& place);
+  bool grouping_ = false;  // group() ran for a GPU: plan() redoes it, since a temporary's acquire or release splits a run
 
   /// Bytes a temporary will need: what it held last run, or on the first run its declared shape with the
   /// unknown dims (-1) taken as `batch` (a guess: a kernel whose output is larger simply allocates).
@@ -92,12 +95,12 @@ class PreparedBlock {
   /// Before a run: the temporaries still holding storage (last run's fetches) give it back, unless the caller
   /// still holds those tensors.
   void reclaim();
-  /// After a step: the temporaries it used last give their storage back (unless fetched).
-  void release(const Step& s, const std::vector<const Value*>& fetched);
-  /// Takes a temporary's storage (remembering its size for the next run) into the free list; storage that
   /// Every tensor of the block whose storage is one of `blocks` (allocated in a capture given up) lets go of
   /// it, and so does the free list.
   void drop_storage(const std::vector<void*>& blocks);
+  /// After a step: the temporaries it used last give their storage back (unless fetched).
+  void release(const Step& s, const std::vector<const Value*>& fetched);
+  /// Takes a temporary's storage (remembering its size for the next run) into the free list; storage that
   /// another tensor still shares (a view, a caller's fetch) is only let go.
   void give_back(Temp& sl);
   std::shared_ptr<const Program> program_;
