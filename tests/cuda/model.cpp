@@ -189,6 +189,16 @@ TEST_CASE("cuda: a model too large for the device is an oar::Error naming the op
   CHECK(train(opt, n, 1).size() == 16);
 }
 
+TEST_CASE("cuda: an Optimizer on cuda:0 with threads > 1 is an oar::Error saying to train with one thread") {
+  Tape tape;
+  Net n;
+  Model cpu_model(tape.program({n.cost, n.acc}), cpu(), 3);
+  CHECK(Optimizer(cpu_model, n.cost, optim::sgd(0.1), 2).step_count() == 0);  // the CPU takes threads
+  if (no_device()) return;
+  Model model(tape.program({n.cost, n.acc}), cuda(0), 3);
+  CHECK_THROWS_WITH_AS(Optimizer(model, n.cost, optim::sgd(0.1), 2), doctest::Contains("trains with one thread"), Error);
+}
+
 TEST_CASE("cuda: an inference model saved from cuda:0 loads on the CPU and predicts the same") {
   if (no_device()) return;
   const fs::path dir = fs::temp_directory_path() / "oar_cuda_inference";

@@ -19,6 +19,9 @@ OAR_FUNC Optimizer::Optimizer(Model& model, const Var& loss, optim::Rule rule, i
 OAR_FUNC Optimizer::Optimizer(Model& model, std::string loss, optim::Rule rule, int threads)
     : model_(&model), rule_(std::move(rule)), update_exe_(model.place()) {
   OAR_CHECK(threads >= 1, "Optimizer: threads must be >= 1, got {}", threads);
+  // The threads' gradients are summed on the host, and one device gains little from several host threads.
+  OAR_CHECK(threads == 1 || !model.place().is_cuda(), "Optimizer: a model on {} trains with one thread, not {} (threads > 1 is for the CPU)",
+            model.place().str(), threads);
   build_machines(loss, threads);
   build_update();
 }
