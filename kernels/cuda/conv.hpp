@@ -96,16 +96,19 @@ inline Tensor conv_search_space(const KernelContext& c, size_t& limit) {
 }
 
 /// The algorithm a cuDNN result list offers: from heuristics (`timed` false), the first in the math type
-/// ConvDescs::math(t) asks for, else the first that works; from a timed search (fastest first), the first that
-/// ran in that math type, is deterministic and needs at most `limit` bytes (-1: none).
+/// ConvDescs::math(t) asks for, else the first that works (`prefer_deterministic`: deterministic ones first in
+/// both); from a timed search (fastest first), the first that ran in that math type, is deterministic and needs
+/// at most `limit` bytes (-1: none).
 template <class Perf>
-int conv_pick(const Perf* perf, int got, DType t, bool timed, size_t limit) {
+int conv_pick(const Perf* perf, int got, DType t, bool timed, size_t limit, bool prefer_deterministic = false) {
+  const bool deterministic = timed || prefer_deterministic;
   for (int i = 0; i < got; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == ConvDescs::math(t) &&
-        (!timed || (perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].memory <= limit)))
+        (!deterministic || perf[i].determinism == CUDNN_DETERMINISTIC) && (!timed || perf[i].memory <= limit))
       return int(perf[i].algo);
-  for (int i = 0; !timed && i < got; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) return int(perf[i].algo);
+  for (int pass = prefer_deterministic ? 0 : 1; !timed && pass < 2; ++pass)
+    for (int i = 0; i < got; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && (pass == 1 || perf[i].determinism == CUDNN_DETERMINISTIC)) return int(perf[i].algo);
   return -1;
 }
 
@@ -122,9 +125,9 @@ std::pair<int, size_t> conv_choose(const KernelContext& c, DType t, bool timed, 
     check(c, find(perf, &got, ws.raw(), limit), "cudnnFindConvolution*AlgorithmEx");
     algo = conv_pick(perf, got, t, true, limit);
   }
-  if (algo < 0) {
+  if (algo < 0) {  // after a search that kept nothing, still a deterministic algorithm where cuDNN has one
     check(c, heuristic(perf, &got), "cudnnGetConvolution*Algorithm_v7");
-    algo = conv_pick(perf, got, t, false, 0);
+    algo = conv_pick(perf, got, t, false, 0, timed);
   }
   c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
   size_t bytes = 0;
@@ -247,15 +250,17 @@ inline void conv_filter_grad(const KernelContext& c, const ops::detail::ConvAttr
           "cudnnConvolutionBackwardFilter");
   });
 }
-/// A convolution gradient's outputs, each present one sized like its input (x, f); false when the batch is
-/// empty (then the filter's gradient is zeros and nothing is left to do).
-inline bool conv_grad_outputs(KernelContext& c, Slot x_grad, Slot f_grad, const Tensor& x, const Tensor& f, LoDTensor*& dx, LoDTensor*& df) {
+/// A convolution gradient's outputs, each present one sized like its input (x, f); false when the batch or the
+/// output gradient `dy` is empty (no channels out): then both gradients are zeros and nothing is left to do.
+inline bool conv_grad_outputs(KernelContext& c, Slot x_grad, Slot f_grad, const Tensor& x, const Tensor& f, const Tensor& dy, LoDTensor*& dx,
+                              LoDTensor*& df) {
   dx = c.has_out(x_grad) ? &c.out(x_grad) : nullptr;
   df = c.has_out(f_grad) ? &c.out(f_grad) : nullptr;
   if (dx) dx->resize(x.shape(), x.dtype());
   if (df) df->resize(f.shape(), f.dtype());
-  if (x.numel() > 0) return true;
-  if (df) check(c, fill(df->raw(), df->numel(), int(size_of(df->dtype())), 0, stream(c)));
+  if (x.numel() > 0 && dy.numel() > 0) return true;
+  for (LoDTensor* g : {dx, df})
+    if (g && g->numel() > 0) check(c, fill(g->raw(), g->numel(), int(size_of(g->dtype())), 0, stream(c)));
   return false;
 }
 
@@ -287,7 +292,7 @@ inline void Conv2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const int64_t ow = detail::conv_out_size(x.dim(3), f.dim(3), a.paddings[1], a.strides[1], a.dilations[1]);
   c.check(dout.shape() == Shape{x.dim(0), f.dim(0), oh, ow}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), x.dim(0), f.dim(0), oh, ow);
   LoDTensor *dx = nullptr, *df = nullptr;
-  if (!cuda_kernels::conv_grad_outputs(c, input_grad, filter_grad, x, f, dx, df) || dout.numel() == 0) return;
+  if (!cuda_kernels::conv_grad_outputs(c, input_grad, filter_grad, x, f, dout, dx, df)) return;
   if (dx) cuda_kernels::conv_data_grad(c, a, f, dout, *dx);
   if (df) cuda_kernels::conv_filter_grad(c, a, x, dout, *df);
 }
@@ -334,7 +339,7 @@ inline void Conv2dTranspose::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, a, x.shape(), f.shape());
   c.check(dout.shape() == Shape{x.dim(0), g.c, g.h, g.w}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), x.dim(0), g.c, g.h, g.w);
   LoDTensor *dx = nullptr, *df = nullptr;
-  if (!cuda_kernels::conv_grad_outputs(c, input_grad, filter_grad, x, f, dx, df)) return;
+  if (!cuda_kernels::conv_grad_outputs(c, input_grad, filter_grad, x, f, dout, dx, df)) return;
   if (dx) cuda_kernels::conv_forward(c, a, dout, f, *dx);
   if (df) cuda_kernels::conv_filter_grad(c, a, dout, x, *df);
 }

@@ -103,6 +103,8 @@ struct CudaMatmul {
       return;
     }
     if constexpr (is_half_v<T>) {
+      if (m == 0 || n == 0) return;
+      lda = std::max<int64_t>(lda, 1), ldb = std::max<int64_t>(ldb, 1);  // k = 0: as gemm in host.hpp
       // The sum in an f32 buffer, rounded to 16 bits once: beta = 1 into a 16-bit C would round at every term.
       c.check(m <= INT32_MAX && n <= INT32_MAX && k <= INT32_MAX && lda <= INT32_MAX && ldb <= INT32_MAX && ldc <= INT32_MAX,
               "a product of {} x {} x {} is beyond cuBLAS's 32-bit sizes", m, k, n);
