@@ -326,6 +326,7 @@ CudaContext::~CudaContext() {
   if (order_event_) cudaEventDestroy(order_event_);
   if (cudnn_) cudnnDestroy(cudnn_);
   if (cublas_) cublasDestroy(cublas_);
+  if (cublas_workspace_) cudaFree(cublas_workspace_);
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -387,6 +388,22 @@ cublasContext* CudaContext::cublas() const {
     if (cublasStatus_t st = cublasCreate(&h); st != CUBLAS_STATUS_SUCCESS)
       throw Error(fmt::format("cuBLAS: cublasCreate failed on cuda:{} (status {})", device_, int(st)));
     cublasSetStream(h, stream_);
+    // A workspace of the handle's own (the size cuBLAS's documentation recommends: 32 MiB from Hopper on, 4 MiB
+    // before), so that cuBLAS neither allocates a new one inside every captured graph nor picks its kernels by
+    // what other streams run: results then repeat bit for bit, eager or replayed. Without it (no memory, or a
+    // first call inside a capture), cuBLAS manages its own.
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device_);
+    const size_t bytes = size_t(major >= 9 ? 32 : 4) << 20;
+    if (!tl_capture && cudaMalloc(&cublas_workspace_, bytes) == cudaSuccess) {
+      if (cublasSetWorkspace(h, cublas_workspace_, bytes) != CUBLAS_STATUS_SUCCESS) {
+        cudaFree(cublas_workspace_);
+        cublas_workspace_ = nullptr;
+      }
+    } else {
+      cublas_workspace_ = nullptr;
+    }
+    cudaGetLastError();
     cublas_ = h;
   }
   return cublas_;

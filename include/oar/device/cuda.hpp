@@ -115,6 +115,7 @@ class CudaContext final : public DeviceContext {
   CUevent_st* order_event_ = nullptr;  // recorded by end_device_order
   uint64_t followed_ = 0;              // the device's count of ended runs when this context last followed
   mutable cublasContext* cublas_ = nullptr;
+  mutable void* cublas_workspace_ = nullptr;  // the handle's workspace (cublasSetWorkspace)
   mutable cudnnContext* cudnn_ = nullptr;
   mutable std::vector<std::pair<void*, int>> pending_frees_;  // freed while captured: released after the launch
 };
