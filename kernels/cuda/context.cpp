@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <map>
@@ -262,11 +263,17 @@ PinnedAllocator* pinned_instance() {
 
 /// What the next run on a device waits for (CudaContext::follow_device_order): the event its last run
 /// recorded, the context that recorded it (which need not wait for itself), and how many runs have ended.
+/// Also the runs under way on the device (between follow and end) and whether one of them captures a graph:
+/// while one does, CUDA refuses the legacy-stream work (allocations, frees, copies) of every other thread, so
+/// a capture starts only in the device's one run under way, and other runs start after it ends.
 struct DeviceOrder {
   std::mutex mu;
+  std::condition_variable capture_ended;
   cudaEvent_t tail = nullptr;
   const CudaContext* owner = nullptr;
   uint64_t ended = 0;
+  int running = 0;
+  bool capturing = false;
 };
 DeviceOrder& device_order(int device) {
   // Never destroyed: a CudaContext that outlives static destruction (one a static object owns) still finds it.
@@ -335,7 +342,8 @@ int CudaContext::follow_device_order() {
   cuda_check(cudaGetDevice(&previous), "cudaGetDevice");
   if (previous != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
   DeviceOrder& o = device_order(device_);
-  std::lock_guard lock(o.mu);
+  std::unique_lock lock(o.mu);
+  if (!tl_capture) o.capture_ended.wait(lock, [&] { return !o.capturing; });  // (a run nested in a capture would wait for itself)
   if (o.owner && o.owner != this) {
     if (cudaError_t e = cudaStreamWaitEvent(stream_, o.tail, 0); e != cudaSuccess) {
       if (previous != device_) cudaSetDevice(previous);  // the caller's guard is not made yet
@@ -343,6 +351,7 @@ int CudaContext::follow_device_order() {
     }
   }
   followed_ = o.ended;
+  ++o.running;
   return previous;
 }
 
@@ -357,6 +366,7 @@ void CudaContext::end_device_order(int previous_device) noexcept {
   } restore{device_, previous_device};
   DeviceOrder& o = device_order(device_);
   std::lock_guard lock(o.mu);
+  --o.running;
   // Runs of other threads that ended while this one ran: this tail covers them too, so that the next run,
   // waiting for this tail alone, follows every run that ended before it.
   if (o.ended != followed_ && o.owner && o.owner != this && cudaStreamWaitEvent(stream_, o.tail, 0) != cudaSuccess) cudaGetLastError();
@@ -374,6 +384,15 @@ void CudaContext::end_device_order(int previous_device) noexcept {
     o.owner = nullptr;
     o.tail = nullptr;
   }
+}
+
+void CudaContext::end_capture_claim() noexcept {
+  DeviceOrder& o = device_order(device_);
+  {
+    std::lock_guard lock(o.mu);
+    o.capturing = false;
+  }
+  o.capture_ended.notify_all();
 }
 
 void CudaContext::synchronize() const {
@@ -423,10 +442,19 @@ cudnnContext* CudaContext::cudnn() const {
 
 CudaGraphStats cuda_graph_stats() { return {g_captures.load(), g_launches.load(), g_abandoned.load()}; }
 
-void CudaContext::begin_capture() {
+bool CudaContext::begin_capture() {
   if (tl_capture) throw Error("CUDA graphs: this thread is already capturing");
+  {
+    DeviceOrder& o = device_order(device_);
+    std::lock_guard lock(o.mu);
+    if (o.running != 1 || o.capturing) return false;  // another run is under way on the device
+    o.capturing = true;
+  }
   DeviceGuard g(device_);
-  cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  if (cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
+    end_capture_claim();
+    cuda_fail(e, "cudaStreamBeginCapture");
+  }
   tl_capture = stream_;
   tl_captured = new std::vector<void*>;
   tl_deferred = new std::vector<std::pair<void*, int>>;
@@ -443,6 +471,7 @@ void* CudaContext::end_capture(bool* replayable, std::vector<void*>* lost) {
   tl_capture = nullptr;
   tl_captured = nullptr;
   tl_deferred = nullptr;
+  end_capture_claim();
   cudaGraphExec_t exec = nullptr;
   if (e == cudaSuccess && graph) {
     if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
@@ -481,6 +510,7 @@ std::vector<void*> CudaContext::abandon_capture() {
   tl_capture = nullptr;
   tl_captured = nullptr;
   tl_deferred = nullptr;
+  end_capture_claim();
   // Nothing captured will run: the older blocks freed meanwhile go now, in the legacy stream's order.
   for (auto [p, d] : *deferred) free_block(p, d, nullptr, device_);
   std::vector<void*> lost;

@@ -10,10 +10,12 @@
 
 #include "support/toy.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <thread>
 
 using namespace oar;
 namespace fs = std::filesystem;
@@ -391,6 +393,53 @@ TEST_CASE("cuda: with set_cuda_graphs(true) training replays captured steps and 
   CHECK(with_dropout.size() == 48);
   CHECK(with_dropout.back() < with_dropout.front());
   CHECK(d1.captures - d0.captures == 1);  // the update block alone
+}
+
+TEST_CASE("cuda: with set_cuda_graphs(true) an Evaluator in another thread neither fails nor changes the training's losses") {
+  // While one run captures, CUDA refuses every other thread's legacy-stream work on the device: a capture
+  // starts only when its run is the device's only one, and other runs wait for it to end.
+  if (no_device()) return;
+  auto train = [](bool evaluate_beside) {
+    set_cuda_graphs(true);
+    Tape tape;
+    auto x = data("x", f32, {-1, 8});
+    auto label = data("label", i64, {-1, 1});
+    auto cost = mean(cross_entropy(fc(fc(x, 32).act(relu), 3).act(softmax), label));
+    Model model(tape.program({cost}), cuda(0), 7);
+    Optimizer opt(model, cost, optim::adam(0.01));
+    std::atomic<bool> done{false};
+    std::atomic<int> evaluations{0};
+    std::exception_ptr error;
+    std::thread side;
+    if (evaluate_beside)
+      side = std::thread([&] {
+        try {
+          Evaluator ev(model);
+          const auto batch = *test::toy_classes(64, 42).batch(64).next();
+          while (!done) {
+            if (ev.forward(batch, {x, label}).size() != 1) throw std::runtime_error("the evaluator fetched no cost");
+            ++evaluations;
+          }
+        } catch (...) {
+          error = std::current_exception();
+        }
+      });
+    auto r = test::toy_classes(1024, 1).shuffle(256, 5).batch(64);
+    std::vector<double> losses;
+    opt.train(r, {x, label}, 2, [&](const Event& e) {
+      if (e.kind == Event::Kind::end_iteration) losses.push_back(e.loss);
+    });
+    done = true;
+    if (side.joinable()) side.join();
+    set_cuda_graphs(false);
+    if (error) std::rethrow_exception(error);
+    if (evaluate_beside) CHECK(evaluations > 0);
+    return losses;
+  };
+  const std::vector<double> alone = train(false);
+  const std::vector<double> beside = train(true);
+  REQUIRE(alone.size() == 32);
+  CHECK(beside == alone);  // the evaluator only reads the parameters
 }
 
 TEST_CASE("cuda: a mixed-precision step (its update skipped on the device when a gradient overflows) is captured as CUDA graphs, with the same losses") {

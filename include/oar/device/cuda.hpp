@@ -82,7 +82,9 @@ class CudaContext final : public DeviceContext {
 
   /// Starts capturing what this thread queues on stream() into a graph (nothing runs until it is launched);
   /// the device memory this thread allocates and frees meanwhile is ordered on stream() and belongs to the graph.
-  void begin_capture();
+  /// Only inside a run (follow_device_order) that is the device's one run under way; false, with nothing
+  /// started, when another is. Runs that start meanwhile wait until the capture ends.
+  bool begin_capture();
   /// Ends the capture: the instantiated graph, or null when it failed (a call that cannot be captured).
   /// `replayable` says whether it may be launched more than once: false when the captured work kept device
   /// memory it allocated, or freed memory allocated before (then launch it once and destroy it). Without a
@@ -110,6 +112,7 @@ class CudaContext final : public DeviceContext {
   void end_device_order(int previous_device) noexcept;
 
  private:
+  void end_capture_claim() noexcept;  // the device may start other runs again
   int device_;
   CUstream_st* stream_ = nullptr;
   CUevent_st* order_event_ = nullptr;  // recorded by end_device_order

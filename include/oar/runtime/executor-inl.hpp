@@ -247,7 +247,10 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
 
 OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {
   auto& cu = static_cast<CudaContext&>(*dev_);
-  cu.begin_capture();
+  if (!cu.begin_capture()) {  // another run is under way on the device: this one runs op by op, the next tries again
+    run_steps(p, fetched, batch);
+    return;
+  }
   bool replayable = false;
   try {
     run_steps(p, fetched, batch);
