@@ -285,6 +285,22 @@ DeviceOrder& device_order(int device) {
   return *orders[size_t(device)];
 }
 
+/// Gives the device's capture claim (CudaContext::begin_capture) back: the runs waiting for it may start.
+void release_capture_claim(int device) noexcept {
+  DeviceOrder& o = device_order(device);
+  {
+    std::lock_guard lock(o.mu);
+    o.capturing = false;
+  }
+  o.capture_ended.notify_all();
+}
+
+/// Gives it back when it goes, however the function holding it ends.
+struct CaptureClaim {
+  int device;
+  ~CaptureClaim() { release_capture_claim(device); }
+};
+
 }  // namespace
 
 Allocator* cuda_pinned_allocator() { return pinned_instance(); }
@@ -386,14 +402,6 @@ void CudaContext::end_device_order(int previous_device) noexcept {
   }
 }
 
-void CudaContext::end_capture_claim() noexcept {
-  DeviceOrder& o = device_order(device_);
-  {
-    std::lock_guard lock(o.mu);
-    o.capturing = false;
-  }
-  o.capture_ended.notify_all();
-}
 
 void CudaContext::synchronize() const {
   DeviceGuard g(device_);
@@ -450,18 +458,24 @@ bool CudaContext::begin_capture() {
     if (o.running != 1 || o.capturing) return false;  // another run is under way on the device
     o.capturing = true;
   }
-  DeviceGuard g(device_);
-  if (cudaError_t e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal); e != cudaSuccess) {
-    end_capture_claim();
-    cuda_fail(e, "cudaStreamBeginCapture");
+  try {  // whatever fails below, the claim is given back: other runs wait on it
+    auto captured = std::make_unique<std::vector<void*>>();
+    auto deferred = std::make_unique<std::vector<std::pair<void*, int>>>();
+    DeviceGuard g(device_);
+    cuda_check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    tl_capture = stream_;
+    tl_captured = captured.release();
+    tl_deferred = deferred.release();
+    tl_capture_unsafe = false;
+    return true;
+  } catch (...) {
+    release_capture_claim(device_);
+    throw;
   }
-  tl_capture = stream_;
-  tl_captured = new std::vector<void*>;
-  tl_deferred = new std::vector<std::pair<void*, int>>;
-  tl_capture_unsafe = false;
 }
 
 void* CudaContext::end_capture(bool* replayable, std::vector<void*>* lost) {
+  const CaptureClaim claim{device_};
   DeviceGuard g(device_);
   cudaGraph_t graph = nullptr;
   const cudaError_t e = cudaStreamEndCapture(stream_, &graph);
@@ -471,7 +485,6 @@ void* CudaContext::end_capture(bool* replayable, std::vector<void*>* lost) {
   tl_capture = nullptr;
   tl_captured = nullptr;
   tl_deferred = nullptr;
-  end_capture_claim();
   cudaGraphExec_t exec = nullptr;
   if (e == cudaSuccess && graph) {
     if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
@@ -501,6 +514,7 @@ void CudaContext::launch(void* graph) const {
 }
 
 std::vector<void*> CudaContext::abandon_capture() {
+  const CaptureClaim claim{device_};
   DeviceGuard g(device_);
   cudaGraph_t graph = nullptr;
   if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);  // never instantiated
@@ -510,7 +524,6 @@ std::vector<void*> CudaContext::abandon_capture() {
   tl_capture = nullptr;
   tl_captured = nullptr;
   tl_deferred = nullptr;
-  end_capture_claim();
   // Nothing captured will run: the older blocks freed meanwhile go now, in the legacy stream's order.
   for (auto [p, d] : *deferred) free_block(p, d, nullptr, device_);
   std::vector<void*> lost;

@@ -29,7 +29,6 @@ OAR_FUNC void detail::cuda_accumulate(const CudaContext&, DType, void*, const vo
 }
 OAR_FUNC CudaGraphStats cuda_graph_stats() { return {}; }
 OAR_FUNC bool CudaContext::begin_capture() { throw Error("CUDA graphs: oar was built without CUDA"); }
-OAR_FUNC void CudaContext::end_capture_claim() noexcept {}
 OAR_FUNC void* CudaContext::end_capture(bool* replayable, std::vector<void*>*) {
   if (replayable) *replayable = false;
   return nullptr;

@@ -112,7 +112,6 @@ class CudaContext final : public DeviceContext {
   void end_device_order(int previous_device) noexcept;
 
  private:
-  void end_capture_claim() noexcept;  // the device may start other runs again
   int device_;
   CUstream_st* stream_ = nullptr;
   CUevent_st* order_event_ = nullptr;  // recorded by end_device_order
