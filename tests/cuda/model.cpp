@@ -57,6 +57,23 @@ void check_losses_close(const std::vector<double>& cpu_l, const std::vector<doub
   }
 }
 
+/// An MLP 8-32-3 on cuda:0 (initial weights from seed 7) and its training on the toy classes in batches of 64.
+struct ToyMlp {
+  Tape tape;
+  Var x = data("x", f32, {-1, 8}), label = data("label", i64, {-1, 1});
+  Var cost = mean(cross_entropy(fc(fc(x, 32).act(relu), 3).act(softmax), label));
+  Model model{tape.program({cost}), cuda(0), 7};
+  /// `epochs` over 1024 examples: the loss of every step.
+  std::vector<double> train(Optimizer& opt, int epochs) {
+    auto r = test::toy_classes(1024, 1).shuffle(256, 5).batch(64);
+    std::vector<double> losses;
+    opt.train(r, {x, label}, epochs, [&](const Event& e) {
+      if (e.kind == Event::Kind::end_iteration) losses.push_back(e.loss);
+    });
+    return losses;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("cuda: a model trains on cuda:0 as on the CPU: same initial weights, the same losses, the same accuracy") {
@@ -401,12 +418,8 @@ TEST_CASE("cuda: with set_cuda_graphs(true) an Evaluator in another thread neith
   if (no_device()) return;
   auto train = [](bool evaluate_beside) {
     set_cuda_graphs(true);
-    Tape tape;
-    auto x = data("x", f32, {-1, 8});
-    auto label = data("label", i64, {-1, 1});
-    auto cost = mean(cross_entropy(fc(fc(x, 32).act(relu), 3).act(softmax), label));
-    Model model(tape.program({cost}), cuda(0), 7);
-    Optimizer opt(model, cost, optim::adam(0.01));
+    ToyMlp m;
+    Optimizer opt(m.model, m.cost, optim::adam(0.01));
     std::atomic<bool> done{false};
     std::atomic<int> evaluations{0};
     std::atomic<bool> failed{false};
@@ -415,10 +428,10 @@ TEST_CASE("cuda: with set_cuda_graphs(true) an Evaluator in another thread neith
     if (evaluate_beside)
       side = std::thread([&] {
         try {
-          Evaluator ev(model);
+          Evaluator ev(m.model);
           const auto batch = *test::toy_classes(64, 42).batch(64).next();
           while (!done) {
-            if (ev.forward(batch, {x, label}).size() != 1) throw std::runtime_error("the evaluator fetched no cost");
+            if (ev.forward(batch, {m.x, m.label}).size() != 1) throw std::runtime_error("the evaluator fetched no cost");
             ++evaluations;
           }
         } catch (...) {
@@ -427,11 +440,7 @@ TEST_CASE("cuda: with set_cuda_graphs(true) an Evaluator in another thread neith
         }
       });
     while (evaluate_beside && evaluations == 0 && !failed) std::this_thread::yield();  // the evaluator is under way first
-    auto r = test::toy_classes(1024, 1).shuffle(256, 5).batch(64);
-    std::vector<double> losses;
-    opt.train(r, {x, label}, 2, [&](const Event& e) {
-      if (e.kind == Event::Kind::end_iteration) losses.push_back(e.loss);
-    });
+    const std::vector<double> losses = m.train(opt, 2);
     done = true;
     if (side.joinable()) side.join();
     set_cuda_graphs(false);
@@ -448,17 +457,9 @@ TEST_CASE("cuda: a mixed-precision step (its update skipped on the device when a
   if (no_device()) return;
   auto train = [](bool graphs) {
     set_cuda_graphs(graphs);
-    Tape tape;
-    auto x = data("x", f32, {-1, 8});
-    auto label = data("label", i64, {-1, 1});
-    auto cost = mean(cross_entropy(fc(fc(x, 32).act(relu), 3).act(softmax), label));
-    Model model(tape.program({cost}), cuda(0), 7);
-    Optimizer opt(model, cost, optim::adam(0.01).with_schedule(optim::cosine_decay(50)).with_mixed_precision());
-    auto r = test::toy_classes(1024, 1).shuffle(256, 5).batch(64);
-    std::vector<double> losses;
-    opt.train(r, {x, label}, 2, [&](const Event& e) {
-      if (e.kind == Event::Kind::end_iteration) losses.push_back(e.loss);
-    });
+    ToyMlp m;
+    Optimizer opt(m.model, m.cost, optim::adam(0.01).with_schedule(optim::cosine_decay(50)).with_mixed_precision());
+    const std::vector<double> losses = m.train(opt, 2);
     set_cuda_graphs(false);
     return losses;
   };
