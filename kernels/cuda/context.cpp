@@ -95,6 +95,19 @@ void keep_unbacked(const std::vector<void*>& captured, std::vector<void*>* lost)
   if (lost) lost->insert(lost->end(), captured.begin(), captured.end());
 }
 
+/// The capture's lists this thread kept (blocks allocated in it, older blocks it freed), taken as it ends.
+struct CaptureLists {
+  std::unique_ptr<std::vector<void*>> captured;
+  std::unique_ptr<std::vector<std::pair<void*, int>>> deferred;
+};
+CaptureLists take_capture_lists() {
+  CaptureLists lists{std::unique_ptr<std::vector<void*>>(tl_captured), std::unique_ptr<std::vector<std::pair<void*, int>>>(tl_deferred)};
+  tl_capture = nullptr;
+  tl_captured = nullptr;
+  tl_deferred = nullptr;
+  return lists;
+}
+
 /// Frees block `p` of device `d` in the order of `stream` when it is that device's (null: the legacy stream).
 void free_block(void* p, int d, cudaStream_t stream, int stream_device) {
   DeviceGuard g(d);
@@ -402,7 +415,6 @@ void CudaContext::end_device_order(int previous_device) noexcept {
   }
 }
 
-
 void CudaContext::synchronize() const {
   DeviceGuard g(device_);
   cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
@@ -479,12 +491,8 @@ void* CudaContext::end_capture(bool* replayable, std::vector<void*>* lost) {
   DeviceGuard g(device_);
   cudaGraph_t graph = nullptr;
   const cudaError_t e = cudaStreamEndCapture(stream_, &graph);
-  const bool kept = !tl_captured->empty();
-  std::unique_ptr<std::vector<void*>> captured(tl_captured);
-  std::unique_ptr<std::vector<std::pair<void*, int>>> deferred(tl_deferred);
-  tl_capture = nullptr;
-  tl_captured = nullptr;
-  tl_deferred = nullptr;
+  auto [captured, deferred] = take_capture_lists();
+  const bool kept = !captured->empty();
   cudaGraphExec_t exec = nullptr;
   if (e == cudaSuccess && graph) {
     if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
@@ -519,11 +527,7 @@ std::vector<void*> CudaContext::abandon_capture() {
   cudaGraph_t graph = nullptr;
   if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);  // never instantiated
   cudaGetLastError();
-  std::unique_ptr<std::vector<void*>> captured(tl_captured);
-  std::unique_ptr<std::vector<std::pair<void*, int>>> deferred(tl_deferred);
-  tl_capture = nullptr;
-  tl_captured = nullptr;
-  tl_deferred = nullptr;
+  auto [captured, deferred] = take_capture_lists();
   // Nothing captured will run: the older blocks freed meanwhile go now, in the legacy stream's order.
   for (auto [p, d] : *deferred) free_block(p, d, nullptr, device_);
   std::vector<void*> lost;

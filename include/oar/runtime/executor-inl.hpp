@@ -1097,22 +1097,22 @@ OAR_FUNC void PreparedBlock::group(const Place& place) {
     const KernelEntry* k = first.fn ? KernelRegistry::instance().find(first.op->type()) : nullptr;
     const bool alone = first.acquire.empty() && first.release.empty();
     size_t j = i + 1;
-    // A group's members all read their inputs before any writes: an op that reads or writes what an earlier
-    // member writes (one Param updated twice, a power two ops share), or writes what an earlier member reads,
-    // starts the next group, as it would run after it one at a time.
-    std::unordered_set<std::string> written, read;
-    const auto join = [&](const Operator& op) {
-      for (const std::string& n : op.input_names()) read.insert(n);
-      for (const std::string& n : op.output_names()) written.insert(n);
-    };
-    const auto conflicts = [&](const Operator& op) {
-      for (const std::string& n : op.input_names())
-        if (written.contains(n)) return true;
-      for (const std::string& n : op.output_names())
-        if (written.contains(n) || read.contains(n)) return true;
-      return false;
-    };
     if (k && k->cuda_group && alone && place.is_cuda()) {
+      // A group's members all read their inputs before any writes: an op that reads or writes what an earlier
+      // member writes (one Param updated twice, a power two ops share), or writes what an earlier member reads,
+      // starts the next group, as it would run after it one at a time.
+      std::unordered_set<std::string> written, read;
+      const auto join = [&](const Operator& op) {
+        for (const std::string& n : op.input_names()) read.insert(n);
+        for (const std::string& n : op.output_names()) written.insert(n);
+      };
+      const auto conflicts = [&](const Operator& op) {
+        for (const std::string& n : op.input_names())
+          if (written.contains(n)) return true;
+        for (const std::string& n : op.output_names())
+          if (written.contains(n) || read.contains(n)) return true;
+        return false;
+      };
       join(*first.op);
       while (j < steps_.size() && steps_[j].fn && steps_[j].op->type() == first.op->type() && steps_[j].op->attrs() == first.op->attrs() &&
              steps_[j].acquire.empty() && steps_[j].release.empty() && !conflicts(*steps_[j].op))
