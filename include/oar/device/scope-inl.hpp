@@ -1,5 +1,7 @@
 // oar/device/scope-inl.hpp: the implementation of scope.hpp (included by it when header-only; compiled once into liboar otherwise).
 #pragma once
+#include <algorithm>
+
 #include "oar/device/scope.hpp"
 
 namespace oar {
@@ -47,14 +49,25 @@ OAR_FUNC Scope& Scope::new_scope() {
   return *kids_.back();
 }
 
+// The kids go after the lock is given back: their tensors' frees may wait on the device (a graph captured by
+// another thread, detail::CaptureGate), and that thread may need a new scope meanwhile.
 OAR_FUNC void Scope::drop_kids() {
-  std::lock_guard lock(kids_mutex_);
-  kids_.clear();
+  std::vector<std::unique_ptr<Scope>> gone;
+  {
+    std::lock_guard lock(kids_mutex_);
+    gone.swap(kids_);
+  }
 }
 
 OAR_FUNC void Scope::drop(Scope* kid) {
-  std::lock_guard lock(kids_mutex_);
-  std::erase_if(kids_, [&](auto& k) { return k.get() == kid; });
+  std::unique_ptr<Scope> gone;
+  {
+    std::lock_guard lock(kids_mutex_);
+    auto it = std::find_if(kids_.begin(), kids_.end(), [&](auto& k) { return k.get() == kid; });
+    if (it == kids_.end()) return;
+    gone = std::move(*it);
+    kids_.erase(it);
+  }
 }
 
 }  // namespace oar
