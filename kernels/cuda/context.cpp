@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <map>
@@ -18,6 +17,7 @@
 
 #include "kernels/cuda/launch.hpp"
 #include "oar/device/allocator.hpp"
+#include "oar/device/capture_gate.hpp"
 #include "oar/device/cuda.hpp"
 
 namespace oar {
@@ -52,16 +52,58 @@ class DeviceGuard {
   int prev_ = 0;
 };
 
-/// A device's allocator: CUDA's stream-ordered pool (cudaMallocAsync), told to keep freed memory instead of
-/// returning it to the driver, so that a repeated run with the same shapes reuses blocks without a
-/// device-wide synchronisation. Allocations are ordered on the legacy default stream, which every oar stream
-/// synchronises with (oar creates its streams blocking).
+/// What the next run on a device waits for (CudaContext::follow_device_order): the event its last run
+/// recorded, the context that recorded it (which need not wait for itself), and how many runs have ended.
+/// Also the device's capture gate: the runs under way, the device work outside runs, and whether a run
+/// captures a graph (detail::CaptureGate says why they are kept apart).
+struct DeviceOrder {
+  std::mutex mu;
+  cudaEvent_t tail = nullptr;
+  const CudaContext* owner = nullptr;
+  uint64_t ended = 0;
+  detail::CaptureGate gate;
+};
+DeviceOrder& device_order(int device) {
+  // Never destroyed: a CudaContext that outlives static destruction (one a static object owns) still finds it.
+  static std::mutex& m = *new std::mutex;
+  static std::vector<std::unique_ptr<DeviceOrder>>& orders = *new std::vector<std::unique_ptr<DeviceOrder>>;
+  std::lock_guard lock(m);
+  if (orders.size() <= size_t(device)) orders.resize(size_t(device) + 1);
+  if (!orders[size_t(device)]) orders[size_t(device)] = std::make_unique<DeviceOrder>();
+  return *orders[size_t(device)];
+}
+
+/// Gives the device's capture claim (CudaContext::begin_capture) back: the runs and visits waiting for it go on.
+void release_capture_claim(int device) noexcept { device_order(device).gate.end_capture(); }
+
+/// Gives it back when it goes, however the function holding it ends.
+struct CaptureClaim {
+  int device;
+  ~CaptureClaim() { release_capture_claim(device); }
+};
+
 // While this thread captures a graph (CudaContext::begin_capture): the stream captured, the blocks allocated
 // since (their frees become the graph's), and whether the captured work kept or freed memory it should not.
 thread_local cudaStream_t tl_capture = nullptr;
 thread_local std::vector<void*>* tl_captured = nullptr;
 thread_local bool tl_capture_unsafe = false;
 thread_local std::vector<std::pair<void*, int>>* tl_deferred = nullptr;  // frees of older blocks, done after the capture
+
+// The runs under way in this thread, per device (follow_device_order .. end_device_order): device work done
+// inside one belongs to that run and is no visit of the device's gate. A plain array, so that a free during
+// the process's exit, after this thread's objects are gone, still reads it; devices past it are never counted
+// (their work inside runs visits the gate too, which is slower but safe).
+constexpr int kCountedDevices = 64;
+thread_local int tl_runs[kCountedDevices] = {};
+bool in_run(int device) { return device < kCountedDevices && tl_runs[device] > 0; }
+
+/// The gate that this thread's work on `device`'s legacy stream (an allocation, a free, a synchronous copy) must
+/// visit: null inside a run of this thread on that device, and while this thread captures (that work gives its
+/// own capture up, and a capturing thread never waits).
+detail::CaptureGate* visit_gate(int device) {
+  if (tl_capture || in_run(device)) return nullptr;
+  return &device_order(device).gate;
+}
 
 std::atomic<int64_t> g_captures{0}, g_launches{0}, g_abandoned{0};
 
@@ -114,6 +156,10 @@ void free_block(void* p, int d, cudaStream_t stream, int stream_device) {
   if (cudaFreeAsync(p, d == stream_device ? stream : nullptr) != cudaSuccess) cudaGetLastError();  // a free's error is no kernel's
 }
 
+/// A device's allocator: CUDA's stream-ordered pool (cudaMallocAsync), told to keep freed memory instead of
+/// returning it to the driver, so that a repeated run with the same shapes reuses blocks without a
+/// device-wide synchronisation. Allocations are ordered on the legacy default stream, which every oar stream
+/// synchronises with (oar creates its streams blocking).
 class CudaAllocator final : public Allocator {
  public:
   explicit CudaAllocator(int device) : device_(device) {
@@ -124,6 +170,7 @@ class CudaAllocator final : public Allocator {
   }
   void* allocate(size_t bytes) override {
     DeviceGuard g(device_);
+    const detail::GateVisit visit(visit_gate(device_));
     void* p = nullptr;
     cudaError_t e = cudaMallocFromPoolAsync(&p, std::max<size_t>(bytes, 1), pool_, tl_capture);
     if (e == cudaErrorMemoryAllocation) {
@@ -150,8 +197,9 @@ class CudaAllocator final : public Allocator {
         tl_capture_unsafe = true;
         tl_deferred->emplace_back(p, device_);
       }
-    } else if (cudaFreeAsync(p, nullptr) != cudaSuccess) {
-      cudaGetLastError();  // a failed free must not show up as the next kernel's launch error
+    } else {
+      const detail::GateVisit visit(visit_gate(device_));
+      if (cudaFreeAsync(p, nullptr) != cudaSuccess) cudaGetLastError();  // a failed free must not show up as the next kernel's launch error
     }
   }
   Place place() const override { return cuda(device_); }
@@ -274,46 +322,6 @@ PinnedAllocator* pinned_instance() {
   return a;
 }
 
-/// What the next run on a device waits for (CudaContext::follow_device_order): the event its last run
-/// recorded, the context that recorded it (which need not wait for itself), and how many runs have ended.
-/// Also the runs under way on the device (between follow and end) and whether one of them captures a graph:
-/// while one does, CUDA refuses the legacy-stream work (allocations, frees, copies) of every other thread, so
-/// a capture starts only in the device's one run under way, and other runs start after it ends.
-struct DeviceOrder {
-  std::mutex mu;
-  std::condition_variable capture_ended;
-  cudaEvent_t tail = nullptr;
-  const CudaContext* owner = nullptr;
-  uint64_t ended = 0;
-  int running = 0;
-  bool capturing = false;
-};
-DeviceOrder& device_order(int device) {
-  // Never destroyed: a CudaContext that outlives static destruction (one a static object owns) still finds it.
-  static std::mutex& m = *new std::mutex;
-  static std::vector<std::unique_ptr<DeviceOrder>>& orders = *new std::vector<std::unique_ptr<DeviceOrder>>;
-  std::lock_guard lock(m);
-  if (orders.size() <= size_t(device)) orders.resize(size_t(device) + 1);
-  if (!orders[size_t(device)]) orders[size_t(device)] = std::make_unique<DeviceOrder>();
-  return *orders[size_t(device)];
-}
-
-/// Gives the device's capture claim (CudaContext::begin_capture) back: the runs waiting for it may start.
-void release_capture_claim(int device) noexcept {
-  DeviceOrder& o = device_order(device);
-  {
-    std::lock_guard lock(o.mu);
-    o.capturing = false;
-  }
-  o.capture_ended.notify_all();
-}
-
-/// Gives it back when it goes, however the function holding it ends.
-struct CaptureClaim {
-  int device;
-  ~CaptureClaim() { release_capture_claim(device); }
-};
-
 }  // namespace
 
 Allocator* cuda_pinned_allocator() { return pinned_instance(); }
@@ -349,6 +357,8 @@ CudaContext::CudaContext(int device, uint64_t seed) : DeviceContext(seed), devic
 
 CudaContext::~CudaContext() {
   DeviceGuard g(device_);
+  // Freeing the cuBLAS workspace synchronises the device, which a capture of another thread would refuse.
+  const detail::GateVisit visit(visit_gate(device_));
   // The work this context queued is done before it goes, so that no later run needs to wait for it.
   if (stream_ && cudaStreamSynchronize(stream_) != cudaSuccess) cudaGetLastError();
   {
@@ -371,31 +381,36 @@ int CudaContext::follow_device_order() {
   cuda_check(cudaGetDevice(&previous), "cudaGetDevice");
   if (previous != device_) cuda_check(cudaSetDevice(device_), "cudaSetDevice");
   DeviceOrder& o = device_order(device_);
-  std::unique_lock lock(o.mu);
-  if (!tl_capture) o.capture_ended.wait(lock, [&] { return !o.capturing; });  // (a run nested in a capture would wait for itself)
-  if (o.owner && o.owner != this) {
-    if (cudaError_t e = cudaStreamWaitEvent(stream_, o.tail, 0); e != cudaSuccess) {
-      if (previous != device_) cudaSetDevice(previous);  // the caller's guard is not made yet
-      cuda_fail(e, "cudaStreamWaitEvent");
+  o.gate.enter_run(!tl_capture);  // (a run nested in this thread's capture would wait for itself)
+  {
+    std::lock_guard lock(o.mu);
+    if (o.owner && o.owner != this) {
+      if (cudaError_t e = cudaStreamWaitEvent(stream_, o.tail, 0); e != cudaSuccess) {
+        o.gate.leave_run();
+        if (previous != device_) cudaSetDevice(previous);  // the caller's guard is not made yet
+        cuda_fail(e, "cudaStreamWaitEvent");
+      }
     }
+    followed_ = o.ended;
   }
-  followed_ = o.ended;
-  ++o.running;
+  if (device_ < kCountedDevices) ++tl_runs[device_];
   return previous;
 }
 
 void CudaContext::end_device_order(int previous_device) noexcept {
   // The run's device is current (follow_device_order), as creating the event for its stream requires.
   if (!order_event_ && cudaEventCreateWithFlags(&order_event_, cudaEventDisableTiming) != cudaSuccess) order_event_ = nullptr;
-  struct Restore {
-    int device, previous;
-    ~Restore() {
-      if (previous != device) cudaSetDevice(previous);
-    }
-  } restore{device_, previous_device};
   DeviceOrder& o = device_order(device_);
+  struct Leave {  // last: the device, then the run's place at the gate
+    DeviceOrder& o;
+    int device, previous;
+    ~Leave() {
+      if (previous != device) cudaSetDevice(previous);
+      if (device < kCountedDevices) --tl_runs[device];
+      o.gate.leave_run();
+    }
+  } leave{o, device_, previous_device};
   std::lock_guard lock(o.mu);
-  --o.running;
   // Runs of other threads that ended while this one ran: this tail covers them too, so that the next run,
   // waiting for this tail alone, follows every run that ended before it.
   if (o.ended != followed_ && o.owner && o.owner != this && cudaStreamWaitEvent(stream_, o.tail, 0) != cudaSuccess) cudaGetLastError();
@@ -464,12 +479,8 @@ CudaGraphStats cuda_graph_stats() { return {g_captures.load(), g_launches.load()
 
 bool CudaContext::begin_capture() {
   if (tl_capture) throw Error("CUDA graphs: this thread is already capturing");
-  {
-    DeviceOrder& o = device_order(device_);
-    std::lock_guard lock(o.mu);
-    if (o.running != 1 || o.capturing) return false;  // another run is under way on the device
-    o.capturing = true;
-  }
+  // Not while another run, or another thread's work outside runs, is under way on the device.
+  if (!device_order(device_).gate.try_capture()) return false;
   try {  // whatever fails below, the claim is given back: other runs wait on it
     auto captured = std::make_unique<std::vector<void*>>();
     auto deferred = std::make_unique<std::vector<std::pair<void*, int>>>();
@@ -543,11 +554,13 @@ void CudaContext::destroy_graph(void* graph) {
 void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t bytes) {
   if (dp.is_cuda()) check_device(dp.device);
   if (sp.is_cuda()) check_device(sp.device);
-  if (dp.is_cuda() && sp.is_cuda() && dp.device != sp.device) {
+  if (dp.is_cuda() && sp.is_cuda() && dp.device != sp.device) {  // on both devices' legacy streams
+    const detail::GateVisit first(visit_gate(std::min(dp.device, sp.device))), second(visit_gate(std::max(dp.device, sp.device)));
     cuda_check(cudaMemcpyPeer(dst, dp.device, src, sp.device, bytes), "cudaMemcpyPeer");
     return;
   }
-  DeviceGuard g(dp.is_cuda() ? dp.device : sp.device);
+  const int device = dp.is_cuda() ? dp.device : sp.device;
+  DeviceGuard g(device);
   const cudaMemcpyKind kind = dp.is_cuda() ? (sp.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice) : cudaMemcpyDeviceToHost;
   // A kernel's copy on the device (assign, a sum of one input, an update op out of place) while this thread
   // captures a graph: on the captured stream, where the kernel's other work is. The legacy stream may not be
@@ -558,6 +571,7 @@ void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t by
   }
   // NOTE: cudaMemcpy on the legacy default stream waits for the work queued before it on every blocking
   // stream, so a fetch sees the kernels that produced it.
+  const detail::GateVisit visit(visit_gate(device));
   cuda_check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy");
 }
 

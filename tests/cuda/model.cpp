@@ -453,6 +453,57 @@ TEST_CASE("cuda: with set_cuda_graphs(true) an Evaluator in another thread neith
   CHECK(beside == alone);  // the evaluator only reads the parameters
 }
 
+TEST_CASE("cuda: with set_cuda_graphs(true) another thread's copies, allocations and frees outside any run neither fail nor change the training's losses") {
+  // Outside runs they visit the device's capture gate: they wait while a capture is under way (on CUDA's legacy
+  // stream they would fail and give the capture up), and a capture is put off while one is in flight.
+  if (no_device()) return;
+  auto train = [](bool work_beside, CudaGraphStats* graphs) {
+    set_cuda_graphs(true);
+    ToyMlp m;
+    Optimizer opt(m.model, m.cost, optim::adam(0.01));
+    std::atomic<bool> done{false}, failed{false};
+    std::atomic<int> rounds{0};
+    std::exception_ptr error;
+    std::thread side;
+    if (work_beside)
+      side = std::thread([&] {
+        try {
+          std::vector<float> host(4096);
+          for (int i = 0; !done; ++i) {
+            for (size_t j = 0; j < host.size(); ++j) host[j] = float(i) + float(j);
+            const Tensor on_device = Tensor::from(host, {4096}).to(cuda(0));  // an allocation, a copy to the device
+            const Tensor copied = on_device.to(cuda(0), true);                  // a copy on the device
+            if (copied.to(cpu()).to_vector<float>() != host) throw std::runtime_error("the round trip through cuda:0 changed the values");
+            ++rounds;  // both device tensors are freed here
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+          }
+        } catch (...) {
+          error = std::current_exception();
+          failed = true;
+        }
+      });
+    while (work_beside && rounds == 0 && !failed) std::this_thread::yield();  // the side work is under way first
+    const CudaGraphStats before = cuda_graph_stats();
+    const std::vector<double> losses = m.train(opt, 2);
+    const CudaGraphStats after = cuda_graph_stats();
+    done = true;
+    if (side.joinable()) side.join();
+    set_cuda_graphs(false);
+    if (error) std::rethrow_exception(error);
+    *graphs = {after.captures - before.captures, after.launches - before.launches, after.abandoned - before.abandoned};
+    return losses;
+  };
+  CudaGraphStats alone_graphs, beside_graphs;
+  const std::vector<double> alone = train(false, &alone_graphs);
+  const std::vector<double> beside = train(true, &beside_graphs);
+  REQUIRE(alone.size() == 32);
+  CHECK(beside == alone);
+  CHECK(alone_graphs.captures == 2);  // the forward-backward block and the update block
+  CHECK(beside_graphs.captures == 2);  // put off by a visit in flight, never given up
+  CHECK(beside_graphs.abandoned == 0);
+  CHECK(beside_graphs.launches >= 16);
+}
+
 TEST_CASE("cuda: a mixed-precision step (its update skipped on the device when a gradient overflows) is captured as CUDA graphs, with the same losses") {
   if (no_device()) return;
   auto train = [](bool graphs) {
