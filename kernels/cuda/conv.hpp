@@ -156,11 +156,17 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
   const Key key{c.place().device, int(t), cuda_tf32(), search, {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
                 {a.strides[0], a.strides[1], a.paddings[0], a.paddings[1], a.dilations[0], a.dilations[1], a.groups}};
   const int p = int(pass);
-  std::lock_guard lock(mu);
-  Entry& e = cache[key];
-  if (!e.d) e.d = std::make_unique<ConvDescs>(c, t, x, f, y, a);
-  if (e.algo[p] >= 0) return {e.d.get(), e.algo[p], e.bytes[p]};
-  const ConvDescs& d = *e.d;
+  Entry* entry = nullptr;
+  {
+    std::lock_guard lock(mu);
+    Entry& e = cache[key];  // a map's entries stay put: used below without the lock
+    if (!e.d) e.d = std::make_unique<ConvDescs>(c, t, x, f, y, a);
+    if (e.algo[p] >= 0) return {e.d.get(), e.algo[p], e.bytes[p]};
+    entry = &e;
+  }
+  // The choice is made without the lock, so that a timed search on one device does not hold up the first
+  // calls of other shapes or devices; two threads meeting a new shape at once may both choose, the first kept.
+  const ConvDescs& d = *entry->d;
   cudnnHandle_t h = c.cuda().cudnn();
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   check(c, int(cudaStreamIsCapturing(stream(c), &capturing)));
@@ -204,8 +210,12 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
         });
   }
   if (timed || !search) {  // a heuristic stand-in for a search that could not run is not kept
-    e.algo[p] = algo;
-    e.bytes[p] = bytes;
+    std::lock_guard lock(mu);
+    if (entry->algo[p] < 0) {
+      entry->algo[p] = algo;
+      entry->bytes[p] = bytes;
+    }
+    return {&d, entry->algo[p], entry->bytes[p]};
   }
   return {&d, algo, bytes};
 }
