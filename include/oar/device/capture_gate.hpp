@@ -17,25 +17,11 @@ namespace oar::detail {
 class CaptureGate {
  public:
   /// A run starts. `wait` false for a run nested in the capture of its own thread, which would wait for itself.
-  void enter_run(bool wait = true) {
-    std::unique_lock lock(mu_);
-    if (wait) ended_.wait(lock, [&] { return !capturing_; });
-    ++runs_;
-  }
-  void leave_run() {
-    std::lock_guard lock(mu_);
-    --runs_;
-  }
+  void enter_run(bool wait = true) { enter(runs_, wait); }
+  void leave_run() { leave(runs_); }
   /// Device work outside any run starts; it waits while a capture is under way.
-  void enter_visit() {
-    std::unique_lock lock(mu_);
-    ended_.wait(lock, [&] { return !capturing_; });
-    ++visits_;
-  }
-  void leave_visit() {
-    std::lock_guard lock(mu_);
-    --visits_;
-  }
+  void enter_visit() { enter(visits_, true); }
+  void leave_visit() { leave(visits_); }
   /// Claims the device for a capture by the run calling it: true when that run is the only one under way, no
   /// visit is inside and no capture is; end_capture gives the claim back.
   bool try_capture() {
@@ -57,6 +43,16 @@ class CaptureGate {
   }
 
  private:
+  void enter(int& count, bool wait) {
+    std::unique_lock lock(mu_);
+    if (wait) ended_.wait(lock, [&] { return !capturing_; });
+    ++count;
+  }
+  void leave(int& count) {
+    std::lock_guard lock(mu_);
+    --count;
+  }
+
   std::mutex mu_;
   std::condition_variable ended_;
   int runs_ = 0, visits_ = 0;
