@@ -123,7 +123,7 @@ TEST_CASE_TEMPLATE("elementwise_add: bias grad sums dOut over the rows (large)",
     Program p = OpTest("elementwise_add").input("X", random_tensor<T>({pre, n})).input("Y", random_tensor<T>({n})).build();
     Block& b = p.global_block();
     b.create_var("Out_0@GRAD", {.dtype = dtype_of<T>, .shape = Shape{pre, n}});
-    GradContext gc(b.op(0), b, {});
+    GradContext gc(b.op(0), b);
     for (auto& g : op_def("elementwise_add").grad(gc)) add_op(b, g);
     auto dout = random_tensor<T>({pre, n}, -1, 1, 5);
     Scope scope;

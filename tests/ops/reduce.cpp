@@ -124,7 +124,7 @@ TEST_CASE("reduce_max / reduce_min: ties send the gradient to every equal elemen
     Program p = OpTest(type).input("X", x).attr("dim", std::vector<int32_t>{1}).build();
     Block& b = p.global_block();
     b.create_var("Out_0@GRAD", {.dtype = f64, .shape = Shape{1}});
-    GradContext gc(b.op(0), b, {});
+    GradContext gc(b.op(0), b);
     for (auto& g : op_def(type).grad(gc)) add_op(b, g);
     Scope scope;
     Executor exe;

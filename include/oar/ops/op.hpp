@@ -224,7 +224,11 @@ inline constexpr const char* kEmptyVarName = "@EMPTY@";
 /// are wanted (the rest are in the no-grad set).
 class GradContext {
  public:
+  /// The no-grad set is held by reference: it must outlive the context (a temporary one is refused).
   GradContext(const Operator& fwd, const Block& block, const std::set<std::string>& no_grad) : fwd_(fwd), block_(block), no_grad_(no_grad) {}
+  GradContext(const Operator& fwd, const Block& block, std::set<std::string>&&) = delete;
+  /// Every input gradient wanted.
+  GradContext(const Operator& fwd, const Block& block) : GradContext(fwd, block, none()) {}
   const Operator& fwd() const { return fwd_; }
   const Block& block() const { return block_; }
   const std::vector<std::string>& input(std::string_view slot) const { return fwd_.input(slot); }
@@ -254,6 +258,10 @@ class GradContext {
     std::vector<std::string> out;
     for (auto& n : names) out.push_back(check && !wants(n) ? std::string(kEmptyVarName) : grad_var_name(n));
     return out;
+  }
+  static const std::set<std::string>& none() {
+    static const std::set<std::string> empty;
+    return empty;
   }
   const Operator& fwd_;
   const Block& block_;

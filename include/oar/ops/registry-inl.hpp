@@ -56,8 +56,7 @@ OAR_FUNC std::optional<OpDef> derive_grad_def(const OpDef& fwd) {
   for (auto& a : fwd.attrs)
     if (a.dflt) op.set_attr(a.name, *a.dflt);
   Program scratch;
-  const std::set<std::string> none;
-  GradContext ctx(op, scratch.global_block(), none);
+  GradContext ctx(op, scratch.global_block());
   std::vector<Operator> made;
   try {
     made = fwd.grad(ctx);
