@@ -43,6 +43,22 @@ TEST_CASE("tape: a Var of a dead tape is a clear error naming where it was recor
   CHECK(msg.find("tape.cpp:" + std::to_string(line)) != std::string::npos);
 }
 
+TEST_CASE("tape: a dead tape's state goes with its last Var (creations hold Vars, which hold the state)") {
+  std::weak_ptr<std::weak_ptr<void>> slot;  // owned by the tape's state, and by each Topology of it
+  Var kept;
+  {
+    Tape t;
+    Var x = data("x", f32, {-1, 3});
+    kept = fc(fc(x, 4).act(relu), 2);
+    slot = t.program(kept).param_slot;
+    CHECK_FALSE(slot.expired());
+  }
+  CHECK_FALSE(slot.expired());  // a Var of the dead tape still names its creation in errors
+  CHECK_THROWS_WITH_AS((void)kept.shape(), doctest::Contains("no longer exists"), Error);
+  kept = Var();
+  CHECK(slot.expired());
+}
+
 TEST_CASE("tape: program() replays up to the chosen output into main + startup programs") {
   Tape tape;
   auto img = data("img", f32, {-1, 784});

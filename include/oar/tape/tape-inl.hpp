@@ -26,6 +26,12 @@ OAR_FUNC Tape::Tape() : state_(std::make_shared<detail::TapeState>()) { detail::
 OAR_FUNC Tape::~Tape() {
   state_->alive = false;
   std::erase(detail::tape_stack, this);
+  // A creation's inputs (and the Vars its replay captured) hold the state that holds the creation: let go of
+  // them, or every tape would keep itself alive. Kind and origin stay, for the error a Var of this tape gives.
+  for (Creation& c : state_->creations) {
+    c.inputs.clear();
+    c.replay = nullptr;
+  }
 }
 
 OAR_FUNC Tape& Tape::current(const Origin& where) {
