@@ -152,25 +152,34 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
   };
   static std::mutex mu;
   static std::map<Key, Entry> cache;
+  static std::map<int, std::mutex> searching;  // per device: two timed searches on one GPU would time each other
   const bool search = cuda_conv_search();
   const Key key{c.place().device, int(t), cuda_tf32(), search, {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
                 {a.strides[0], a.strides[1], a.paddings[0], a.paddings[1], a.dilations[0], a.dilations[1], a.groups}};
   const int p = int(pass);
   Entry* entry = nullptr;
+  std::mutex* device_search = nullptr;
   {
     std::lock_guard lock(mu);
     Entry& e = cache[key];  // a map's entries stay put: used below without the lock
     if (!e.d) e.d = std::make_unique<ConvDescs>(c, t, x, f, y, a);
     if (e.algo[p] >= 0) return {e.d.get(), e.algo[p], e.bytes[p]};
     entry = &e;
+    device_search = &searching[c.place().device];
   }
-  // The choice is made without the lock, so that a timed search on one device does not hold up the first
-  // calls of other shapes or devices; two threads meeting a new shape at once may both choose, the first kept.
+  // The choice is made without the cache's lock, so that a timed search does not hold up the first calls of
+  // other shapes and devices; two threads meeting a new shape at once may both choose, and the first is kept.
   const ConvDescs& d = *entry->d;
   cudnnHandle_t h = c.cuda().cudnn();
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   check(c, int(cudaStreamIsCapturing(stream(c), &capturing)));
   const bool timed = search && capturing == cudaStreamCaptureStatusNone;
+  std::unique_lock<std::mutex> searching_here;
+  if (timed) {
+    searching_here = std::unique_lock(*device_search);
+    std::lock_guard lock(mu);
+    if (entry->algo[p] >= 0) return {&d, entry->algo[p], entry->bytes[p]};  // the search that just ended was of this shape
+  }
   int algo = -1;
   size_t bytes = 0;
   // Each pass's cuDNN calls, in their own argument orders: the timed search, the heuristics, the workspace size.
