@@ -94,6 +94,26 @@ class OpTest {
     return *this;
   }
 
+  /// The same case with every f32 input (dense and sparse) widened to f64: its outputs are the f32 case's exact
+  /// answer up to f64 rounding, which tells how far the f32 kernels are from it.
+  OpTest widened() const {
+    OpTest w = *this;
+    for (auto& [slot, ts] : w.inputs_)
+      for (LoDTensor& t : ts)
+        if (t.dtype() == f32) t = LoDTensor(to_f64(t), t.lod());
+    for (auto& [slot, sr] : w.sparse_inputs_)
+      if (sr.value.dtype() == f32) sr.value = to_f64(sr.value);
+    return w;
+  }
+  bool has_f32_input() const {
+    for (auto& [slot, ts] : inputs_)
+      for (const LoDTensor& t : ts)
+        if (t.dtype() == f32) return true;
+    for (auto& [slot, sr] : sparse_inputs_)
+      if (sr.value.dtype() == f32) return true;
+    return false;
+  }
+
   /// Builds the one-op program (validating the op and inferring shapes); exposes it for inspection.
   Program build() const {
     Program p;
