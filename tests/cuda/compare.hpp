@@ -23,13 +23,8 @@ inline int g_probed = 0;  // f32 cases whose tolerance was checked against the C
 /// CPU alone nearly fills would fail on a GPU for no fault of the kernel. This is the only evidence about the f32
 /// tolerances that a machine without a device can give. Cases with tolerance 0 claim the CPU's exact order of
 /// operations instead; ops that take f32 only (cast with in_dtype, loss scaling) have no f64 form and are left out.
-inline void check_f32_margin(const OpTest& t, const std::map<std::string, LoDTensor>& cpu_out, const std::string& what, double atol, double rtol) {
-  std::map<std::string, LoDTensor> exact;
-  try {
-    exact = t.widened().run(cpu());
-  } catch (const Error&) {
-    return;
-  }
+template <class Map>
+void check_f32_margin(const Map& cpu_out, const Map& exact, const std::string& what, double atol, double rtol) {
   ++g_probed;
   for (auto& [key, got] : cpu_out) {
     auto it = exact.find(key);
@@ -45,6 +40,16 @@ inline void check_f32_margin(const OpTest& t, const std::map<std::string, LoDTen
     CHECK_MESSAGE(worst <= 0.5, what << " " << key << ": the CPU's f32 error alone uses " << worst << " of the tolerance (element " << at << ": "
                                      << got.get(at) << ", in f64 " << it->second.get(at) << ")");
   }
+}
+
+inline void check_f32_margin(const OpTest& t, const std::map<std::string, LoDTensor>& cpu_out, const std::string& what, double atol, double rtol) {
+  std::map<std::string, LoDTensor> exact;
+  try {
+    exact = t.widened().run(cpu());
+  } catch (const Error&) {
+    return;
+  }
+  check_f32_margin(cpu_out, exact, what, atol, rtol);
 }
 
 /// Runs `t` on the CPU and on cuda:0 and compares every output (|cuda - cpu| <= atol + rtol |cpu|). Without a

@@ -79,6 +79,19 @@ void compare_steps(const std::string& what, const std::string& type, const std::
   const auto want = run_steps(cpu(), type, state, grad, steps, attrs);
   for (const Slotted& s : state)  // the case is well formed: the CPU moved the parameter
     if (s.in == "Param") CHECK_MESSAGE(want.at(s.in).get(0) != s.value.get(0), what << ": Param did not change");
+  if (std::ranges::any_of(state, [](const Slotted& s) { return s.value.dtype() == f32; })) {  // the same steps in f64
+    std::vector<Slotted> wide = state;
+    for (Slotted& s : wide)
+      if (s.value.dtype() == f32) s.value = to_f64(s.value);
+    auto wide_grad = [&](int step) -> Grad {
+      Grad g = grad(step);
+      if (auto* t = std::get_if<Tensor>(&g)) return to_f64(*t);
+      SelectedRows sr = std::get<SelectedRows>(g);
+      sr.value = to_f64(sr.value);
+      return sr;
+    };
+    check_f32_margin(want, run_steps(cpu(), type, wide, wide_grad, steps, attrs), what, atol, rtol);
+  }
   if (!have_device()) {
     ++g_skipped;
     return;
