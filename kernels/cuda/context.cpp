@@ -95,6 +95,8 @@ thread_local std::vector<std::pair<void*, int>>* tl_deferred = nullptr;  // free
 // (their work inside runs visits the gate too, which is slower but safe).
 constexpr int kCountedDevices = 64;
 thread_local int tl_runs[kCountedDevices] = {};
+// Per thread: a pool worker helping a run would count as outside it (and wait for the run's own capture); no
+// CUDA kernel uses the pool, and an Optimizer with threads is refused on a GPU.
 bool in_run(int device) { return device < kCountedDevices && tl_runs[device] > 0; }
 
 /// The gate that this thread's work on `device`'s legacy stream (an allocation, a free, a synchronous copy) must
@@ -151,7 +153,9 @@ CaptureLists take_capture_lists() {
 }
 
 /// Frees block `p` of device `d` in the order of `stream` when it is that device's (null: the legacy stream).
+/// Another device's block goes on that device's legacy stream: a visit of its gate, like any free outside a run.
 void free_block(void* p, int d, cudaStream_t stream, int stream_device) {
+  const detail::GateVisit visit(d == stream_device ? nullptr : visit_gate(d));
   DeviceGuard g(d);
   if (cudaFreeAsync(p, d == stream_device ? stream : nullptr) != cudaSuccess) cudaGetLastError();  // a free's error is no kernel's
 }
@@ -555,6 +559,9 @@ void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t by
   if (dp.is_cuda()) check_device(dp.device);
   if (sp.is_cuda()) check_device(sp.device);
   if (dp.is_cuda() && sp.is_cuda() && dp.device != sp.device) {  // on both devices' legacy streams
+    // cudaMemcpyPeer is ordered after the current device's work too: made the destination, so that no third
+    // device's capture is given up by it.
+    DeviceGuard g(dp.device);
     const detail::GateVisit first(visit_gate(std::min(dp.device, sp.device))), second(visit_gate(std::max(dp.device, sp.device)));
     cuda_check(cudaMemcpyPeer(dst, dp.device, src, sp.device, bytes), "cudaMemcpyPeer");
     return;

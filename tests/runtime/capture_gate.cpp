@@ -66,6 +66,33 @@ TEST_CASE("capture gate: runs and visits that arrive during a capture wait until
   gate.leave_run();
 }
 
+TEST_CASE("capture gate: a visit that waited for a capture comes in before the capturing thread's next capture") {
+  // The capturing thread, freed of its capture, asks for the next one at once; the visit woken by the end of
+  // the first is still waiting, or inside (it stays until told to go): either way no capture may start.
+  for (int round = 0; round < 20; ++round) {
+    CaptureGate gate;
+    gate.enter_run();
+    REQUIRE(gate.try_capture());
+    std::atomic<bool> inside{false}, go{false};
+    std::thread visitor([&] {
+      const GateVisit visit(&gate);
+      inside = true;
+      while (!go) std::this_thread::sleep_for(100us);
+    });
+    std::this_thread::sleep_for(5ms);  // the visitor is waiting for the capture
+    CHECK_FALSE(inside.load());
+    gate.end_capture();
+    const bool again = gate.try_capture();
+    CHECK_FALSE(again);
+    if (again) gate.end_capture();  // so that the visitor comes in and the case ends
+    go = true;
+    visitor.join();
+    CHECK(gate.try_capture());  // the visit is over
+    gate.end_capture();
+    gate.leave_run();
+  }
+}
+
 TEST_CASE("capture gate: under contention no run or visit of another thread is ever inside a capture, and captures still happen") {
   CaptureGate gate;
   std::atomic<int> visits_inside{0}, runs_inside{0};

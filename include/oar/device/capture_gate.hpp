@@ -13,7 +13,9 @@ namespace oar::detail {
 /// apart. An executor run enters as a run; other device work outside any run (a Tensor::to, a free, a context
 /// going) enters as a visit. A capture starts only in a run that is the device's one run under way while no
 /// visit is inside; runs and visits that arrive while it lasts wait until it ends. try_capture never waits: a
-/// refused capture runs its block op by op and is tried again at a later run.
+/// refused capture runs its block op by op and is tried again at a later run, and it is refused while work that
+/// waited for the last capture has not yet come in, so that a thread capturing run after run cannot keep a
+/// waiting visit out.
 class CaptureGate {
  public:
   /// A run starts. `wait` false for a run nested in the capture of its own thread, which would wait for itself.
@@ -23,10 +25,10 @@ class CaptureGate {
   void enter_visit() { enter(visits_, true); }
   void leave_visit() { leave(visits_); }
   /// Claims the device for a capture by the run calling it: true when that run is the only one under way, no
-  /// visit is inside and no capture is; end_capture gives the claim back.
+  /// visit is inside or waiting and no capture is under way; end_capture gives the claim back.
   bool try_capture() {
     std::lock_guard lock(mu_);
-    if (runs_ != 1 || visits_ != 0 || capturing_) return false;
+    if (runs_ != 1 || visits_ != 0 || waiting_ != 0 || capturing_) return false;
     capturing_ = true;
     return true;
   }
@@ -45,7 +47,11 @@ class CaptureGate {
  private:
   void enter(int& count, bool wait) {
     std::unique_lock lock(mu_);
-    if (wait) ended_.wait(lock, [&] { return !capturing_; });
+    if (wait && capturing_) {
+      ++waiting_;
+      ended_.wait(lock, [&] { return !capturing_; });
+      --waiting_;
+    }
     ++count;
   }
   void leave(int& count) {
@@ -55,7 +61,7 @@ class CaptureGate {
 
   std::mutex mu_;
   std::condition_variable ended_;
-  int runs_ = 0, visits_ = 0;
+  int runs_ = 0, visits_ = 0, waiting_ = 0;  // waiting_: runs and visits held up by a capture
   bool capturing_ = false;
 };
 
