@@ -82,6 +82,14 @@ OAR_FUNC Model Model::load(const std::filesystem::path& dir, Place place) {
     ls >> key;
     while (ls >> v) (key == "feeds" ? t.feeds : key == "outputs" ? t.outputs : params).push_back(v);
   }
+  for (auto [prog, file] : {std::pair{&t.main, "__model__"}, std::pair{&t.startup, "__startup__"}}) {
+    try {
+      validate_program(*prog);
+    } catch (Error& e) {
+      e.add_context(fmt::format("while loading program file '{}'", (dir / file).string()));
+      throw;
+    }
+  }
   infer_program_shapes(t.main);
   Model m(std::move(t), place);
   auto tensors = io::load_combined(dir / "__params__", params);
@@ -108,7 +116,7 @@ OAR_FUNC std::vector<std::string> Model::names_of(std::span<const Var> vars) con
 OAR_FUNC Model Model::load_inference(const std::filesystem::path& dir, Place place) {
   io::InferenceModel im = io::load_inference_model(dir);
   Topology t;
-  t.main = std::move(im.program);
+  t.main = std::move(im.program);  // validated by load_inference_model
   infer_program_shapes(t.main);
   t.feeds = im.feeds;
   t.outputs = im.fetches;

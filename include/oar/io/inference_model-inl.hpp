@@ -9,6 +9,7 @@
 #include "oar/io/tensor_file.hpp"
 #include "oar/ir/serialize.hpp"
 #include "oar/ops/feed_fetch.hpp"
+#include "oar/ops/registry.hpp"
 
 namespace oar::io {
 
@@ -56,6 +57,12 @@ OAR_FUNC void save_inference_model(const std::filesystem::path& dir, const std::
 OAR_FUNC InferenceModel load_inference_model(const std::filesystem::path& dir) {
   InferenceModel m;
   m.program = load_program(dir / "__model__");
+  try {
+    validate_program(m.program);
+  } catch (Error& e) {
+    e.add_context(fmt::format("while loading program file '{}'", (dir / "__model__").string()));
+    throw;
+  }
   Block& g = m.program.global_block();
   std::map<int, std::string> feeds, fetches;
   for (auto* op : g.ops()) {

@@ -208,6 +208,11 @@ OAR_FUNC Operator& add_op(Block& block, Operator op) {
   return added;
 }
 
+OAR_FUNC void validate_program(Program& p) {
+  for (size_t b = 0; b < p.num_blocks(); ++b)
+    for (auto* op : p.block(int(b)).ops()) validate_op(*op);
+}
+
 OAR_FUNC void infer_program_shapes(Program& p) {
   for (size_t b = 0; b < p.num_blocks(); ++b) {
     Block& blk = p.block(int(b));

@@ -57,6 +57,10 @@ void validate_op(Operator& op);
 /// On error nothing is left behind and the oar::Error names the op's origin.
 Operator& add_op(Block& block, Operator op);
 
+/// validate_op on every op of every block: what a program read from a file gets before anything runs it, since
+/// the file may be damaged or written by something else (an op's kernel trusts its schema).
+void validate_program(Program& p);
+
 /// Re-runs shape inference of every op of every block (after a program was loaded or edited).
 void infer_program_shapes(Program& p);
 

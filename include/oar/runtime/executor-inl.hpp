@@ -430,6 +430,14 @@ inline void move_rows(const KernelContext& c, void* dst, const void* src, size_t
   for (int64_t r = 0; r < n; ++r) std::memcpy(d + size_t(dst_rows ? dst_rows[r] : r) * rb, s + size_t(src_rows ? src_rows[r] : r) * rb, rb);
 }
 
+/// Variable `name` of a step scope (a recurrent op's attributes name them) as a tensor; an oar::Error naming it
+/// when the step block has none (a program read from a damaged file).
+inline LoDTensor& step_tensor(const KernelContext& c, Scope& step, const std::string& name) {
+  Value* v = step.find_local(name);
+  c.check(v != nullptr, "the step block has no variable '{}'", name);
+  return v->tensor();
+}
+
 /// The first n elements of dst += those of src (f32 / f64: the gradients a recurrent op moves between steps),
 /// starting `dst_at` and `src_at` elements in.
 inline void add_elements(const KernelContext& c, Tensor& dst, const Tensor& src, int64_t n, int64_t dst_at = 0, int64_t src_at = 0) {
@@ -484,14 +492,14 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
     const int64_t k = L.active[size_t(t)];
     for (size_t i = 0; i < L.step_inputs.size(); ++i) {  // x_t: row t of each running sequence
       const LoDTensor& x = c.in(R::inputs, i);
-      LoDTensor& xt = sc.find_local(L.step_inputs[i])->tensor();
+      LoDTensor& xt = detail::step_tensor(c, sc, L.step_inputs[i]);
       detail::resize_rows(c, xt, x.shape(), x.dtype(), k);
       detail::move_rows(c, xt.raw(), x.raw(), xt.bytes() / size_t(k), k, nullptr, step_rows);
     }
     for (size_t m = 0; m < L.ex_states.size(); ++m) {  // the memories: the state of step t-1, or the boot
-      LoDTensor& pre = sc.find_local(L.ex_states[m])->tensor();
+      LoDTensor& pre = detail::step_tensor(c, sc, L.ex_states[m]);
       if (t > 0) {
-        const LoDTensor& prev = L.steps[size_t(t - 1)]->local_->find_local(L.states[m])->tensor();
+        const LoDTensor& prev = detail::step_tensor(c, *L.steps[size_t(t - 1)]->local_, L.states[m]);
         detail::resize_rows(c, pre, prev.shape(), prev.dtype(), k);
         detail::copy_bytes(c, pre.raw(), prev.raw(), pre.bytes());
       } else if (int32_t b = L.boot_states[m]; b >= 0) {
@@ -508,7 +516,7 @@ OAR_FUNC void Executor::run_recurrent(PreparedBlock& p, PreparedBlock::Step& s) 
     }
     run_steps(step, {}, 1);
     for (size_t j = 0; j < L.step_outputs.size(); ++j) {  // the step's rows go back to their sequences
-      const LoDTensor& y = sc.find_local(L.step_outputs[j])->tensor();
+      const LoDTensor& y = detail::step_tensor(c, sc, L.step_outputs[j]);
       c.check(y.initialized() && y.rank() >= 1 && y.dim(0) == k, "step output '{}' must have one row per running sequence ({}) at step {}, got {}",
               L.step_outputs[j], k, t, y.shape());
       LoDTensor& out = c.out(R::outputs, j);
@@ -665,7 +673,11 @@ OAR_FUNC void Executor::run_conditional_grad(PreparedBlock& p, PreparedBlock::St
       const Value* g = k < c.num_in(G::out_grad) ? c.in_value(G::out_grad, k) : nullptr;
       if (!seed) continue;
       if (g && !g->empty()) *seed = *g;
-      else detail::zero_like(c, *seed, *c.in_value(G::out, k));
+      else {
+        const Value* o = c.in_value(G::out, k);
+        c.check(o != nullptr, "Out@GRAD {} has no Out", k);
+        detail::zero_like(c, *seed, *o);
+      }
     }
     run_steps(*s.sub, {}, 1);
     for (auto& n : seeds)  // let go of the shared storage, which the writer of Out@GRAD reuses next run
@@ -750,15 +762,15 @@ OAR_FUNC void Executor::run_recurrent_grad(PreparedBlock& p, PreparedBlock::Step
     const int64_t* step_rows = rows ? rows + step_begin : nullptr;  // step t's rows in the sequences
     for (size_t j = 0; j < L.output_seeds.size(); ++j) {  // the gradient of the step's output rows
       const LoDTensor& gy = c.in(G::outputs_grad, j);
-      LoDTensor& seed = gs.find_local(L.output_seeds[j])->tensor();
+      LoDTensor& seed = detail::step_tensor(c, gs, L.output_seeds[j]);
       detail::resize_rows(c, seed, gy.shape(), gy.dtype(), k);
       detail::move_rows(c, seed.raw(), gy.raw(), seed.bytes() / size_t(k), k, nullptr, step_rows);
     }
     for (size_t m = 0; m < L.state_seeds.size(); ++m) {  // plus the memory's gradient from step t+1
-      LoDTensor& seed = gs.find_local(L.state_seeds[m])->tensor();
+      LoDTensor& seed = detail::step_tensor(c, gs, L.state_seeds[m]);
       if (std::find(L.output_seeds.begin(), L.output_seeds.end(), L.state_seeds[m]) == L.output_seeds.end() &&
           std::find(L.state_seeds.begin(), L.state_seeds.begin() + ptrdiff_t(m), L.state_seeds[m]) == L.state_seeds.begin() + ptrdiff_t(m)) {
-        const LoDTensor& st = scopes[size_t(t)]->find_local(L.states[m])->tensor();
+        const LoDTensor& st = detail::step_tensor(c, *scopes[size_t(t)], L.states[m]);
         detail::resize_rows(c, seed, st.shape(), st.dtype(), k);
         detail::zero(c, seed);
       }
@@ -1059,6 +1071,14 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
                op->type() != ops::ConditionalBlockGrad::type && op->type() != ops::Recurrent::type && op->type() != ops::RecurrentGrad::type &&
                op->type() != ops::While::type && op->type() != ops::WhileGrad::type) {
       throw Error(fmt::format("op '{}' is not supported by this executor yet", op->type()), op->origin());
+    } else if (op->type() != ops::Feed::type && op->type() != ops::Fetch::type) {
+      // The control ops use their variables' values directly (step scopes, states, arrays), not through a
+      // kernel's checked in() / out(): each must be one (a program read from a damaged file may name none).
+      for (const auto* list : {&op->inputs(), &op->outputs()})
+        for (const SlotArgs& s : *list)
+          for (const std::string& n : s.args)
+            if (n != "@EMPTY@" && !p.local_->find(n))
+              throw Error(fmt::format("op '{}': {} '{}' is no variable of the program", op->type(), s.slot, n), op->origin());
     }
     p.steps_.push_back({op, fn, attrs, KernelContext(*op, *p.local_, *dev_, attrs.get()), {}, {}});
   }
