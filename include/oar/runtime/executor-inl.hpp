@@ -1077,7 +1077,7 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
       for (const auto* list : {&op->inputs(), &op->outputs()})
         for (const SlotArgs& s : *list)
           for (const std::string& n : s.args)
-            if (n != "@EMPTY@" && !p.local_->find(n))
+            if (n != kEmptyVarName && !p.local_->find(n))
               throw Error(fmt::format("op '{}': {} '{}' is no variable of the program", op->type(), s.slot, n), op->origin());
     }
     p.steps_.push_back({op, fn, attrs, KernelContext(*op, *p.local_, *dev_, attrs.get()), {}, {}});
