@@ -1,7 +1,7 @@
-// tests/api/damaged_files.cpp: a saved model whose files are damaged gives an oar::Error when it is loaded or
-// run, never a crash: by hand (a slot renamed, a step variable that is not there, a window cut short, an output
-// that names no variable) and by random byte changes of every file of models with a recurrent group, a
-// DynamicRNN (a while loop) and a conv net.
+// tests/api/damaged_files.cpp: a saved model whose files are damaged gives an oar::Error when it is loaded, run
+// or trained, never a crash: by hand (a slot renamed, a step variable that is not there, a window cut short, an
+// output that names no variable, a __meta__ line misspelt) and by random byte changes of every file of models with a recurrent group, a
+// DynamicRNN (a while loop) and a conv net, and of their inference models.
 #include "pch.hpp"
 
 #include <filesystem>
@@ -27,10 +27,11 @@ LoDTensor uniform(Shape s, uint64_t seed, LoD lod = {}) {
   return LoDTensor(Tensor::from<float>(v, s), std::move(lod));
 }
 
-/// A model saved to `dir`, with a feed it runs on.
+/// A model saved to `dir` (by Model::save, or as an inference model), with a feed it runs on.
 struct Saved {
   fs::path dir;
   FeedMap feeds;
+  bool inference = false;
 };
 
 fs::path fresh_dir(const std::string& name) {
@@ -69,18 +70,28 @@ Saved conv_model() {
   Tape t;
   Var img = data("img", f32, {-1, 1, 12, 12});
   Var pooled = pool2d(conv2d(img, 4, 3).act(relu), 2).type(PoolType::max).stride(2);
-  Model m(t.program(fc(batch_norm(pooled), 5).act(softmax)));
+  Model m(t.program(mean(fc(batch_norm(pooled), 5).act(softmax))));
   Saved s{fresh_dir("conv"), {{"img", uniform({2, 1, 12, 12}, 3)}}};
   m.save(s.dir);
   return s;
 }
 
-/// Loads the model of `s` and runs it once; the text of the oar::Error this gives ("" when none).
+/// The inference model of the model in `s`.
+Saved inference_of(const Saved& s) {
+  Saved i{s.dir.string() + "_inference", s.feeds, true};
+  fs::remove_all(i.dir);
+  Model::load(s.dir).save_inference(i.dir);
+  return i;
+}
+
+/// Loads the model of `s`, runs it once and (not an inference model) takes an Adam step on its output; the text
+/// of the oar::Error this gives ("" when none).
 std::string load_and_run(const Saved& s) {
   try {
-    Model m = Model::load(s.dir);
+    Model m = s.inference ? Model::load_inference(s.dir) : Model::load(s.dir);
     Evaluator ev(m);
     ev.forward(s.feeds);
+    if (!s.inference && !m.outputs().empty()) Optimizer(m, m.outputs()[0], optim::adam(1e-3)).step(s.feeds);
   } catch (const Error& e) {
     return e.what();
   }
@@ -160,13 +171,40 @@ TEST_CASE("damaged files: a pool2d window of one value is an oar::Error at load"
   fs::remove_all(s.dir);
 }
 
+TEST_CASE("damaged files: a __meta__ with a line misspelt, missing, or naming no variable is an oar::Error naming the file") {
+  Saved s = conv_model();
+  REQUIRE(load_and_run(s).empty());
+  const std::string meta = read(s.dir / "__meta__");
+  const size_t outputs = meta.find("outputs");
+  REQUIRE(outputs != std::string::npos);
+  std::string misspelt = meta;
+  misspelt.replace(outputs, 7, "outptus");
+  write(s.dir / "__meta__", misspelt);
+  std::string e = load_and_run(s);
+  CHECK(e.find("__meta__' is damaged: line 'outptus") != std::string::npos);
+  write(s.dir / "__meta__", meta.substr(0, outputs));  // the outputs and params lines gone
+  CHECK(load_and_run(s).find("it must have the lines feeds, outputs and params") != std::string::npos);
+  std::string unknown = meta;
+  unknown.insert(outputs + 7, " no_such_output");
+  write(s.dir / "__meta__", unknown);
+  CHECK(load_and_run(s).find("names 'no_such_output', which is no variable of __model__") != std::string::npos);
+  fs::remove_all(s.dir);
+}
+
 TEST_CASE("damaged files: random changes to every file of a saved model give an oar::Error or a model that runs, never a crash") {
   // Each change is undone before the next. A crash ends the test binary; another exception type fails here.
   const google::protobuf::LogSilencer quiet;  // protobuf's own log lines about the strings it refuses
   int errors = 0, ran = 0;
   std::mt19937_64 rng(2026);
+  std::vector<Saved> models;
   for (const Saved& s : {recurrent_group_model(), dynamic_rnn_model(), conv_model()}) {
+    models.push_back(s);
+    models.push_back(inference_of(s));
+  }
+  for (const Saved& s : models) {
+    REQUIRE(load_and_run(s).empty());
     for (const char* file : {"__model__", "__startup__", "__params__", "__meta__"}) {
+      if (!fs::exists(s.dir / file)) continue;  // an inference model has __model__ and __params__
       const std::string good = read(s.dir / file);
       for (int k = 0; k < 40; ++k) {
         std::string bad = damage(good, rng);
@@ -175,7 +213,8 @@ TEST_CASE("damaged files: random changes to every file of a saved model give an 
         try {
           (load_and_run(s).empty() ? ran : errors)++;
         } catch (const std::exception& e) {
-          FAIL_CHECK(s.dir.filename().string() << "/" << file << ", change " << k << ": " << e.what() << " is no oar::Error");
+          const std::string what = s.dir.filename().string() + "/" + file + ", change " + std::to_string(k) + ": '" + e.what() + "' is no oar::Error";
+          FAIL_CHECK(what);
         }
       }
       write(s.dir / file, good);
@@ -183,5 +222,5 @@ TEST_CASE("damaged files: random changes to every file of a saved model give an 
     fs::remove_all(s.dir);
   }
   MESSAGE(errors << " damaged models refused with an oar::Error, " << ran << " ran");
-  CHECK(errors > 200);
+  CHECK(errors > 300);
 }

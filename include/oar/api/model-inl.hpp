@@ -3,6 +3,7 @@
 #include "oar/api/model.hpp"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "oar/core/error.hpp"
@@ -74,14 +75,23 @@ OAR_FUNC Model Model::load(const std::filesystem::path& dir, Place place) {
   t.main = load_program(dir / "__model__");
   t.startup = load_program(dir / "__startup__");
   std::vector<std::string> params;
+  // Three lines, as save() writes them: "feeds", "outputs" and "params", each followed by its names.
+  const std::string meta_file = (dir / "__meta__").string();
   std::istringstream meta(detail::read_file(dir / "__meta__"));
   std::string line;
+  std::set<std::string> keys;
   while (std::getline(meta, line)) {
     std::istringstream ls(line);
     std::string key, v;
-    ls >> key;
+    if (!(ls >> key)) continue;
+    if ((key != "feeds" && key != "outputs" && key != "params") || !keys.insert(key).second)
+      throw Error(fmt::format("'{}' is damaged: line '{}' is not one of feeds, outputs and params, each once", meta_file, line));
     while (ls >> v) (key == "feeds" ? t.feeds : key == "outputs" ? t.outputs : params).push_back(v);
   }
+  if (keys.size() != 3) throw Error(fmt::format("'{}' is damaged: it must have the lines feeds, outputs and params", meta_file));
+  for (const auto* names : {&t.feeds, &t.outputs})
+    for (const std::string& n : *names)
+      if (!t.main.global_block().find_var(n)) throw Error(fmt::format("'{}' names '{}', which is no variable of __model__", meta_file, n));
   for (auto [prog, file] : {std::pair{&t.main, "__model__"}, std::pair{&t.startup, "__startup__"}}) {
     try {
       validate_program(*prog);
