@@ -72,8 +72,8 @@ OAR_FUNC void Model::save(const std::filesystem::path& dir) const {
 
 OAR_FUNC Model Model::load(const std::filesystem::path& dir, Place place) {
   Topology t;
-  t.main = load_program(dir / "__model__");
-  t.startup = load_program(dir / "__startup__");
+  t.main = io::load_checked_program(dir / "__model__");
+  t.startup = io::load_checked_program(dir / "__startup__");
   std::vector<std::string> params;
   // Three lines, as save() writes them: "feeds", "outputs" and "params", each followed by its names.
   const std::string meta_file = (dir / "__meta__").string();
@@ -92,14 +92,6 @@ OAR_FUNC Model Model::load(const std::filesystem::path& dir, Place place) {
   for (const auto* names : {&t.feeds, &t.outputs})
     for (const std::string& n : *names)
       if (!t.main.global_block().find_var(n)) throw Error(fmt::format("'{}' names '{}', which is no variable of __model__", meta_file, n));
-  for (auto [prog, file] : {std::pair{&t.main, "__model__"}, std::pair{&t.startup, "__startup__"}}) {
-    try {
-      validate_program(*prog);
-    } catch (Error& e) {
-      e.add_context(fmt::format("while loading program file '{}'", (dir / file).string()));
-      throw;
-    }
-  }
   infer_program_shapes(t.main);
   Model m(std::move(t), place);
   auto tensors = io::load_combined(dir / "__params__", params);

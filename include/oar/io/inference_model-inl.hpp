@@ -54,15 +54,20 @@ OAR_FUNC void save_inference_model(const std::filesystem::path& dir, const std::
   save_program(p, dir / "__model__");
 }
 
-OAR_FUNC InferenceModel load_inference_model(const std::filesystem::path& dir) {
-  InferenceModel m;
-  m.program = load_program(dir / "__model__");
+OAR_FUNC Program load_checked_program(const std::filesystem::path& path) {
+  Program p = load_program(path);
   try {
-    validate_program(m.program);
+    validate_program(p);
   } catch (Error& e) {
-    e.add_context(fmt::format("while loading program file '{}'", (dir / "__model__").string()));
+    e.add_context(fmt::format("while loading program file '{}'", path.string()));
     throw;
   }
+  return p;
+}
+
+OAR_FUNC InferenceModel load_inference_model(const std::filesystem::path& dir) {
+  InferenceModel m;
+  m.program = load_checked_program(dir / "__model__");
   Block& g = m.program.global_block();
   std::map<int, std::string> feeds, fetches;
   for (auto* op : g.ops()) {

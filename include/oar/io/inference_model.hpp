@@ -29,6 +29,10 @@ void save_inference_model(const std::filesystem::path& dir, const std::vector<st
 /// Reads a directory written by save_inference_model (or by Fluid with the same layout).
 InferenceModel load_inference_model(const std::filesystem::path& dir);
 
+/// A program file of a saved model, every op checked against its schema (validate_program): the file may be
+/// damaged or written by another tool, and the kernels trust the schema. Errors name the file.
+Program load_checked_program(const std::filesystem::path& path);
+
 }  // namespace oar::io
 
 #if OAR_HEADER_ONLY
