@@ -1,5 +1,5 @@
-// bench/cuda_bench.cpp: oar_bench --device cuda: SGEMM through oar's mul kernel against cublasSgemm called
-// directly (the bound: oar adds nothing around it), and the MLP and the book conv net training on the GPU at
+// bench/cuda_bench.cpp: oar_bench --device cuda: SGEMM (full f32 and TF32) and 16-bit GEMMs through oar's mul
+// kernel against cuBLAS called directly (the bound: oar adds nothing around it), and the MLP and the book conv net training on the GPU at
 // batch 64 and 512 (examples/s, the host's CPU time per step, the share of the step in cuDNN/cuBLAS kernels and in
 // oar's own from CUPTI, peak device memory), and char_lm's LSTM training (chars/s). LibTorch here is Debian's CPU
 // build, so cuBLAS is the only peer. Without a device (or in a build without CUDA) it says so and measures nothing.
@@ -53,23 +53,46 @@ double device_time(F&& step, int k, int reps, double min_time) {
   return median(per);
 }
 
+/// device_time of two steps measured in turns, block by block (a: a block, b: a block, ...), so that a GPU's
+/// clocks drifting over the run (heat, power) fall on both alike: the medians of each.
+template <class A, class B>
+std::pair<double, double> device_time_paired(A&& a, B&& b, int k, int reps, double min_time) {
+  std::vector<double> ta, tb;
+  for (int r = 0; r < reps; ++r) {
+    ta.push_back(device_time(a, k, 1, min_time));
+    tb.push_back(device_time(b, k, 1, min_time));
+  }
+  return {median(ta), median(tb)};
+}
+
+struct ApiCall {
+  uint64_t start, end;  ///< CUPTI timestamps (ns)
+  uint32_t thread;
+  bool runtime;  ///< the runtime API's (cuda*), else the driver's (cu*)
+  uint32_t cbid;
+};
+
 struct KernelTotals {
   double vendor_s = 0, oar_s = 0;
   int64_t vendor_kernels = 0, oar_kernels = 0;
   std::map<std::string, std::pair<double, int64_t>> by_name;  ///< demangled name -> seconds, launches
+  std::vector<ApiCall> api;  ///< with KernelLog(true): every CUDA runtime and driver call
 };
 
 /// Kernel time on the device while a KernelLog lives, from CUPTI's activity records: the vendor libraries'
-/// kernels (cuDNN, cuBLAS: every kernel not in oar's namespace) apart from oar's own. One at a time.
+/// kernels (cuDNN, cuBLAS: every kernel not in oar's namespace) apart from oar's own; with `api`, instead, the
+/// host's time in each CUDA runtime and driver call (kernel records would make every launch costlier). One at a time.
 class KernelLog {
  public:
-  KernelLog() {
+  explicit KernelLog(bool api = false) : api_(api) {
     totals_ = {};
     ok_ = cuptiActivityRegisterCallbacks(&requested, &completed) == CUPTI_SUCCESS &&
-          cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS;
+          (api ? cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) == CUPTI_SUCCESS && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS
+               : cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS);
   }
   ~KernelLog() {
-    if (ok_) cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    if (api_) cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME), cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
+    else cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   }
   KernelLog(const KernelLog&) = delete;
   KernelLog& operator=(const KernelLog&) = delete;
@@ -92,6 +115,11 @@ class KernelLog {
     CUpti_Activity* rec = nullptr;
     std::lock_guard lock(mu_);
     while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      if (rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME || rec->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+        const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(rec);
+        totals_.api.push_back({a->start, a->end, a->threadId, rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME, a->cbid});
+        continue;
+      }
       if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
       const double s = double(k->end - k->start) * 1e-9;
@@ -112,32 +140,148 @@ class KernelLog {
   }
   static inline std::mutex mu_;
   static inline KernelTotals totals_;
+  bool api_ = false;
   bool ok_ = false;
 };
 
-oar::Tensor device_random(oar::Shape s, uint64_t seed) {
+/// The host's time per step outside CUDA calls: `reps` samples of `steps` calls of `step` (which ends with the
+/// host waiting for its fetch) timed by CUPTI's clock, each less the union of the CUDA runtime and driver calls
+/// made on the thread that made the most of them (this one: the calls nest, runtime in driver, and other
+/// threads' calls overlap); the median sample, since a lent machine's host has hiccups. What is left is the
+/// host's own work between calls: oar's executor and Optimizer, and, op by op, cuBLAS's and cuDNN's own host
+/// code around their launches. Also the calls taking most of that thread's time, per step.
+template <class F>
+std::pair<double, std::vector<std::string>> host_outside_cuda(F&& step, int steps, int reps) {
+  KernelLog log(true);
+  if (!log.ok()) return {-1, {}};
+  step();
+  cudaDeviceSynchronize();
+  std::vector<std::pair<uint64_t, uint64_t>> windows;
+  for (int r = 0; r < reps; ++r) {
+    uint64_t t0 = 0, t1 = 0;
+    cuptiGetTimestamp(&t0);
+    for (int i = 0; i < steps; ++i) step();
+    cuptiGetTimestamp(&t1);
+    windows.emplace_back(t0, t1);
+  }
+  cudaDeviceSynchronize();
+  const KernelTotals t = log.totals();
+  const uint64_t begin = windows.front().first, end = windows.back().second;
+  std::map<uint32_t, uint64_t> per_thread;
+  for (const ApiCall& c : t.api)
+    if (c.start >= begin && c.end <= end) per_thread[c.thread] += c.end - c.start;
+  if (per_thread.empty()) return {-1, {}};
+  const uint32_t main_thread = std::max_element(per_thread.begin(), per_thread.end(), [](auto& x, auto& y) { return x.second < y.second; })->first;
+  std::vector<ApiCall> calls;
+  for (const ApiCall& c : t.api)
+    if (c.thread == main_thread && c.start >= begin && c.end <= end) calls.push_back(c);
+  std::sort(calls.begin(), calls.end(), [](const ApiCall& x, const ApiCall& y) { return x.start < y.start; });
+  std::map<std::string, std::pair<uint64_t, int64_t>> by_call;  // outermost calls only: name -> ns, calls
+  std::vector<double> outside;
+  for (auto [t0, t1] : windows) {
+    uint64_t covered = 0, reach = t0;
+    for (const ApiCall& c : calls) {
+      if (c.start < t0 || c.end > t1) continue;
+      if (c.end > reach) covered += c.end - std::max(c.start, reach);
+      if (c.start >= reach) {
+        const char* nm = nullptr;
+        cuptiGetCallbackName(c.runtime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, c.cbid, &nm);
+        auto& [ns, n] = by_call[nm ? nm : "?"];
+        ns += c.end - c.start;
+        ++n;
+      }
+      reach = std::max(reach, c.end);
+    }
+    outside.push_back(double(t1 - t0 - covered) / steps / 1e3);
+  }
+  const double all = double(steps) * reps;
+  std::vector<std::pair<uint64_t, std::string>> top;
+  for (auto& [k, v] : by_call) top.emplace_back(v.first, fmt::format("{:8.1f} us  {} ({} calls/step)", double(v.first) / all / 1e3, k, double(v.second) / all));
+  std::sort(top.rbegin(), top.rend());
+  std::vector<std::string> lines;
+  for (size_t i = 0; i < std::min<size_t>(top.size(), 8); ++i) lines.push_back(top[i].second);
+  return {median(outside), lines};
+}
+
+/// The share of the wall time spent in the vendor libraries' kernels and in oar's (percent) over `reps` samples
+/// of `steps` calls of `step` while `log` lives: the medians, since one sample can hold a hiccup of the host.
+/// `seen`: the log's totals over all the samples, for the launch counts and the kernels by name.
+template <class F>
+std::pair<double, double> kernel_shares(const KernelLog& log, F&& step, int steps, int reps, KernelTotals& seen) {
+  std::vector<double> vendor, ours;
+  cudaDeviceSynchronize();
+  const KernelTotals first = log.totals();
+  KernelTotals k0 = first;
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = now_s();
+    for (int i = 0; i < steps; ++i) step();
+    cudaDeviceSynchronize();
+    const double wall = now_s() - t0;
+    KernelTotals k = log.totals();
+    vendor.push_back(100 * (k.vendor_s - k0.vendor_s) / wall);
+    ours.push_back(100 * (k.oar_s - k0.oar_s) / wall);
+    k0 = std::move(k);
+  }
+  seen = k0;
+  seen.vendor_kernels -= first.vendor_kernels, seen.oar_kernels -= first.oar_kernels;
+  for (auto& [name, v] : first.by_name) seen.by_name[name].first -= v.first, seen.by_name[name].second -= v.second;
+  return {median(vendor), median(ours)};
+}
+
+enum class Gemm { f32, tf32, f16, bf16 };
+
+/// A device tensor of uniform values in [-1, 1] in `dt` (f32, f16 or bf16: the same values rounded).
+oar::Tensor device_random(oar::Shape s, uint64_t seed, oar::DType dt = oar::f32) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::vector<float> v(size_t(s.numel()));
   for (auto& x : v) x = u(rng);
+  if (dt == oar::f16) {
+    std::vector<oar::half> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = oar::to_half(v[i]);
+    return oar::Tensor::from<oar::half>(h, s).to(oar::cuda(0));
+  }
+  if (dt == oar::bf16) {
+    std::vector<oar::bfloat16> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = oar::to_bfloat16(v[i]);
+    return oar::Tensor::from<oar::bfloat16>(h, s).to(oar::cuda(0));
+  }
   return oar::Tensor::from<float>(v, s).to(oar::cuda(0));
 }
 
-void sgemm(const std::function<void(const Line&)>& emit, int reps, double min_time) {
+/// C = A B for square n through oar's mul op against the same product by cuBLAS called directly: f32 in full
+/// precision (cublasSgemm), f32 with TF32 allowed on both sides (oar::set_cuda_tf32, CUBLAS_TF32_TENSOR_OP_MATH),
+/// or f16 / bf16 in and out with f32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F, as oar's 16-bit mul).
+void gemm(const std::function<void(const Line&)>& emit, int reps, double min_time, Gemm mode) {
   cublasHandle_t h = nullptr;
   if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw oar::Error("cublasCreate failed");
+  // The math mode oar's mul sets (kernels/cuda/host.hpp): TF32 when allowed; for 16 bits, reductions in f32 too.
+  if (mode == Gemm::tf32) cublasSetMathMode(h, CUBLAS_TF32_TENSOR_OP_MATH);
+  if (mode == Gemm::f16 || mode == Gemm::bf16) cublasSetMathMode(h, CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+  oar::set_cuda_tf32(mode == Gemm::tf32);
+  const oar::DType dt = mode == Gemm::f16 ? oar::f16 : mode == Gemm::bf16 ? oar::bf16 : oar::f32;
+  const cudaDataType ct = mode == Gemm::f16 ? CUDA_R_16F : mode == Gemm::bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  const char* tag = mode == Gemm::f32 ? "cuda_sgemm" : mode == Gemm::tf32 ? "cuda_sgemm_tf32" : mode == Gemm::f16 ? "cuda_hgemm" : "cuda_bf16gemm";
+  const std::string what = mode == Gemm::f32    ? "cublasSgemm called directly (default math mode, no TF32)"
+                           : mode == Gemm::tf32 ? "cublasSgemm called directly in CUBLAS_TF32_TENSOR_OP_MATH; oar under set_cuda_tf32(true)"
+                                                : std::string("cublasGemmEx called directly (") + (mode == Gemm::f16 ? "f16" : "bf16") +
+                                                      " in and out, CUBLAS_COMPUTE_32F, reductions in f32 as oar's)";
   for (int64_t n : {1024, 2048, 4096, 8192}) {
-    oar::Tensor a = device_random({n, n}, 1), b = device_random({n, n}, 2), c(oar::Shape{n, n}, oar::f32, oar::cuda(0));
+    oar::Tensor a = device_random({n, n}, 1, dt), b = device_random({n, n}, 2, dt), c(oar::Shape{n, n}, dt, oar::cuda(0));
     const float one = 1, zero = 0;
     const int ni = int(n);
-    const double direct = device_time(
-        [&] { cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, b.data<float>(), ni, a.data<float>(), ni, &zero, c.data<float>(), ni); }, 5, reps,
-        min_time);
+    auto direct_call = [&] {
+      if (dt == oar::f32)
+        cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, b.data<float>(), ni, a.data<float>(), ni, &zero, c.data<float>(), ni);
+      else
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, b.raw(), ct, ni, a.raw(), ct, ni, &zero, c.raw(), ct, ni, CUBLAS_COMPUTE_32F,
+                     CUBLAS_GEMM_DEFAULT);
+    };
     // oar: one mul op in a prepared program, its inputs fed as device tensors (no copy).
     oar::Program prog;
     oar::Block& blk = prog.global_block();
     using oar::ops::Mul;
-    for (const char* v : {"x", "y"}) blk.create_var(v, {.dtype = oar::f32, .shape = oar::Shape{n, n}});
+    for (const char* v : {"x", "y"}) blk.create_var(v, {.dtype = dt, .shape = oar::Shape{n, n}});
     oar::Operator op{std::string(Mul::type)};
     op.set_input(Mul::x, {"x"}).set_input(Mul::y, {"y"}).set_output(Mul::out, {"out"});
     oar::add_op(blk, std::move(op));
@@ -145,13 +289,30 @@ void sgemm(const std::function<void(const Line&)>& emit, int reps, double min_ti
     oar::Executor exe(oar::cuda(0));
     auto prepared = exe.prepare(prog, scope);
     oar::FeedMap feeds{{"x", oar::LoDTensor(a)}, {"y", oar::LoDTensor(b)}};
-    const double through_oar = device_time([&] { exe.run(*prepared, scope, feeds); }, 5, reps, min_time);
+    const auto [direct, through_oar] = device_time_paired(direct_call, [&] { exe.run(*prepared, scope, feeds); }, 5, reps, min_time);
     const double flop = 2.0 * double(n) * double(n) * double(n);
-    emit({"cuda_sgemm_n" + std::to_string(n), "GFLOP/s", flop / through_oar / 1e9, "cublas", flop / direct / 1e9, 1,
-          "oar: mul op through a prepared Executor on cuda:0, inputs fed on the device; cublas: cublasSgemm called directly "
-          "(default math mode, no TF32); wall time, blocks of 5 calls closed by cudaDeviceSynchronize"});
+    emit({std::string(tag) + "_n" + std::to_string(n), "GFLOP/s", flop / through_oar / 1e9, "cublas", flop / direct / 1e9, 1,
+          "oar: mul op through a prepared Executor on cuda:0, inputs fed on the device; cublas: " + what +
+              "; wall time, blocks of 5 calls closed by cudaDeviceSynchronize, the two in turns"});
   }
+  oar::set_cuda_tf32(false);
   cublasDestroy(h);
+}
+
+/// Emits `name + suffix + "_host_outside_cuda"` (host_outside_cuda over `reps` samples of 50 steps); `calls`: also the CUDA calls taking
+/// the most host time per step.
+template <class F>
+void host_outside(const std::function<void(const Line&)>& emit, const std::function<void(const std::string&)>& info, const std::string& name,
+                  const std::string& suffix, F&& step, bool calls, int reps) {
+  auto [us, top] = host_outside_cuda(step, 50, reps);
+  if (us < 0) return info(name + suffix + ": CUPTI's API records are not available here: the host's time outside CUDA calls is not measured");
+  emit({name + suffix + "_host_outside_cuda", "us/step", us, "", 0, 1,
+        std::string(suffix.empty() ? "" : "as a CUDA graph: ") +
+            "host time per step outside CUDA runtime and driver calls (CUPTI API records, the training thread): oar's executor and Optimizer" +
+            (suffix.empty() ? ", and cuBLAS's and cuDNN's own host code" : ""),
+        false});
+  if (calls)
+    for (const std::string& l : top) info(name + suffix + " in CUDA calls/step: " + l);
 }
 
 /// `f16`: the same net trained with `.with_mixed_precision()` (16-bit products and convolutions, loss scaling);
@@ -219,31 +380,29 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
     for (const oar::OpTime& o : prof.times())
       if (o.total_ns > 0) info(fmt::format("{} host/step: {:8.1f} us  {} ({} calls/step)", name, o.total_ns / 50e3, o.op, o.calls / 50));
   }
+  if (!variant) host_outside(emit, info, name, "", [&] { opt.step(feeds, out); }, !conv && batch == 64, reps);
   {
     // Where the step's wall time goes on the device, over `n` steps after the timing above.
     KernelLog log;
     if (!log.ok()) {
       info(name + ": CUPTI's activity API is not available here: the kernel share is not measured");
     } else {
-      cudaDeviceSynchronize();
       const int n = 50;
-      const double t0 = now_s();
-      for (int i = 0; i < n; ++i) opt.step(feeds, out);
-      cudaDeviceSynchronize();
-      const double wall = now_s() - t0;
-      const KernelTotals t = log.totals();
+      KernelTotals t;
+      const auto [vendor, ours] = kernel_shares(log, [&] { opt.step(feeds, out); }, n, reps, t);
+      const int64_t steps = int64_t(n) * reps;
       if (batch == 512 || !conv) {  // where the device's time goes: the kernels taking most of it
         std::vector<std::pair<double, std::string>> top;
-        for (auto& [k, v] : t.by_name) top.emplace_back(v.first, fmt::format("{:6.1f} us x{:<3} {}", 1e6 * v.first / n, v.second / n, k));
+        for (auto& [k, v] : t.by_name) top.emplace_back(v.first, fmt::format("{:6.1f} us x{:<3} {}", 1e6 * v.first / double(steps), v.second / steps, k));
         std::sort(top.rbegin(), top.rend());
         for (size_t i = 0; i < std::min<size_t>(top.size(), 10); ++i) info(name + " kernel/step: " + top[i].second);
       }
-      emit({name + "_vendor_kernels", "% of step", 100 * t.vendor_s / wall, "", 0, 1,
-            "time in cuDNN/cuBLAS kernels over 50 steps' wall time (CUPTI activity records; " + std::to_string(t.vendor_kernels / n) +
-                " launches/step)",
+      emit({name + "_vendor_kernels", "% of step", vendor, "", 0, 1,
+            "time in cuDNN/cuBLAS kernels over 50 steps' wall time, the median of " + std::to_string(reps) + " (CUPTI activity records; " +
+                std::to_string(t.vendor_kernels / steps) + " launches/step)",
             false});
-      emit({name + "_oar_kernels", "% of step", 100 * t.oar_s / wall, "", 0, 1,
-            "time in oar's own kernels (element-wise, reductions, optimizer) over the same wall time (" + std::to_string(t.oar_kernels / n) +
+      emit({name + "_oar_kernels", "% of step", ours, "", 0, 1,
+            "time in oar's own kernels (element-wise, reductions, optimizer) over the same wall time (" + std::to_string(t.oar_kernels / steps) +
                 " launches/step)",
             false});
     }
@@ -257,17 +416,11 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
       oar::set_cuda_graphs(true);
       for (int i = 0; i < 4; ++i) opt.step(feeds, out);  // two eager runs, then the capture
       if (log.ok()) {
-        cudaDeviceSynchronize();
-        const KernelTotals k0 = log.totals();
-        const int n = 50;
-        const double w = now_s();
-        for (int i = 0; i < n; ++i) opt.step(feeds, out);
-        cudaDeviceSynchronize();
-        const double wall = now_s() - w;
-        const KernelTotals k = log.totals();
-        emit({name + "_graph_vendor_kernels", "% of step", 100 * (k.vendor_s - k0.vendor_s) / wall, "", 0, 1,
-              "time in cuDNN/cuBLAS kernels over 50 steps' wall time, as a CUDA graph", false});
-        emit({name + "_graph_oar_kernels", "% of step", 100 * (k.oar_s - k0.oar_s) / wall, "", 0, 1, "time in oar's own kernels, as a CUDA graph", false});
+        KernelTotals seen;
+        const auto [vendor, ours] = kernel_shares(log, [&] { opt.step(feeds, out); }, 50, reps, seen);
+        emit({name + "_graph_vendor_kernels", "% of step", vendor, "", 0, 1,
+              "time in cuDNN/cuBLAS kernels over 50 steps' wall time, the median of " + std::to_string(reps) + ", as a CUDA graph", false});
+        emit({name + "_graph_oar_kernels", "% of step", ours, "", 0, 1, "time in oar's own kernels, as a CUDA graph", false});
       }
     }
     const double c0 = cpu_s(), w0 = now_s();
@@ -286,6 +439,7 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
       for (const oar::OpTime& o : prof.times())
         if (o.total_ns > 0) info(fmt::format("{} graph host/step: {:8.1f} us  {} ({} calls/step)", name, o.total_ns / 50e3, o.op, o.calls / 50));
     }
+    host_outside(emit, info, name, "_graph", [&] { opt.step(feeds, out); }, !conv && batch == 64, reps);
     oar::set_cuda_graphs(false);
   }
   emit({name + "_peak_mem", "MB", double(oar::memory_stats(oar::cuda(0)).peak.load()) / 1e6, "", 0, 1,
@@ -365,7 +519,7 @@ bool run(const std::function<void(const Line&)>& emit, const std::function<void(
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   info(std::string("cuda:0: ") + prop.name + ", " + std::to_string(prop.totalGlobalMem >> 20) + " MiB");
-  sgemm(emit, reps, min_time);
+  for (Gemm g : {Gemm::f32, Gemm::tf32, Gemm::f16, Gemm::bf16}) gemm(emit, reps, min_time, g);
   for (bool conv : {false, true})
     for (int64_t batch : {64, 512}) train(emit, info, conv, batch, reps, min_time);
   train(emit, info, true, 512, reps, min_time, true);

@@ -42,13 +42,17 @@ void check_device(int device) {
 /// Selects `device` for the calling thread and restores the previous device when it goes out of scope.
 class DeviceGuard {
  public:
-  explicit DeviceGuard(int device) {
+  explicit DeviceGuard(int device) : device_(device) {
     cuda_check(cudaGetDevice(&prev_), "cudaGetDevice");
     if (prev_ != device) cuda_check(cudaSetDevice(device), "cudaSetDevice");
   }
-  ~DeviceGuard() { cudaSetDevice(prev_); }
+  // Only when it changed: a guard is made on every run, copy and free, and each cudaSetDevice costs the host.
+  ~DeviceGuard() {
+    if (prev_ != device_) cudaSetDevice(prev_);
+  }
 
  private:
+  int device_ = 0;
   int prev_ = 0;
 };
 
