@@ -1,7 +1,7 @@
 // kernels/cuda/conv.hpp: eval_cuda of conv2d, conv2d_transpose and pool2d on cuDNN, and of batch_norm (kernels/cuda/norm.cu).
 // A convolution's descriptors and algorithms (forward, data gradient, filter gradient) are made once per shape,
 // the algorithms by cuDNN's heuristics (the first in full f32 math, or TF32 under set_cuda_tf32) or, under
-// set_cuda_conv_search, by a timed search, and kept;
+// set_cuda_conv_search, by a timed search, and kept (never the coarse Winograd in full f32: conv_pick.hpp);
 // workspaces come from the device's caching allocator.
 #pragma once
 #include <algorithm>
@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/batch_norm.hpp"         // bn_plan, bn_grad_plan: the checks both devices make
 #include "kernels/cpu/conv2d_transpose.hpp"  // conv2d_transpose_geom: the same
+#include "kernels/cuda/conv_pick.hpp"
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/batch_norm.hpp"
 #include "oar/ops/conv2d.hpp"
@@ -95,39 +96,24 @@ inline Tensor conv_search_space(const KernelContext& c, size_t& limit) {
   return Tensor();
 }
 
-/// The algorithm a cuDNN result list offers: from heuristics (`timed` false), the first in the math type
-/// ConvDescs::math(t) asks for, else the first that works (`prefer_deterministic`: deterministic ones first in
-/// both); from a timed search (fastest first), the first that ran in that math type, is deterministic and needs
-/// at most `limit` bytes (-1: none).
-template <class Perf>
-int conv_pick(const Perf* perf, int got, DType t, bool timed, size_t limit, bool prefer_deterministic = false) {
-  const bool deterministic = timed || prefer_deterministic;
-  for (int i = 0; i < got; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == ConvDescs::math(t) &&
-        (!deterministic || perf[i].determinism == CUDNN_DETERMINISTIC) && (!timed || perf[i].memory <= limit))
-      return int(perf[i].algo);
-  for (int pass = prefer_deterministic ? 0 : 1; !timed && pass < 2; ++pass)
-    for (int i = 0; i < got; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && (pass == 1 || perf[i].determinism == CUDNN_DETERMINISTIC)) return int(perf[i].algo);
-  return -1;
-}
-
 /// One pass's algorithm and its workspace bytes: the timed search's pick (`timed`), else the heuristics' (both
-/// conv_pick); an oar::Error when cuDNN offers none. `find`, `heuristic` and `size` make the pass's cuDNN calls.
+/// conv_pick, without the coarse Winograd where coarse_winograd_excluded says so); an oar::Error when cuDNN offers
+/// none. `find`, `heuristic` and `size` make the pass's cuDNN calls.
 template <class Perf, int N, class Find, class Heuristic, class Size>
 std::pair<int, size_t> conv_choose(const KernelContext& c, DType t, bool timed, const Shape& x, const Shape& f, Find&& find, Heuristic&& heuristic,
                                    Size&& size) {
   Perf perf[N];
   int got = 0, algo = -1;
+  const int excluded = coarse_winograd_excluded(t == DType::f32, cuda_tf32(), f[2], f[3]) ? winograd_nonfused(perf) : -1;
   if (timed) {
     size_t limit = 0;
     const Tensor ws = conv_search_space(c, limit);
     check(c, find(perf, &got, ws.raw(), limit), "cudnnFindConvolution*AlgorithmEx");
-    algo = conv_pick(perf, got, t, true, limit);
+    algo = conv_pick(perf, got, ConvDescs::math(t), true, limit, false, excluded);
   }
   if (algo < 0) {  // after a search that kept nothing, still a deterministic algorithm where cuDNN has one
     check(c, heuristic(perf, &got), "cudnnGetConvolution*Algorithm_v7");
-    algo = conv_pick(perf, got, t, false, 0, timed);
+    algo = conv_pick(perf, got, ConvDescs::math(t), false, 0, timed, excluded);
   }
   c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
   size_t bytes = 0;

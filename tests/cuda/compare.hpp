@@ -73,6 +73,34 @@ inline void compare_on_cuda(const OpTest& t, const std::string& what, double ato
   }
 }
 
+/// Runs `on_cuda` on cuda:0 and `on_cpu` (the same op, or its f32 form for a 16-bit case) on the CPU and compares
+/// every output relative to its scale: |cuda - cpu| <= rtol (|cpu| + scale), scale being the CPU output's largest
+/// magnitude. For results whose rounding follows the whole output's size, not each element's: 16-bit products,
+/// and the FFT and Winograd convolutions a timed search may keep, whose transforms mix every term of a tile.
+inline void compare_on_cuda_scaled(const OpTest& on_cuda, const OpTest& on_cpu, const std::string& what, double rtol) {
+  CAPTURE(what);
+  const auto want = on_cpu.run(cpu());
+  if (!have_device()) {
+    ++g_skipped;
+    return;
+  }
+  const auto got = on_cuda.run(cuda(0));
+  for (auto& [key, w] : want) {
+    const LoDTensor& g = got.at(key);
+    REQUIRE(g.shape() == w.shape());
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(w.get(i)));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const double err = std::abs(g.get(i) - w.get(i));
+      bad += err > rtol * (std::abs(w.get(i)) + scale);
+      worst = std::max(worst, err);
+    }
+    CHECK_MESSAGE(bad == 0, what << " " << key << ": " << bad << " of " << w.numel() << " elements beyond the tolerance (worst error "
+                                 << worst / scale << " of the scale " << scale << ")");
+  }
+}
+
 /// Tolerances: f64 tight; f32 at a few ulps of the values involved (the device's transcendental functions and
 /// summation order differ from the CPU's).
 template <class T> constexpr double tol() { return std::is_same_v<T, double> ? 1e-12 : 2e-5; }

@@ -31,28 +31,6 @@ Tensor widen(const Tensor& x) {
   return Tensor::from<float>(v, x.shape());
 }
 
-/// Runs the 16-bit case `half_case` on cuda:0 and compares each output with `f32_case` (the same op on the
-/// widened inputs) run on the CPU: |got - want| <= rtol (|want| + scale), where scale is the output's largest
-/// magnitude (a 16-bit output rounds to its own few significant bits; sums of products cancel).
-void compare_16(const OpTest& half_case, const OpTest& f32_case, const std::string& what, double rtol) {
-  CAPTURE(what);
-  const auto want = f32_case.run(cpu());
-  if (!have_device()) {
-    ++g_skipped;
-    return;
-  }
-  const auto got = half_case.run(cuda(0));
-  for (auto& [key, w] : want) {
-    const LoDTensor& g = got.at(key);
-    REQUIRE(g.shape() == w.shape());
-    double scale = 0;
-    for (int64_t i = 0; i < w.numel(); ++i) scale = std::max(scale, std::abs(w.get(i)));
-    int bad = 0;
-    for (int64_t i = 0; i < w.numel(); ++i) bad += std::abs(g.get(i) - w.get(i)) > rtol * (std::abs(w.get(i)) + scale);
-    CHECK_MESSAGE(bad == 0, what << " " << key << ": " << bad << " of " << w.numel() << " elements beyond the tolerance");
-  }
-}
-
 }  // namespace
 
 TEST_CASE("cuda: cast to and from f16 and bf16 gives the CPU's bits") {
@@ -78,40 +56,40 @@ TEST_CASE("cuda: mul, matmul and conv2d in f16 and bf16 (tensor cores, f32 accum
     OpTest h("mul"), f("mul");
     h.input("X", x).input("Y", y);
     f.input("X", widen(x)).input("Y", widen(y));
-    compare_16(h, f, "mul " + tn, rtol);
+    compare_on_cuda_scaled(h, f, "mul " + tn, rtol);
     OpTest hg("mul_grad"), fg("mul_grad");
     hg.input("X", x).input("Y", y).input("Out@GRAD", dout);
     fg.input("X", widen(x)).input("Y", widen(y)).input("Out@GRAD", widen(dout));
-    compare_16(hg, fg, "mul_grad " + tn, rtol);
+    compare_on_cuda_scaled(hg, fg, "mul_grad " + tn, rtol);
 
     Tensor a = to_16(random_tensor<float>({3, 17, 32}, -1, 1, 4), t), b = to_16(random_tensor<float>({3, 24, 32}, -1, 1, 5), t);
     OpTest hm("matmul"), fm("matmul");
     hm.input("X", a).input("Y", b).attr("transpose_Y", true).attr("alpha", 0.5f);
     fm.input("X", widen(a)).input("Y", widen(b)).attr("transpose_Y", true).attr("alpha", 0.5f);
-    compare_16(hm, fm, "matmul " + tn, rtol);
+    compare_on_cuda_scaled(hm, fm, "matmul " + tn, rtol);
     Tensor dm = to_16(random_tensor<float>({3, 17, 24}, -1, 1, 6), t);
     OpTest hmg("matmul_grad"), fmg("matmul_grad");
     hmg.input("X", a).input("Y", b).input("Out@GRAD", dm).attr("transpose_Y", true).attr("alpha", 0.5f);
     fmg.input("X", widen(a)).input("Y", widen(b)).input("Out@GRAD", widen(dm)).attr("transpose_Y", true).attr("alpha", 0.5f);
-    compare_16(hmg, fmg, "matmul_grad " + tn, rtol);
+    compare_on_cuda_scaled(hmg, fmg, "matmul_grad " + tn, rtol);
     Tensor shared = to_16(random_tensor<float>({32, 24}, -1, 1, 10), t);  // Y shared by the batch: its gradient sums over it
     OpTest hs("matmul_grad"), fs("matmul_grad");
     hs.input("X", a).input("Y", shared).input("Out@GRAD", dm);
     fs.input("X", widen(a)).input("Y", widen(shared)).input("Out@GRAD", widen(dm));
-    compare_16(hs, fs, "matmul_grad, shared Y, " + tn, rtol);
+    compare_on_cuda_scaled(hs, fs, "matmul_grad, shared Y, " + tn, rtol);
 
     Tensor in = to_16(random_tensor<float>({4, 8, 12, 12}, -1, 1, 7), t), w = to_16(random_tensor<float>({16, 8, 3, 3}, -1, 1, 8), t);
     OpTest hc("conv2d"), fc2("conv2d");
     for (OpTest* o : {&hc, &fc2}) o->attr("strides", std::vector<int32_t>{1, 1}).attr("paddings", std::vector<int32_t>{1, 1});
     hc.input("Input", in).input("Filter", w);
     fc2.input("Input", widen(in)).input("Filter", widen(w));
-    compare_16(hc, fc2, "conv2d " + tn, rtol);
+    compare_on_cuda_scaled(hc, fc2, "conv2d " + tn, rtol);
     Tensor dc = to_16(random_tensor<float>({4, 16, 12, 12}, -1, 1, 9), t);
     OpTest hcg("conv2d_grad"), fcg("conv2d_grad");
     for (OpTest* o : {&hcg, &fcg}) o->attr("strides", std::vector<int32_t>{1, 1}).attr("paddings", std::vector<int32_t>{1, 1});
     hcg.input("Input", in).input("Filter", w).input("Output@GRAD", dc);
     fcg.input("Input", widen(in)).input("Filter", widen(w)).input("Output@GRAD", widen(dc));
-    compare_16(hcg, fcg, "conv2d_grad " + tn, rtol);
+    compare_on_cuda_scaled(hcg, fcg, "conv2d_grad " + tn, rtol);
   }
 }
 
