@@ -229,7 +229,7 @@ std::unique_ptr<Runner> conv_train(const Synthetic& d, int64_t batch, int thread
 
 namespace cuda_bench {
 /// oar_bench --device cuda (bench/cuda_bench.cpp): emits its lines; false when nothing could be measured.
-bool run(const std::function<void(const Line&)>& emit, const std::function<void(const std::string&)>& info, int reps, double min_time);
+bool run(const std::function<void(const Line&)>& emit, const std::function<void(const std::string&)>& info, int reps, double min_time, bool spin);
 }  // namespace cuda_bench
 
 }  // namespace bench

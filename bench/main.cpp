@@ -57,6 +57,7 @@ struct Options {
   bool no_peers = false;  // oar alone (profiling)
   bool profile = false;   // print oar::Profiler's per-op table of each net
   std::string device = "cpu";  // --device cuda: the GPU group alone (bench/cuda_bench.cpp)
+  bool cuda_spin = false;      // --cuda-sync spin: the host spins while it waits for the GPU (else it blocks)
   std::string filter;
 };
 Options g_opt;
@@ -1173,12 +1174,18 @@ int main(int argc, char** argv) try {
     else if (a == "--profile") g_opt.profile = true;
     else if (a == "--openblas-core" && i + 1 < argc) ++i;  // applied above
     else if (a == "--device" && i + 1 < argc) g_opt.device = argv[++i];
+    else if (a == "--cuda-sync" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "spin" && v != "block") throw std::runtime_error("--cuda-sync must be spin or block, got '" + v + "'");
+      g_opt.cuda_spin = v == "spin";
+    }
     else if (a == "-h" || a == "--help") {
-      std::printf("usage: oar_bench [--json] [--reps N (5)] [--min-time S (0.25)] [--openblas-core NAME] [--no-peers] [--profile] [--device cuda] [filter]\n"
+      std::printf("usage: oar_bench [--json] [--reps N (5)] [--min-time S (0.25)] [--openblas-core NAME] [--no-peers] [--profile] [--device cuda [--cuda-sync block|spin]] [filter]\n"
                   "  --openblas-core NAME: set OPENBLAS_CORETYPE (e.g. SkylakeX, Haswell) for every framework\n"
                   "  --no-peers: measure oar alone (for profiling it)\n"
                   "  --profile: print oar's time per op type (oar::Profiler) for each net, 1 thread\n"
                   "  --device cuda: the GPU group alone: SGEMM against cuBLAS, MLP and conv net training at batch 64 and 512\n"
+                  "  --cuda-sync spin: the host spins while it waits for the GPU (rows *_spin, no CPU-time rows); block (default)\n"
                   "benchmarks: sgemm op_overhead nd mlp_forward conv_forward conv_layer mlp_train conv_train lstm char_lm (filter: substring);\n"
                   "  resnet18 (minutes; runs only when named: its own defaults 1 round of >= 5 s training blocks, 3 rounds per conv shape)\n"
                   "  mlp_forward and mlp_train also print gemm_bound: their large products alone on OpenBLAS, a rate no framework can pass\n");
@@ -1195,7 +1202,7 @@ int main(int argc, char** argv) try {
 #endif
   info("libtorch: " + torch_peer::version() + ", dlib: " + dlib_peer::version() + ", OMP_WAIT_POLICY=" + std::getenv("OMP_WAIT_POLICY") + ", reps " +
        std::to_string(g_opt.reps) + " (median), block >= " + std::to_string(g_opt.min_time) + " s");
-  if (g_opt.device == "cuda") return cuda_bench::run(emit, info, g_opt.reps, g_opt.min_time) ? 0 : 1;
+  if (g_opt.device == "cuda") return cuda_bench::run(emit, info, g_opt.reps, g_opt.min_time, g_opt.cuda_spin) ? 0 : 1;
   if (g_opt.device != "cpu") throw std::runtime_error("--device must be cpu or cuda, got '" + g_opt.device + "'");
   if (selected("sgemm")) bench_sgemm();
   if (selected("op_overhead")) bench_op_overhead();
