@@ -1,7 +1,8 @@
 // bench/cuda_bench.cpp: oar_bench --device cuda: SGEMM (full f32 and TF32) and 16-bit GEMMs through oar's mul
 // kernel against cuBLAS called directly (the bound: oar adds nothing around it), and the MLP and the book conv net training on the GPU at
-// batch 64 and 512 (examples/s, the host's CPU time per step, the share of the step in cuDNN/cuBLAS kernels and in
-// oar's own from CUPTI, peak device memory), and char_lm's LSTM training (chars/s). LibTorch here is Debian's CPU
+// batch 64 and 512 (examples/s, the host's CPU time per step, the share of the step in cuDNN/cuBLAS kernels, in
+// oar's own, in copies and with the device idle from CUPTI, peak device memory; each also as the loop of
+// Optimizer::step_async, which reads a step's loss after queuing the next), and char_lm's LSTM training (chars/s). LibTorch here is Debian's CPU
 // build, so cuBLAS is the only peer. Without a device (or in a build without CUDA) it says so and measures nothing.
 #include <oar/oar.hpp>
 #include <oar/ops/mul.hpp>
@@ -73,8 +74,9 @@ struct ApiCall {
 };
 
 struct KernelTotals {
-  double vendor_s = 0, oar_s = 0;
+  double vendor_s = 0, oar_s = 0, copy_s = 0;  ///< kernels, and copies and memsets
   int64_t vendor_kernels = 0, oar_kernels = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> busy;  ///< every kernel's, copy's and memset's [start, end) (CUPTI ns)
   std::map<std::string, std::pair<double, int64_t>> by_name;  ///< demangled name -> seconds, launches
   std::vector<ApiCall> api;  ///< with KernelLog(true): every CUDA runtime and driver call
 };
@@ -88,11 +90,14 @@ class KernelLog {
     totals_ = {};
     ok_ = cuptiActivityRegisterCallbacks(&requested, &completed) == CUPTI_SUCCESS &&
           (api ? cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) == CUPTI_SUCCESS && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) == CUPTI_SUCCESS
-               : cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS);
+               : cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) == CUPTI_SUCCESS &&
+                     cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY) == CUPTI_SUCCESS && cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET) == CUPTI_SUCCESS);
   }
   ~KernelLog() {
     if (api_) cuptiActivityDisable(CUPTI_ACTIVITY_KIND_RUNTIME), cuptiActivityDisable(CUPTI_ACTIVITY_KIND_DRIVER);
-    else cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    else
+      cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY),
+          cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET);
   }
   KernelLog(const KernelLog&) = delete;
   KernelLog& operator=(const KernelLog&) = delete;
@@ -120,8 +125,22 @@ class KernelLog {
         totals_.api.push_back({a->start, a->end, a->threadId, rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME, a->cbid});
         continue;
       }
+      if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY || rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+        uint64_t start = 0, end = 0;
+        if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+          const auto* c = reinterpret_cast<const CUpti_ActivityMemcpy6*>(rec);
+          start = c->start, end = c->end;
+        } else {
+          const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(rec);
+          start = m->start, end = m->end;
+        }
+        totals_.copy_s += double(end - start) * 1e-9;
+        totals_.busy.emplace_back(start, end);
+        continue;
+      }
       if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) continue;
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(rec);
+      totals_.busy.emplace_back(k->start, k->end);
       const double s = double(k->end - k->start) * 1e-9;
       // Mangled names: oar's kernels live in oar::cuda_kernels ("_ZN3oar12cuda_kernels...").
       const bool ours = k->name && std::string_view(k->name).find("3oar") != std::string_view::npos;
@@ -203,29 +222,60 @@ std::pair<double, std::vector<std::string>> host_outside_cuda(F&& step, int step
   return {median(outside), lines};
 }
 
-/// The share of the wall time spent in the vendor libraries' kernels and in oar's (percent) over `reps` samples
-/// of `steps` calls of `step` while `log` lives: the medians, since one sample can hold a hiccup of the host.
-/// `seen`: the log's totals over all the samples, for the launch counts and the kernels by name.
+/// Percentages of a sample's wall time: in the vendor libraries' kernels, in oar's, in copies and memsets, and
+/// with nothing running on the device at all (what is left is kernels and copies overlapping).
+struct Shares {
+  double vendor = 0, ours = 0, copies = 0, idle = 0;
+};
+
+/// The part of [t0, t1) that no interval of `busy` covers.
+inline uint64_t uncovered(std::vector<std::pair<uint64_t, uint64_t>> busy, uint64_t t0, uint64_t t1) {
+  std::sort(busy.begin(), busy.end());
+  uint64_t covered = 0, reach = t0;
+  for (auto [a, b] : busy) {
+    a = std::max(a, reach), b = std::min(b, t1);
+    if (b > a) covered += b - a, reach = b;
+  }
+  return t1 - t0 - std::min(covered, t1 - t0);
+}
+
+/// Shares over `reps` samples of `steps` calls of `step` while `log` lives: the medians, since one sample can
+/// hold a hiccup of the host. `seen`: the log's totals over all the samples, for the launch counts and the
+/// kernels by name.
 template <class F>
-std::pair<double, double> kernel_shares(const KernelLog& log, F&& step, int steps, int reps, KernelTotals& seen) {
-  std::vector<double> vendor, ours;
+Shares kernel_shares(const KernelLog& log, F&& step, int steps, int reps, KernelTotals& seen) {
+  std::vector<double> vendor, ours, copies, idle;
   cudaDeviceSynchronize();
   const KernelTotals first = log.totals();
   KernelTotals k0 = first;
   for (int r = 0; r < reps; ++r) {
+    uint64_t c0 = 0, c1 = 0;
+    cuptiGetTimestamp(&c0);
     const double t0 = now_s();
     for (int i = 0; i < steps; ++i) step();
     cudaDeviceSynchronize();
     const double wall = now_s() - t0;
+    cuptiGetTimestamp(&c1);
     KernelTotals k = log.totals();
     vendor.push_back(100 * (k.vendor_s - k0.vendor_s) / wall);
     ours.push_back(100 * (k.oar_s - k0.oar_s) / wall);
+    copies.push_back(100 * (k.copy_s - k0.copy_s) / wall);
+    const std::vector<std::pair<uint64_t, uint64_t>> in_sample(k.busy.begin() + std::ptrdiff_t(k0.busy.size()), k.busy.end());
+    idle.push_back(100 * double(uncovered(in_sample, c0, c1)) / double(std::max<uint64_t>(c1 - c0, 1)));
     k0 = std::move(k);
   }
   seen = k0;
   seen.vendor_kernels -= first.vendor_kernels, seen.oar_kernels -= first.oar_kernels;
   for (auto& [name, v] : first.by_name) seen.by_name[name].first -= v.first, seen.by_name[name].second -= v.second;
-  return {median(vendor), median(ours)};
+  return {median(vendor), median(ours), median(copies), median(idle)};
+}
+
+/// Emits a Shares as `prefix` + _vendor_kernels, _oar_kernels, _copies and _device_idle; `how` ends each note.
+void emit_shares(const std::function<void(const Line&)>& emit, const std::string& prefix, const Shares& s, const std::string& how) {
+  emit({prefix + "_vendor_kernels", "% of step", s.vendor, "", 0, 1, "time in cuDNN/cuBLAS kernels over the steps' wall time, " + how, false});
+  emit({prefix + "_oar_kernels", "% of step", s.ours, "", 0, 1, "time in oar's own kernels (element-wise, reductions, optimizer), " + how, false});
+  emit({prefix + "_copies", "% of step", s.copies, "", 0, 1, "time in copies and memsets on the device (feeds, fetches), " + how, false});
+  emit({prefix + "_device_idle", "% of step", s.idle, "", 0, 1, "time with no kernel, copy or memset running on the device, " + how, false});
 }
 
 enum class Gemm { f32, tf32, f16, bf16 };
@@ -362,6 +412,20 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
   // CPU time is the host's own work per step: the executor, the launches and the copies' set-up.
   emit({name + "_host", "us/step", per_step * host_share * 1e6, "", 0, 1,
         "process CPU time per step while the GPU trains (cudaDeviceScheduleBlockingSync: waiting does not count)", false});
+  // The loop that keeps the GPU busy: each step queued (Optimizer::step_async) before the loss of the step before
+  // is read, so the host prepares step k+1 while the device runs step k.
+  oar::PendingFetch last;
+  auto async_step = [&] {
+    oar::PendingFetch next = opt.step_async(feeds);
+    last.wait();
+    last = std::move(next);
+  };
+  {
+    const double t = device_time(async_step, 10, reps, min_time);
+    last.wait();
+    emit({name + "_async", "examples/s", double(batch) / t, "", 0, 1,
+          "the same with Optimizer::step_async, each step's loss read once the next step is queued", true});
+  }
   if (!variant) {
     // The same step fed from pageable memory: the driver copies through its staging buffers on the CPU.
     oar::FeedMap pageable;
@@ -389,7 +453,7 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
     } else {
       const int n = 50;
       KernelTotals t;
-      const auto [vendor, ours] = kernel_shares(log, [&] { opt.step(feeds, out); }, n, reps, t);
+      const Shares sh = kernel_shares(log, [&] { opt.step(feeds, out); }, n, reps, t);
       const int64_t steps = int64_t(n) * reps;
       if (batch == 512 || !conv) {  // where the device's time goes: the kernels taking most of it
         std::vector<std::pair<double, std::string>> top;
@@ -397,14 +461,13 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
         std::sort(top.rbegin(), top.rend());
         for (size_t i = 0; i < std::min<size_t>(top.size(), 10); ++i) info(name + " kernel/step: " + top[i].second);
       }
-      emit({name + "_vendor_kernels", "% of step", vendor, "", 0, 1,
-            "time in cuDNN/cuBLAS kernels over 50 steps' wall time, the median of " + std::to_string(reps) + " (CUPTI activity records; " +
-                std::to_string(t.vendor_kernels / steps) + " launches/step)",
-            false});
-      emit({name + "_oar_kernels", "% of step", ours, "", 0, 1,
-            "time in oar's own kernels (element-wise, reductions, optimizer) over the same wall time (" + std::to_string(t.oar_kernels / steps) +
-                " launches/step)",
-            false});
+      info(fmt::format("{}: {} cuDNN/cuBLAS and {} oar kernel launches per step", name, t.vendor_kernels / steps, t.oar_kernels / steps));
+      const std::string over = "50 steps, the median of " + std::to_string(reps) + " (CUPTI activity records)";
+      emit_shares(emit, name, sh, over);
+      KernelTotals ta;
+      const Shares sa = kernel_shares(log, async_step, n, reps, ta);
+      last.wait();
+      emit_shares(emit, name + "_async", sa, over + ", the step_async loop");
     }
   }
   {
@@ -417,10 +480,13 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
       for (int i = 0; i < 4; ++i) opt.step(feeds, out);  // two eager runs, then the capture
       if (log.ok()) {
         KernelTotals seen;
-        const auto [vendor, ours] = kernel_shares(log, [&] { opt.step(feeds, out); }, 50, reps, seen);
-        emit({name + "_graph_vendor_kernels", "% of step", vendor, "", 0, 1,
-              "time in cuDNN/cuBLAS kernels over 50 steps' wall time, the median of " + std::to_string(reps) + ", as a CUDA graph", false});
-        emit({name + "_graph_oar_kernels", "% of step", ours, "", 0, 1, "time in oar's own kernels, as a CUDA graph", false});
+        const Shares sh = kernel_shares(log, [&] { opt.step(feeds, out); }, 50, reps, seen);
+        const std::string over = "50 steps, the median of " + std::to_string(reps) + ", as CUDA graphs";
+        emit_shares(emit, name + "_graph", sh, over);
+        KernelTotals ta;
+        const Shares sa = kernel_shares(log, async_step, 50, reps, ta);
+        last.wait();
+        emit_shares(emit, name + "_graph_async", sa, over + ", the step_async loop");
       }
     }
     const double c0 = cpu_s(), w0 = now_s();
@@ -432,6 +498,11 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
               std::to_string(g1.launches - g0.launches) + " launches, " + std::to_string(g1.abandoned - g0.abandoned) + " given up)",
           true});
     emit({name + "_graph_host", "us/step", t * share * 1e6, "", 0, 1, "process CPU time per step, as a CUDA graph", false});
+    {
+      const double ta = device_time(async_step, 10, reps, min_time);
+      last.wait();
+      emit({name + "_graph_async", "examples/s", double(batch) / ta, "", 0, 1, "the step_async loop as CUDA graphs", true});
+    }
     if (!conv && batch == 64) {  // where the host's time goes when each block is one launch
       oar::Profiler prof;
       for (int i = 0; i < 50; ++i) opt.step(feeds, out);

@@ -323,6 +323,47 @@ class PinnedAllocator final : public Allocator {
   std::vector<Event> spare_;                  // completed events, for reuse
 };
 
+/// Events for fences, kept per device once their fences are gone (creating one is a driver call). An event
+/// blocks its waiting thread when the device was set up with cudaDeviceScheduleBlockingSync, as the device's
+/// other waits (cudaMemcpy, cudaStreamSynchronize) then do; cudaEventSynchronize would spin otherwise.
+class FenceEvents {
+ public:
+  /// An event of `device` (the current device).
+  cudaEvent_t take(int device) {
+    {
+      std::lock_guard lock(mu_);
+      if (auto it = spare_.find(device); it != spare_.end() && !it->second.empty()) {
+        cudaEvent_t e = it->second.back();
+        it->second.pop_back();
+        return e;
+      }
+    }
+    unsigned flags = 0;
+    cuda_check(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags");
+    const unsigned blocking = (flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync ? cudaEventBlockingSync : 0u;
+    cudaEvent_t e = nullptr;
+    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | blocking), "cudaEventCreateWithFlags");
+    return e;
+  }
+  void give_back(int device, cudaEvent_t e) noexcept {
+    try {
+      std::lock_guard lock(mu_);
+      spare_[device].push_back(e);
+    } catch (...) {
+      cudaEventDestroy(e);
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<int, std::vector<cudaEvent_t>> spare_;
+};
+
+FenceEvents& fence_events() {
+  static FenceEvents* f = new FenceEvents;  // outlives every fence, also those destroyed at exit
+  return *f;
+}
+
 PinnedAllocator* pinned_instance() {
   static const bool device = cuda_device_count() > 0;
   if (!device) return nullptr;
@@ -483,6 +524,31 @@ cudnnContext* CudaContext::cudnn() const {
   return cudnn_;
 }
 
+Fence CudaContext::record_fence() const {
+  DeviceGuard g(device_);
+  cudaEvent_t e = fence_events().take(device_);
+  if (cudaError_t err = cudaEventRecord(e, stream_); err != cudaSuccess) {
+    fence_events().give_back(device_, e);
+    cuda_fail(err, "cudaEventRecord");
+  }
+  Fence f;
+  const int device = device_;
+  f.event_ = std::shared_ptr<CUevent_st>(e, [device](CUevent_st* x) { fence_events().give_back(device, x); });
+  return f;
+}
+
+bool Fence::done() const {
+  if (!event_) return true;
+  const cudaError_t e = cudaEventQuery(event_.get());
+  if (e == cudaErrorNotReady) return false;
+  cuda_check(e, "cudaEventQuery");
+  return true;
+}
+
+void Fence::wait() const {
+  if (event_) cuda_check(cudaEventSynchronize(event_.get()), "cudaEventSynchronize");
+}
+
 CudaGraphStats cuda_graph_stats() { return {g_captures.load(), g_launches.load(), g_abandoned.load()}; }
 
 bool CudaContext::begin_capture() {
@@ -601,6 +667,22 @@ void detail::cuda_copy_from_pinned(const CudaContext& ctx, void* dst, const void
   if (!bytes) return;
   cuda_upload(ctx, dst, src, bytes);
   DeviceGuard g(ctx.device());
+  try {
+    if (PinnedAllocator* a = pinned_instance()) a->in_use(block, ctx.stream(), ctx.device());
+  } catch (...) {  // the block cannot be marked: the copy is waited for instead
+    cudaStreamSynchronize(ctx.stream());
+    throw;
+  }
+}
+
+void detail::cuda_download_to_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block) {
+  if (!bytes) return;
+  DeviceGuard g(ctx.device());
+  // Captured, the copy would land in this block at every replay, whoever holds it by then.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  cuda_check(cudaStreamIsCapturing(ctx.stream(), &capturing), "cudaStreamIsCapturing");
+  if (capturing != cudaStreamCaptureStatusNone) throw Error("a copy of device values to the host cannot be captured in a CUDA graph");
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream()), "cudaMemcpyAsync");
   try {
     if (PinnedAllocator* a = pinned_instance()) a->in_use(block, ctx.stream(), ctx.device());
   } catch (...) {  // the block cannot be marked: the copy is waited for instead

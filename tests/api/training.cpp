@@ -232,6 +232,72 @@ TEST_CASE("api: a training step allocates nothing on the heap once its shapes re
   }
 }
 
+TEST_CASE("api: on the CPU step_async, forward_backward_async and run_async have run when they return, with the synchronous calls' values") {
+  // in_flight 0: Optimizer::step; otherwise step_async with up to `in_flight` steps queued before the oldest
+  // values are read (on a GPU the loop that keeps the device busy; tests/cuda/model.cpp runs it there).
+  auto train = [](int in_flight) {
+    Tape tape;
+    Net n;
+    Model model(tape.program({n.cost, n.acc}), 5);
+    Optimizer opt(model, n.cost, optim::adam(0.01));
+    std::vector<double> losses, accs;
+    std::vector<PendingFetch> queued;
+    auto read = [&](std::vector<LoDTensor>& v) {
+      REQUIRE(v.size() == 2);
+      losses.push_back(v[0].get(0));
+      accs.push_back(v[1].get(0));
+    };
+    for (auto& b : toy_data(512).batch(64)) {
+      FeedMap f{{model.name_of(n.x), b[0]}, {model.name_of(n.label), b[1]}};
+      if (in_flight == 0) {
+        std::vector<LoDTensor> v = opt.step(f);
+        read(v);
+        continue;
+      }
+      queued.push_back(opt.step_async(f));
+      CHECK(queued.back().ready());
+      if (int(queued.size()) > in_flight) {
+        read(queued.front().wait());
+        queued.erase(queued.begin());
+      }
+    }
+    for (auto& q : queued) read(q.wait());
+    return std::pair{losses, accs};
+  };
+  const auto stepped = train(0);
+  REQUIRE(stepped.first.size() == 8);
+  CHECK(stepped.first.back() < stepped.first.front());
+  CHECK(train(1) == stepped);
+  CHECK(train(3) == stepped);
+
+  Tape tape;
+  Net n;
+  Model model(tape.program({n.cost}), 5);
+  auto b = *toy_data(32).batch(32).next();
+  FeedMap feeds{{model.name_of(n.x), b[0]}, {model.name_of(n.label), b[1]}};
+  GradientMachine gm(model, model.name_of(n.cost));
+  const double loss = gm.forward_backward(feeds).at(0).get(0);
+  const Tensor g = gm.gradient("fc_0.w_0").clone();
+  PendingFetch p = gm.forward_backward_async(feeds);
+  CHECK(p.ready());
+  CHECK(p.wait().at(0).get(0) == loss);
+  const Tensor g2 = gm.gradient("fc_0.w_0");
+  CHECK(std::memcmp(g.raw(), g2.raw(), g.bytes()) == 0);
+
+  Executor exe;
+  Scope scope;
+  Tape t2;
+  auto x = data("x", f32, {-1, 3});
+  Var y = x * 2.0 + 1.0;
+  const Topology topo = t2.program(y);
+  auto prepared = exe.prepare(topo.main, scope);
+  PendingFetch q = exe.run_async(*prepared, scope, {{topo.name_of(x), LoDTensor(Tensor::from<float>({1, 2, 3}, {1, 3}))}}, {topo.name_of(y)});
+  CHECK(q.ready());
+  CHECK(q.wait().at(0).get(2) == 7.0);
+  CHECK(PendingFetch().ready());
+  CHECK(PendingFetch().wait().empty());
+}
+
 TEST_CASE("api: 8 evaluators in parallel threads match a single-threaded run bit for bit") {
   Tape tape;
   Net n;

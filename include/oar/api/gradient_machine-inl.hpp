@@ -95,10 +95,22 @@ OAR_FUNC std::vector<LoDTensor> GradientMachine::forward_backward(const FeedMap&
   return out;
 }
 
-OAR_FUNC void GradientMachine::forward_backward(const FeedMap& feeds, std::vector<LoDTensor>& out) {
+OAR_FUNC void GradientMachine::forward_backward(const FeedMap& feeds, std::vector<LoDTensor>& out) { run_pass(feeds, out, nullptr); }
+
+OAR_FUNC void GradientMachine::forward_backward(const FeedMap& feeds, std::vector<LoDTensor>& out, Fence& arrived) { run_pass(feeds, out, &arrived); }
+
+OAR_FUNC PendingFetch GradientMachine::forward_backward_async(const FeedMap& feeds) {
+  std::vector<LoDTensor> out;
+  Fence arrived;
+  run_pass(feeds, out, &arrived);
+  return PendingFetch(std::move(out), std::move(arrived));
+}
+
+OAR_FUNC void GradientMachine::run_pass(const FeedMap& feeds, std::vector<LoDTensor>& out, Fence* arrived) {
   ran_ = false;
   const uint64_t rng = exe_.device().counter();
-  exe_.run(*prepared_, model_->scope(), feeds, fetch_, out);
+  if (arrived) exe_.run(*prepared_, model_->scope(), feeds, fetch_, out, *arrived);
+  else exe_.run(*prepared_, model_->scope(), feeds, fetch_, out);
   // Shares the tensors. When the feed names repeat, value by value: the map's own assignment rebuilds each
   // value in its reused node, copying a fed LoD into new vectors on every step; assigning reuses them.
   const bool same_names = std::equal(last_feeds_.begin(), last_feeds_.end(), feeds.begin(), feeds.end(),

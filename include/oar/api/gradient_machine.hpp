@@ -78,6 +78,12 @@ class GradientMachine {
   std::vector<LoDTensor> forward_backward(const FeedMap& feeds);
   /// The same into `out` (its storage reused: a step whose shapes repeat allocates nothing on the heap).
   void forward_backward(const FeedMap& feeds, std::vector<LoDTensor>& out);
+  /// The same without waiting for the pass on a GPU (Executor::run with a fence): `arrived` is done once `out`
+  /// holds the values. Gradients and parameters may be used by later runs (an update) at once: runs on a
+  /// device follow each other there.
+  void forward_backward(const FeedMap& feeds, std::vector<LoDTensor>& out, Fence& arrived);
+  /// Forward and backward queued: the fetched values as a PendingFetch.
+  PendingFetch forward_backward_async(const FeedMap& feeds);
   const std::vector<std::string>& fetch_names() const { return fetch_; }
 
   /// The gradient of the loss with respect to `x` from the last forward_backward: a parameter, an activation
@@ -115,6 +121,8 @@ class GradientMachine {
   bool has_gradient(const std::string& x, const Origin& where) const;
   /// Runs the last batch again with the current program (see gradient()).
   void rerun();
+  /// forward_backward's body; with `arrived`, the fetches are queued (Executor::run with a fence).
+  void run_pass(const FeedMap& feeds, std::vector<LoDTensor>& out, Fence* arrived);
 
   Model* model_;
   std::string loss_;

@@ -72,14 +72,26 @@ OAR_FUNC float Optimizer::loss_scale() const {
 }
 
 OAR_FUNC std::vector<LoDTensor> Optimizer::step(const FeedMap& feeds) {
-  auto out = machines_[0]->forward_backward(feeds);
-  apply_update(*machines_[0]);
+  std::vector<LoDTensor> out;
+  step(feeds, out);
   return out;
 }
 
 OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out) {
-  machines_[0]->forward_backward(feeds, out);
+  // The update follows the pass on the device, so it is queued before the host waits for the fetches: the GPU
+  // goes on to it without a round trip through the host.
+  Fence arrived;
+  machines_[0]->forward_backward(feeds, out, arrived);
   apply_update(*machines_[0]);
+  arrived.wait();
+}
+
+OAR_FUNC PendingFetch Optimizer::step_async(const FeedMap& feeds) {
+  std::vector<LoDTensor> out;
+  Fence arrived;
+  machines_[0]->forward_backward(feeds, out, arrived);
+  apply_update(*machines_[0]);
+  return PendingFetch(std::move(out), std::move(arrived));
 }
 
 OAR_FUNC void Optimizer::update(const std::map<std::string, LoDTensor>& gradients) {
@@ -245,8 +257,9 @@ OAR_FUNC std::pair<double, std::map<std::string, double>> Optimizer::run_batches
     for (size_t k = 0; k < feeds.size(); ++k) f[feeds[k]] = b[k];
     return f;
   };
+  Fence arrived;  // one machine: its update is queued before the host waits for the fetches (step())
   if (batches.size() == 1) {
-    outs[0] = machines_[0]->forward_backward(feed_of(batches[0]));
+    machines_[0]->forward_backward(feed_of(batches[0]), outs[0], arrived);
   } else {
     std::vector<std::exception_ptr> errors(batches.size());
     std::vector<std::thread> threads;
@@ -299,6 +312,7 @@ OAR_FUNC std::pair<double, std::map<std::string, double>> Optimizer::run_batches
     }
   }
   apply_update(*machines_[0]);
+  arrived.wait();
   double loss = 0;
   std::map<std::string, double> metrics;
   const auto& names = machines_[0]->fetch_names();

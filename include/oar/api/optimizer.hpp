@@ -56,7 +56,13 @@ class Optimizer {
   /// One iteration on one batch: forward, backward, update. Returns the loss and other fetched outputs.
   std::vector<LoDTensor> step(const FeedMap& feeds);
   /// The same into `out` (its storage reused: a step whose shapes repeat allocates nothing on the heap).
+  /// On a GPU the update is queued before the host waits for the fetched values.
   void step(const FeedMap& feeds, std::vector<LoDTensor>& out);
+  /// One iteration queued without waiting for it: on a GPU it returns once the pass and the update are queued,
+  /// with the fetched values on their way (PendingFetch::wait). A loop that queues step k+1 before it reads
+  /// step k's loss keeps the GPU busy while the host prepares the next step. The feeds must not be written
+  /// until their step's values have arrived. On the CPU the step has run when it returns.
+  PendingFetch step_async(const FeedMap& feeds);
   /// Applies the gradients currently held by `gm` (e.g. after gm.forward_backward).
   void update(GradientMachine& gm) { apply_update(gm); }
   /// Applies explicit gradients (param name -> gradient).

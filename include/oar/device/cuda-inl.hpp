@@ -44,6 +44,13 @@ OAR_FUNC void detail::cuda_upload(const CudaContext&, void*, const void*, size_t
 OAR_FUNC void detail::cuda_copy_from_pinned(const CudaContext&, void*, const void*, size_t, const void*) {
   throw Error("cannot copy to a CUDA device: oar was built without CUDA");
 }
+OAR_FUNC void detail::cuda_download_to_pinned(const CudaContext&, void*, const void*, size_t, const void*) {
+  throw Error("cannot copy from a CUDA device: oar was built without CUDA");
+}
+OAR_FUNC Fence CudaContext::record_fence() const { throw Error("cannot record a fence: oar was built without CUDA"); }
+// Without CUDA every fence is empty.
+OAR_FUNC bool Fence::done() const { return true; }
+OAR_FUNC void Fence::wait() const {}
 #endif
 
 OAR_FUNC std::unique_ptr<DeviceContext> make_device_context(Place place, uint64_t seed) {

@@ -65,6 +65,23 @@ struct CudaGraphStats {
 };
 CudaGraphStats cuda_graph_stats();
 
+/// A point in the work queued on a GPU: an event recorded on a stream (CudaContext::record_fence). done() asks
+/// whether the device has passed it; wait() blocks the calling thread until it has (sleeping under
+/// cudaDeviceScheduleBlockingSync, spinning otherwise, as the device's other waits do) and is an oar::Error
+/// when work before it failed. An empty fence (the CPU's work, done when queued) is always done. Copies share
+/// the point.
+class Fence {
+ public:
+  Fence() = default;
+  bool empty() const { return !event_; }
+  bool done() const;
+  void wait() const;
+
+ private:
+  friend class CudaContext;
+  std::shared_ptr<CUevent_st> event_;  // back to its device's spares when the last copy goes
+};
+
 /// One CUDA device as kernels see it. Kernels launch on stream(); the handles are bound to that stream.
 class CudaContext final : public DeviceContext {
  public:
@@ -96,6 +113,8 @@ class CudaContext final : public DeviceContext {
   std::vector<void*> abandon_capture();
   /// Queues the graph on stream().
   void launch(void* graph) const;
+  /// A fence after the work queued on stream() so far.
+  Fence record_fence() const;
   /// Destroys a graph from end_capture (null allowed), once the work queued before has been ordered.
   static void destroy_graph(void* graph);
 
@@ -135,6 +154,10 @@ void cuda_upload(const CudaContext& ctx, void* dst, const void* src, size_t byte
 /// the block out again only once the copy is done, but the tensor itself must not be written meanwhile (until
 /// a fetch of the run has come back, or the executor's device().synchronize()).
 void cuda_copy_from_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block);
+/// Queues on `ctx`'s stream a copy of `bytes` from the device's memory at `src` to page-locked host memory at
+/// `dst` (a pinned tensor's; `block` is its storage's start), and returns before it has run: the bytes are there
+/// once a fence recorded after it is done. Freed meanwhile, the block is given out again only after the copy.
+void cuda_download_to_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block);
 /// Queues on `ctx`'s stream a copy of `rows` rows of `width` bytes within the device's memory, row r from
 /// src + r * src_pitch to dst + r * dst_pitch (a column block of a row-major matrix: concat, split).
 void cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows);

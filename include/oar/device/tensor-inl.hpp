@@ -61,14 +61,21 @@ OAR_FUNC bool Tensor::pinned() const {
   return storage_ && &storage_->allocator() == &pinned_allocator() && &pinned_allocator() != &allocator(cpu());
 }
 
+OAR_FUNC Tensor Tensor::page_locked(Shape shape, DType dtype) {
+  OAR_CHECK(shape.known(), "page_locked: shape {} has unknown dims", shape.str());
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.place_ = cpu();
+  // (a shape of rank 0 holds one value once it has storage: bytes() of the bare tensor would say 0)
+  t.storage_ = std::make_shared<Storage>(size_t(t.shape_.empty() ? 1 : t.shape_.numel()) * size_of(dtype), pinned_allocator());
+  return t;
+}
+
 OAR_FUNC Tensor Tensor::pin_memory() const {
   OAR_CHECK(initialized(), "pin_memory: the tensor is empty");
   if (pinned()) return *this;
-  Tensor t;
-  t.shape_ = shape_;
-  t.dtype_ = dtype_;
-  t.place_ = cpu();
-  t.storage_ = std::make_shared<Storage>(bytes(), pinned_allocator());
+  Tensor t = page_locked(shape_, dtype_);
   detail::copy_bytes(t.raw(), cpu(), raw(), place(), bytes());
   return t;
 }

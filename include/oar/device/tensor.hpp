@@ -146,6 +146,9 @@ class Tensor {
   /// reads by DMA, so feeding it costs the host no copy through staging buffers. Without a CUDA device, a
   /// plain copy on the CPU.
   Tensor pin_memory() const;
+  /// An uninitialised CPU tensor in page-locked memory (a plain one without a CUDA device): what a device
+  /// copies into by DMA.
+  static Tensor page_locked(Shape shape, DType dtype);
   /// Whether the storage is page-locked host memory (pin_memory()).
   bool pinned() const;
 

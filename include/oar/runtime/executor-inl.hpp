@@ -143,24 +143,41 @@ OAR_FUNC std::vector<LoDTensor> Executor::run(PreparedBlock& p, Scope& scope, co
 }
 
 OAR_FUNC void Executor::run(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out) {
-  if (detail::profiling()) [[unlikely]] {  // the run's own time apart from its kernels', in three lines
-    using clock = std::chrono::steady_clock;
-    auto ns = [](clock::time_point a, clock::time_point b) { return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count()); };
-    const int64_t kernels0 = detail::kernel_ns;
-    const auto t0 = clock::now();
-    clock::time_point t1, t2;
-    run_impl(p, scope, feeds, fetch, out, &t1, &t2);
-    const auto t3 = clock::now();
-    detail::record_section("(feed)", ns(t0, t1));
-    detail::record_section("(fetch)", ns(t2, t3));
-    detail::record_section("(executor)", ns(t1, t2) - (detail::kernel_ns - kernels0));
-    return;
-  }
-  run_impl(p, scope, feeds, fetch, out, nullptr, nullptr);
+  if (detail::profiling()) [[unlikely]] return run_profiled(p, scope, feeds, fetch, out, nullptr);
+  run_impl(p, scope, feeds, fetch, out, nullptr, nullptr, nullptr);
+}
+
+OAR_FUNC void Executor::run(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out,
+                            Fence& arrived) {
+  arrived = Fence();
+  if (detail::profiling()) [[unlikely]] return run_profiled(p, scope, feeds, fetch, out, &arrived);
+  run_impl(p, scope, feeds, fetch, out, &arrived, nullptr, nullptr);
+}
+
+OAR_FUNC PendingFetch Executor::run_async(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch) {
+  std::vector<LoDTensor> out;
+  Fence arrived;
+  run(p, scope, feeds, fetch, out, arrived);
+  return PendingFetch(std::move(out), std::move(arrived));
+}
+
+OAR_FUNC void Executor::run_profiled(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out,
+                                     Fence* arrived) {
+  // The run's own time apart from its kernels', in three lines.
+  using clock = std::chrono::steady_clock;
+  auto ns = [](clock::time_point a, clock::time_point b) { return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count()); };
+  const int64_t kernels0 = detail::kernel_ns;
+  const auto t0 = clock::now();
+  clock::time_point t1, t2;
+  run_impl(p, scope, feeds, fetch, out, arrived, &t1, &t2);
+  const auto t3 = clock::now();
+  detail::record_section("(feed)", ns(t0, t1));
+  detail::record_section("(fetch)", ns(t2, t3));
+  detail::record_section("(executor)", ns(t1, t2) - (detail::kernel_ns - kernels0));
 }
 
 OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out,
-                                 std::chrono::steady_clock::time_point* fed, std::chrono::steady_clock::time_point* ran) {
+                                 Fence* arrived, std::chrono::steady_clock::time_point* fed, std::chrono::steady_clock::time_point* ran) {
   for (auto& t : out) t = LoDTensor();  // last run's fetches let go of their storage, so this run reuses it
   if (p.scope_ != &scope) bind(p, scope);
   const Block& b = p.program_->block(p.block_);
@@ -219,7 +236,7 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
     if (p.graph_.exec && now == p.graph_.key && !p.graph_.off) {  // replay: the host queues one launch
       static_cast<CudaContext&>(*dev_).launch(p.graph_.exec.get());
       if (ran) *ran = std::chrono::steady_clock::now();
-      fetch_outputs(p, fetch, out);
+      fetch_outputs(p, fetch, out, arrived);
       return;
     }
     p.graph_.exec.reset();  // the feeds changed: the captured buffers may have too
@@ -242,7 +259,7 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
   if (capture) run_captured(p, fetched, batch);
   else run_steps(p, fetched, batch);
   if (ran) *ran = std::chrono::steady_clock::now();
-  fetch_outputs(p, fetch, out);
+  fetch_outputs(p, fetch, out, arrived);
 }
 
 OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {
@@ -282,16 +299,28 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
   }
 }
 
-OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out) {
+OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived) {
   out.resize(fetch.size());
+  CudaContext* cu = arrived && place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
+  bool queued = false;
   for (size_t i = 0; i < fetch.size(); ++i) {
     const std::string& name = fetch[i];
     Value* v = p.local_->find(name);
     if (!v || !v->is_tensor() || !v->tensor().initialized()) throw Error(fmt::format("cannot fetch '{}': it has no value after the run", name));
     const LoDTensor& t = v->tensor();
-    if (t.place().is_cpu()) out[i] = t;
-    else out[i] = LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
+    if (t.place().is_cpu()) {
+      out[i] = t;
+    } else if (cu && t.place() == place_) {
+      // Queued on the run's stream: the next run on the device, which may reuse the variable's buffer, follows it.
+      Tensor host = Tensor::page_locked(t.shape(), t.dtype());
+      detail::cuda_download_to_pinned(*cu, host.raw(), t.raw(), t.bytes(), host.storage()->data());
+      queued = queued || t.bytes() > 0;
+      out[i] = LoDTensor(std::move(host), t.lod());
+    } else {
+      out[i] = LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
+    }
   }
+  if (queued) *arrived = cu->record_fence();
 }
 
 OAR_FUNC void Executor::run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {

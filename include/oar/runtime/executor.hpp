@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "oar/config.hpp"
+#include "oar/device/cuda.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/runtime/kernel_registry.hpp"
 
@@ -130,6 +131,26 @@ class PreparedBlock {
   } graph_;
 };
 
+/// Values fetched by a run that was queued on a GPU, on their way to the host (Executor::run_async,
+/// Optimizer::step_async): wait() returns them once they have arrived, ready() asks without waiting. A CPU
+/// run's values are there when it returns. Until wait() the host must neither read them nor write the run's
+/// feeds; dropping a PendingFetch without waiting is allowed.
+class PendingFetch {
+ public:
+  PendingFetch() = default;
+  PendingFetch(std::vector<LoDTensor> values, Fence arrived) : values_(std::move(values)), arrived_(std::move(arrived)) {}
+  bool ready() const { return arrived_.done(); }
+  std::vector<LoDTensor>& wait() {
+    arrived_.wait();
+    arrived_ = Fence();
+    return values_;
+  }
+
+ private:
+  std::vector<LoDTensor> values_;
+  Fence arrived_;
+};
+
 class Executor {
  public:
   /// An executor for `place` (`oar::cpu()`, `oar::cuda(0)`); an oar::Error when that device does not exist.
@@ -146,6 +167,12 @@ class Executor {
   std::vector<LoDTensor> run(PreparedBlock& p, Scope& scope, const FeedMap& feeds = {}, const std::vector<std::string>& fetch = {});
   /// The same into `out`, whose storage is reused: a run whose shapes repeat allocates nothing on the heap.
   void run(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out);
+  /// The same without waiting for the run on a GPU: its fetched values are copied into page-locked host tensors
+  /// on the run's stream, and `arrived` receives the fence after those copies (the values must not be read
+  /// before it is done). On the CPU the run has finished and `arrived` is empty.
+  void run(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence& arrived);
+  /// That run's values as a PendingFetch.
+  PendingFetch run_async(PreparedBlock& p, Scope& scope, const FeedMap& feeds = {}, const std::vector<std::string>& fetch = {});
 
   /// A control-flow op: conditional_block runs its sub-block, in a child scope of the block's temporaries
   /// (the sub-block's own variables live there; it reads and writes the outer ones through scope lookup),
@@ -192,12 +219,15 @@ class Executor {
   void run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch);
   /// run_steps captured as a CUDA graph and launched; kept in `p` for replay when it may be launched again.
   void run_captured(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch);
-  /// The `fetch` variables into `out`, copied to the host.
-  void fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out);
-  /// run()'s body; `fed` and `ran` (null unless profiling) receive when the feeds were in place and when the
-  /// last kernel had been queued.
+  /// The `fetch` variables into `out`, copied to the host: with `arrived`, queued on a GPU's stream.
+  void fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived);
+  /// run()'s body (`arrived`: null for a run the host waits for); `fed` and `ran` (null unless profiling)
+  /// receive when the feeds were in place and when the last kernel had been queued.
   void run_impl(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out,
-                std::chrono::steady_clock::time_point* fed, std::chrono::steady_clock::time_point* ran);
+                Fence* arrived, std::chrono::steady_clock::time_point* fed, std::chrono::steady_clock::time_point* ran);
+  /// run_impl, timed in three sections of the profiler when it is on.
+  void run_profiled(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out,
+                    Fence* arrived);
 
   Place place_;
   std::unique_ptr<DeviceContext> dev_;
