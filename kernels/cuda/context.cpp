@@ -652,43 +652,48 @@ void detail::cuda_copy(void* dst, Place dp, const void* src, Place sp, size_t by
   cuda_check(cudaMemcpy(dst, src, bytes, kind), "cudaMemcpy");
 }
 
-void detail::cuda_upload(const CudaContext& ctx, void* dst, const void* src, size_t bytes) {
-  if (!bytes) return;
-  DeviceGuard g(ctx.device());
-  // A captured copy would read `src` again at every replay, long after it is gone: refused, which makes the
-  // executor give up the capture and run the block op by op.
+namespace {
+/// Queues a copy between host and device memory on `ctx`'s stream (its device current). Never while the
+/// stream is captured: a captured copy would read or write the host memory again at every replay, long after
+/// its owner let go of it; refused, which makes the executor give up the capture and run the block op by op.
+void queue_host_copy(const CudaContext& ctx, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   cuda_check(cudaStreamIsCapturing(ctx.stream(), &capturing), "cudaStreamIsCapturing");
-  if (capturing != cudaStreamCaptureStatusNone) throw Error("a copy of host values to the device cannot be captured in a CUDA graph");
-  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx.stream()), "cudaMemcpyAsync");
+  if (capturing != cudaStreamCaptureStatusNone)
+    throw Error(kind == cudaMemcpyHostToDevice ? "a copy of host values to the device cannot be captured in a CUDA graph"
+                                               : "a copy of device values to the host cannot be captured in a CUDA graph");
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, ctx.stream()), "cudaMemcpyAsync");
 }
 
-void detail::cuda_copy_from_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block) {
-  if (!bytes) return;
-  cuda_upload(ctx, dst, src, bytes);
-  DeviceGuard g(ctx.device());
+/// Tells the pinned allocator that the copy just queued on `ctx`'s stream uses `block` (its device current).
+void mark_pinned_in_use(const CudaContext& ctx, const void* block) {
   try {
     if (PinnedAllocator* a = pinned_instance()) a->in_use(block, ctx.stream(), ctx.device());
   } catch (...) {  // the block cannot be marked: the copy is waited for instead
     cudaStreamSynchronize(ctx.stream());
     throw;
   }
+}
+}  // namespace
+
+void detail::cuda_upload(const CudaContext& ctx, void* dst, const void* src, size_t bytes) {
+  if (!bytes) return;
+  DeviceGuard g(ctx.device());
+  queue_host_copy(ctx, dst, src, bytes, cudaMemcpyHostToDevice);
+}
+
+void detail::cuda_copy_from_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block) {
+  if (!bytes) return;
+  DeviceGuard g(ctx.device());
+  queue_host_copy(ctx, dst, src, bytes, cudaMemcpyHostToDevice);
+  mark_pinned_in_use(ctx, block);
 }
 
 void detail::cuda_download_to_pinned(const CudaContext& ctx, void* dst, const void* src, size_t bytes, const void* block) {
   if (!bytes) return;
   DeviceGuard g(ctx.device());
-  // Captured, the copy would land in this block at every replay, whoever holds it by then.
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  cuda_check(cudaStreamIsCapturing(ctx.stream(), &capturing), "cudaStreamIsCapturing");
-  if (capturing != cudaStreamCaptureStatusNone) throw Error("a copy of device values to the host cannot be captured in a CUDA graph");
-  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx.stream()), "cudaMemcpyAsync");
-  try {
-    if (PinnedAllocator* a = pinned_instance()) a->in_use(block, ctx.stream(), ctx.device());
-  } catch (...) {  // the block cannot be marked: the copy is waited for instead
-    cudaStreamSynchronize(ctx.stream());
-    throw;
-  }
+  queue_host_copy(ctx, dst, src, bytes, cudaMemcpyDeviceToHost);
+  mark_pinned_in_use(ctx, block);
 }
 
 void detail::cuda_copy_rows(const CudaContext& ctx, void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t width, size_t rows) {

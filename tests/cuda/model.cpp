@@ -74,6 +74,26 @@ struct ToyMlp {
   }
 };
 
+/// Two programs over persistables a, b, c of n floats: `slow` adds 1 to a `adds` times (a <-> b, ending in a),
+/// `quick` copies a to c. `scope` gets a = 0 on `place`.
+struct SlowQuick {
+  Program slow, quick;
+  SlowQuick(int64_t n, int adds, Scope& scope, Place place) {
+    for (Program* p : {&slow, &quick})
+      for (const char* v : {"a", "b", "c"}) p->global_block().create_var(v, {.dtype = f32, .shape = Shape{n}, .persistable = true});
+    auto add_scale = [](Program& p, const std::string& x, const std::string& out, float bias) {
+      Operator op{std::string(ops::Scale::type)};
+      op.set_input(ops::Scale::x, {x}).set_output(ops::Scale::out, {out}).set_attr(ops::Scale::scale, 1.0f).set_attr(ops::Scale::bias, bias);
+      add_op(p.global_block(), std::move(op));
+    };
+    for (int k = 0; k < adds; ++k) add_scale(slow, k % 2 ? "b" : "a", k % 2 ? "a" : "b", 1.0f);
+    add_scale(quick, "a", "c", 0.0f);
+    Tensor zeros(Shape{n}, f32, cpu());
+    std::memset(zeros.raw(), 0, zeros.bytes());
+    scope.var("a").tensor() = LoDTensor(zeros.to(place, true));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("cuda: a model trains on cuda:0 as on the CPU: same initial weights, the same losses, the same accuracy") {
@@ -282,23 +302,11 @@ TEST_CASE("cuda: runs of two executors on one device follow each other in the ho
   const int adds = 200;
   auto check_on = [&](Place place) {
     CAPTURE(place.str());
-    Program slow, quick;
-    for (Program* p : {&slow, &quick})
-      for (const char* v : {"a", "b", "c"}) p->global_block().create_var(v, {.dtype = f32, .shape = Shape{n}, .persistable = true});
-    auto add_scale = [](Program& p, const std::string& x, const std::string& out, float bias) {
-      Operator op{std::string(ops::Scale::type)};
-      op.set_input(ops::Scale::x, {x}).set_output(ops::Scale::out, {out}).set_attr(ops::Scale::scale, 1.0f).set_attr(ops::Scale::bias, bias);
-      add_op(p.global_block(), std::move(op));
-    };
-    for (int k = 0; k < adds; ++k) add_scale(slow, k % 2 ? "b" : "a", k % 2 ? "a" : "b", 1.0f);
-    add_scale(quick, "a", "c", 0.0f);
     Scope scope;
-    Tensor zeros(Shape{n}, f32, cpu());
-    std::memset(zeros.raw(), 0, zeros.bytes());
-    scope.var("a").tensor() = LoDTensor(zeros.to(place, true));
+    SlowQuick progs(n, adds, scope, place);
     Executor e1(place), e2(place);
-    auto p1 = e1.prepare(slow, scope);
-    auto p2 = e2.prepare(quick, scope);
+    auto p1 = e1.prepare(progs.slow, scope);
+    auto p2 = e2.prepare(progs.quick, scope);
     for (int round = 1; round <= 3; ++round) {
       e1.run(*p1, scope, {}, {});
       e2.run(*p2, scope, {}, {});
@@ -661,24 +669,11 @@ TEST_CASE("cuda: run_async: runs of two executors queued without waiting each fe
   const int adds = 200;
   auto check_on = [&](Place place) {
     CAPTURE(place.str());
-    Program slow, quick;
-    for (Program* p : {&slow, &quick})
-      for (const char* v : {"a", "b"}) p->global_block().create_var(v, {.dtype = f32, .shape = Shape{n}, .persistable = true});
-    quick.global_block().create_var("c", {.dtype = f32, .shape = Shape{n}});
-    auto add_scale = [](Program& p, const std::string& x, const std::string& out, float bias) {
-      Operator op{std::string(ops::Scale::type)};
-      op.set_input(ops::Scale::x, {x}).set_output(ops::Scale::out, {out}).set_attr(ops::Scale::scale, 1.0f).set_attr(ops::Scale::bias, bias);
-      add_op(p.global_block(), std::move(op));
-    };
-    for (int k = 0; k < adds; ++k) add_scale(slow, k % 2 ? "b" : "a", k % 2 ? "a" : "b", 1.0f);
-    add_scale(quick, "a", "c", 0.0f);
     Scope scope;
-    Tensor zeros(Shape{n}, f32, cpu());
-    std::memset(zeros.raw(), 0, zeros.bytes());
-    scope.var("a").tensor() = LoDTensor(zeros.to(place, true));
+    SlowQuick progs(n, adds, scope, place);
     Executor e1(place), e2(place);
-    auto p1 = e1.prepare(slow, scope);
-    auto p2 = e2.prepare(quick, scope);
+    auto p1 = e1.prepare(progs.slow, scope);
+    auto p2 = e2.prepare(progs.quick, scope);
     std::vector<PendingFetch> fetched;
     for (int round = 1; round <= 4; ++round) {
       PendingFetch none = e1.run_async(*p1, scope);
