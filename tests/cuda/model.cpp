@@ -74,11 +74,16 @@ struct ToyMlp {
   }
 };
 
-/// Two programs over persistables a, b, c of n floats: `slow` adds 1 to a `adds` times (a <-> b, ending in a),
-/// `quick` copies a to c. `scope` gets a = 0 on `place`.
+/// Two programs over persistables a, b, c of 4M floats (a = 0 at first), each prepared on an executor of its
+/// own on `place`: `slow` adds 1 to a 200 times (a <-> b, ending in a), `quick` copies a to c.
 struct SlowQuick {
+  static constexpr int64_t n = int64_t(1) << 22;
+  static constexpr int adds = 200;
+  Scope scope;
   Program slow, quick;
-  SlowQuick(int64_t n, int adds, Scope& scope, Place place) {
+  Executor e1, e2;
+  std::shared_ptr<PreparedBlock> p1, p2;
+  explicit SlowQuick(Place place) : e1(place), e2(place) {
     for (Program* p : {&slow, &quick})
       for (const char* v : {"a", "b", "c"}) p->global_block().create_var(v, {.dtype = f32, .shape = Shape{n}, .persistable = true});
     auto add_scale = [](Program& p, const std::string& x, const std::string& out, float bias) {
@@ -91,8 +96,21 @@ struct SlowQuick {
     Tensor zeros(Shape{n}, f32, cpu());
     std::memset(zeros.raw(), 0, zeros.bytes());
     scope.var("a").tensor() = LoDTensor(zeros.to(place, true));
+    p1 = e1.prepare(slow, scope);
+    p2 = e2.prepare(quick, scope);
   }
 };
+
+/// `check` on a SlowQuick on the CPU (the arithmetic), then on cuda:0 when there is one.
+template <class F>
+void on_cpu_then_cuda(F&& check) {
+  for (Place place : {cpu(), cuda(0)}) {
+    if (place.is_cuda() && no_device()) return;
+    CAPTURE(place.str());
+    SlowQuick sq(place);
+    check(sq);
+  }
+}
 
 }  // namespace
 
@@ -298,15 +316,10 @@ TEST_CASE("cuda: runs of two executors on one device follow each other in the ho
   // `slow` adds 1 to a 4M-element tensor 200 times (a <-> b); `quick`, on another executor (its own stream),
   // reads a at once. Only the device order makes quick see a after slow's last op: had the streams run side by
   // side, c would hold a partial count. The CPU half checks the arithmetic.
-  const int64_t n = int64_t(1) << 22;
-  const int adds = 200;
-  auto check_on = [&](Place place) {
-    CAPTURE(place.str());
-    Scope scope;
-    SlowQuick progs(n, adds, scope, place);
-    Executor e1(place), e2(place);
-    auto p1 = e1.prepare(progs.slow, scope);
-    auto p2 = e2.prepare(progs.quick, scope);
+  constexpr int64_t n = SlowQuick::n;
+  constexpr int adds = SlowQuick::adds;
+  on_cpu_then_cuda([&](SlowQuick& sq) {
+    auto& [scope, slow, quick, e1, e2, p1, p2] = sq;
     for (int round = 1; round <= 3; ++round) {
       e1.run(*p1, scope, {}, {});
       e2.run(*p2, scope, {}, {});
@@ -314,10 +327,7 @@ TEST_CASE("cuda: runs of two executors on one device follow each other in the ho
       CHECK(c.get(0) == double(adds * round));
       CHECK(c.get(n - 1) == double(adds * round));
     }
-  };
-  check_on(cpu());
-  if (no_device()) return;
-  check_on(cuda(0));
+  });
 }
 
 TEST_CASE("cuda: a host feed after a device feed of the same variable is copied into storage of the executor's, not the caller's") {
@@ -665,22 +675,18 @@ TEST_CASE("cuda: run_async: runs of two executors queued without waiting each fe
   // `slow` adds 1 to a 4M-element tensor 200 times; `quick`, on another executor, copies it to c, which it
   // fetches. Four rounds are queued before any value is read: round r's fetch must hold 200 r everywhere, though
   // every quick run writes the same buffer of c and every slow run changes a.
-  const int64_t n = int64_t(1) << 22;
-  const int adds = 200;
-  auto check_on = [&](Place place) {
-    CAPTURE(place.str());
-    Scope scope;
-    SlowQuick progs(n, adds, scope, place);
-    Executor e1(place), e2(place);
-    auto p1 = e1.prepare(progs.slow, scope);
-    auto p2 = e2.prepare(progs.quick, scope);
+  constexpr int64_t n = SlowQuick::n;
+  constexpr int adds = SlowQuick::adds;
+  on_cpu_then_cuda([&](SlowQuick& sq) {
+    auto& [scope, slow, quick, e1, e2, p1, p2] = sq;
+    const bool on_cpu = e1.place().is_cpu();
     std::vector<PendingFetch> fetched;
     for (int round = 1; round <= 4; ++round) {
       PendingFetch none = e1.run_async(*p1, scope);
       CHECK(none.ready());  // nothing fetched: nothing to wait for
       fetched.push_back(e2.run_async(*p2, scope, {}, {"c"}));
     }
-    if (place.is_cpu())
+    if (on_cpu)
       for (auto& f : fetched) CHECK(f.ready());
     for (int round = 1; round <= 4; ++round) {
       CAPTURE(round);
@@ -692,8 +698,5 @@ TEST_CASE("cuda: run_async: runs of two executors queued without waiting each fe
       CHECK(c[0].get(n - 1) == double(adds * round));
       CHECK(fetched[size_t(round - 1)].ready());
     }
-  };
-  check_on(cpu());
-  if (no_device()) return;
-  check_on(cuda(0));
+  });
 }
