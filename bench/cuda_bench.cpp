@@ -427,7 +427,8 @@ void train(const std::function<void(const Line&)>& emit, const std::function<voi
           "the same with Optimizer::step_async, each step's loss read once the next step is queued", true});
   }
   if (!variant) {
-    // The same step fed from pageable memory: the driver copies through its staging buffers on the CPU.
+    // The same step fed from pageable memory: the executor copies each feed into page-locked memory on the
+    // training thread and queues the copy from there.
     oar::FeedMap pageable;
     for (auto& [k, v] : feeds) pageable[k] = oar::LoDTensor(v.clone());
     const double c0 = cpu_s(), w0 = now_s();

@@ -217,15 +217,15 @@ class CudaAllocator final : public Allocator {
   cudaMemPool_t pool_ = nullptr;
 };
 
-/// Page-locked host blocks from cudaHostAlloc (portable: every device may DMA from them), kept by size once
-/// freed: pinning is a system call costing far more than a batch's copy, and a training loop asks for the same
-/// sizes every step. A block is reused only after its tensor is gone and the asynchronous copies queued from
+/// Page-locked host blocks from cudaHostAlloc (portable: every device may DMA from them), kept by size class
+/// (detail::pinned_size_class) once freed: pinning is a system call costing far more than a batch's copy, and a
+/// training loop asks for the same few sizes every step. A block is reused only after its tensor is gone and the asynchronous copies queued from
 /// it (in_use: an executor's feeds) have run: a freed block with copies pending waits in `waiting_` until
 /// their events have completed.
 class PinnedAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {
-    bytes = std::max<size_t>(bytes, 1);
+    bytes = detail::pinned_size_class(bytes);
     {
       std::lock_guard lock(mu_);
       reap();
@@ -246,7 +246,7 @@ class PinnedAllocator final : public Allocator {
     return p;
   }
   void deallocate(void* p, size_t bytes) noexcept override {
-    bytes = std::max<size_t>(bytes, 1);
+    bytes = detail::pinned_size_class(bytes);
     std::lock_guard lock(mu_);
     if (auto it = busy_.find(p); it != busy_.end()) {
       waiting_.push_back({p, bytes, std::move(it->second)});

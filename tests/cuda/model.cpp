@@ -626,8 +626,10 @@ TEST_CASE("cuda: step_async queues steps without waiting; reading each loss up t
     ~GraphsOff() { set_cuda_graphs(false); }
   } restore;
   // in_flight 0: Optimizer::step; otherwise step_async with up to `in_flight` steps queued before the oldest
-  // loss is read. Pinned feeds, so that nothing in a step makes the host wait.
-  auto losses_with = [](int in_flight, bool graphs) {
+  // loss is read. x pinned, label pageable (staged through page-locked memory by the executor): nothing in a
+  // step makes the host wait. `scribble`: x pageable too, and overwritten with NaN once its step is queued
+  // (the staging copy was made by then).
+  auto losses_with = [](int in_flight, bool graphs, bool scribble = false) {
     set_cuda_graphs(graphs);
     Tape tape;
     auto x = data("x", f32, {-1, 8});
@@ -640,12 +642,14 @@ TEST_CASE("cuda: step_async queues steps without waiting; reading each loss up t
     std::vector<PendingFetch> queued;
     for (int epoch = 0; epoch < 2; ++epoch) {
       while (auto b = r.next()) {
-        FeedMap f{{model.name_of(x), LoDTensor((*b)[0].pin_memory())}, {model.name_of(label), LoDTensor((*b)[1].pin_memory())}};
+        Tensor xb = scribble ? (*b)[0].clone() : (*b)[0].pin_memory();
+        FeedMap f{{model.name_of(x), LoDTensor(xb)}, {model.name_of(label), LoDTensor((*b)[1])}};
         if (in_flight == 0) {
           losses.push_back(opt.step(f)[0].get(0));
           continue;
         }
         queued.push_back(opt.step_async(f));
+        if (scribble) std::fill_n(xb.data<float>(), xb.numel(), std::nanf(""));
         if (int(queued.size()) > in_flight) {
           losses.push_back(queued.front().wait().at(0).get(0));
           queued.erase(queued.begin());
@@ -664,6 +668,7 @@ TEST_CASE("cuda: step_async queues steps without waiting; reading each loss up t
   REQUIRE(stepped.size() == 32);
   CHECK(losses_with(1, false) == stepped);
   CHECK(losses_with(3, false) == stepped);
+  CHECK(losses_with(3, false, true) == stepped);
   const CudaGraphStats g0 = cuda_graph_stats();
   CHECK(losses_with(3, true) == stepped);  // the same kernels in the same order: the same bits
   const CudaGraphStats g1 = cuda_graph_stats();

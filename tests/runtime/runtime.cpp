@@ -29,6 +29,27 @@ TEST_CASE("tensor: typed access checks the dtype; views share storage; resize re
   CHECK(own.raw() != before);  // storage shared with `shared`: a fresh buffer, `shared` keeps its data
 }
 
+TEST_CASE("pinned_size_class: a block at least as large as asked, at most 1/8 larger past 4 KiB, eight classes per power of two") {
+  CHECK(detail::pinned_size_class(0) == 4096);
+  CHECK(detail::pinned_size_class(1) == 4096);
+  CHECK(detail::pinned_size_class(4096) == 4096);
+  CHECK(detail::pinned_size_class(4097) == 4096 + 512);
+  CHECK(detail::pinned_size_class(8192) == 8192);
+  CHECK(detail::pinned_size_class(512 * 784 * 4) == 13 * (size_t(1) << 17));  // a 1.53 MiB batch: 1.625 MiB
+  size_t last = 0;
+  std::set<size_t> classes;
+  for (size_t b = 1; b <= (size_t(1) << 24); b += 1 + b / 97) {
+    const size_t c = detail::pinned_size_class(b);
+    CHECK(c >= b);
+    CHECK(c >= last);  // monotone
+    if (b > 4096) CHECK(double(c) <= 1.125 * double(b));
+    CHECK(detail::pinned_size_class(c) == c);  // a class serves itself
+    last = c;
+    if (b > (size_t(1) << 20) && b <= (size_t(1) << 21)) classes.insert(c);
+  }
+  CHECK(classes.size() <= 8);  // (1 MiB, 2 MiB]: 1 MiB + k/8 MiB, k = 1 .. 8
+}
+
 TEST_CASE("lod: offsets start at 0, increase, and the last level ends at the rows") {
   LoDTensor t(Tensor::from<float>({1, 2, 3, 4, 5, 6}, {6, 1}));
   t.set_lod({{0, 3, 4, 6}});

@@ -52,9 +52,22 @@ class CpuAllocator final : public Allocator {
 Allocator& cuda_allocator(int device);
 
 /// Page-locked host memory (place cpu) where a CUDA device is present: a copy from it to a GPU runs as a DMA
-/// transfer, not through the driver's staging buffers on the CPU. Blocks are kept for reuse by size. Without
-/// CUDA or a device: the CPU's allocator.
+/// transfer, not through the driver's staging buffers on the CPU. Blocks are kept for reuse by size class
+/// (detail::pinned_size_class). Without CUDA or a device: the CPU's allocator.
 Allocator& pinned_allocator();
+
+namespace detail {
+/// The size of the page-locked block that serves a request of `bytes`: at least 4 KiB, then eight classes per
+/// power of two (at most 1/8 more than asked). Blocks are never given back to the driver, so batches of ragged
+/// sizes (sequences, the last batch of an epoch) must meet a few classes, not a new size each time.
+constexpr size_t pinned_size_class(size_t bytes) {
+  if (bytes <= 4096) return 4096;
+  size_t octave = 4096;  // the largest power of two below bytes
+  while (octave * 2 < bytes) octave *= 2;
+  const size_t step = octave / 8;
+  return (bytes + step - 1) / step * step;
+}
+}  // namespace detail
 /// The CUDA backend's page-locked allocator (kernels/cuda/context.cpp); null without CUDA or a device.
 Allocator* cuda_pinned_allocator();
 

@@ -206,9 +206,20 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
       if (p.shared_feeds_.erase(val)) dst = LoDTensor();  // it held the caller's tensor of an earlier run: not written into
       dst.resize(t.shape(), t.dtype(), place_);  // here, not on the feed's place (what copy_from picks for an empty tensor)
       // From pinned memory the copy is queued on this run's stream and the host goes on; the pinned allocator
-      // keeps the block until it has run. Other sources are copied before the run starts.
-      if (cu && t.pinned()) detail::cuda_copy_from_pinned(*cu, dst.raw(), t.raw(), t.bytes(), t.storage()->data());
-      else dst.copy_from(t);
+      // keeps the block until it has run. Other host memory is first copied into a page-locked block (what the
+      // driver's own copy from pageable memory does, except that its copy waits for every stream of the device,
+      // the steps queued before this one included): then the caller may write `t` as soon as run() returns.
+      // Past kMaxStaged bytes, and from other devices, the copy is made before the run starts.
+      constexpr size_t kMaxStaged = size_t(64) << 20;
+      if (cu && t.pinned()) {
+        detail::cuda_copy_from_pinned(*cu, dst.raw(), t.raw(), t.bytes(), t.storage()->data());
+      } else if (cu && t.place().is_cpu() && t.bytes() > 0 && t.bytes() <= kMaxStaged) {
+        Tensor staged = Tensor::page_locked(t.shape(), t.dtype());
+        std::memcpy(staged.raw(), t.raw(), t.bytes());
+        detail::cuda_copy_from_pinned(*cu, dst.raw(), staged.raw(), t.bytes(), staged.storage()->data());
+      } else {
+        dst.copy_from(t);
+      }
       dst.set_lod(t.lod());
     }
   }
