@@ -232,7 +232,7 @@ TEST_CASE("api: a training step allocates nothing on the heap once its shapes re
   }
 }
 
-TEST_CASE("api: on the CPU step_async, forward_backward_async and run_async have run when they return, with the synchronous calls' values") {
+TEST_CASE("api: on the CPU step_async, forward_backward_async, forward_async and run_async have run when they return, with the synchronous calls' values") {
   // in_flight 0: Optimizer::step; otherwise step_async with up to `in_flight` steps queued before the oldest
   // values are read (on a GPU the loop that keeps the device busy; tests/cuda/model.cpp runs it there).
   auto train = [](int in_flight) {
@@ -283,6 +283,12 @@ TEST_CASE("api: on the CPU step_async, forward_backward_async and run_async have
   CHECK(p.wait().at(0).get(0) == loss);
   const Tensor g2 = gm.gradient("fc_0.w_0");
   CHECK(std::memcmp(g.raw(), g2.raw(), g.bytes()) == 0);
+
+  Evaluator ev(model);
+  const LoDTensor sync = ev.forward(feeds).at(0);
+  PendingFetch e = ev.forward_async(feeds);
+  CHECK(e.ready());
+  CHECK(e.wait().at(0).get(0) == sync.get(0));
 
   Executor exe;
   Scope scope;

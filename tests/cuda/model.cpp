@@ -676,6 +676,26 @@ TEST_CASE("cuda: step_async queues steps without waiting; reading each loss up t
   CHECK(g1.abandoned == g0.abandoned);
 }
 
+TEST_CASE("cuda: Evaluator::forward_async: eight batches queued before any output is read each give forward()'s outputs") {
+  if (no_device()) return;
+  Tape tape;
+  Net n;
+  Model model(tape.program({n.pred}), cuda(0), 7);
+  Evaluator ev(model);
+  std::vector<FeedMap> batches;
+  for (auto& b : test::toy_classes(8 * 64, 3).batch(64)) batches.push_back({{model.name_of(n.x), LoDTensor(b[0])}});
+  REQUIRE(batches.size() == 8);
+  std::vector<PendingFetch> queued;
+  for (auto& f : batches) queued.push_back(ev.forward_async(f));
+  for (size_t i = 0; i < batches.size(); ++i) {
+    CAPTURE(i);
+    const LoDTensor got = queued[i].wait().at(0);
+    const LoDTensor want = ev.forward(batches[i]).at(0);
+    REQUIRE(got.shape() == want.shape());
+    CHECK(std::memcmp(got.raw(), want.raw(), want.bytes()) == 0);
+  }
+}
+
 TEST_CASE("cuda: run_async: runs of two executors queued without waiting each fetch the values of their own point in the device's order") {
   // `slow` adds 1 to a 4M-element tensor 200 times; `quick`, on another executor, copies it to c, which it
   // fetches. Four rounds are queued before any value is read: round r's fetch must hold 200 r everywhere, though

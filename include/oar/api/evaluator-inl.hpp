@@ -31,6 +31,8 @@ OAR_FUNC Evaluator::~Evaluator() {
 
 OAR_FUNC std::vector<LoDTensor> Evaluator::forward(const FeedMap& feeds) { return exe_.run(*prepared_, model_->scope(), feeds, fetch_); }
 
+OAR_FUNC PendingFetch Evaluator::forward_async(const FeedMap& feeds) { return exe_.run_async(*prepared_, model_->scope(), feeds, fetch_); }
+
 OAR_FUNC std::vector<LoDTensor> Evaluator::forward(const io::Batch& batch, const std::vector<std::string>& feed_names) {
   return forward(to_feeds(batch, feed_names));
 }

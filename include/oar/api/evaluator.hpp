@@ -44,6 +44,10 @@ class Evaluator {
 
   /// Runs the model on `feeds`; returns the fetched outputs.
   std::vector<LoDTensor> forward(const FeedMap& feeds);
+  /// The forward pass queued without waiting for it on a GPU (Executor::run_async): the outputs as a
+  /// PendingFetch, so that the host prepares the next batch while the device runs this one. On the CPU the
+  /// pass has run when it returns.
+  PendingFetch forward_async(const FeedMap& feeds);
   /// Feeds batch field i to the model's feed i (or to `feed_names`).
   std::vector<LoDTensor> forward(const io::Batch& batch, const std::vector<std::string>& feed_names = {});
   std::vector<LoDTensor> forward(const io::Batch& batch, std::span<const Var> feeds);
