@@ -328,27 +328,30 @@ class PinnedAllocator final : public Allocator {
 /// other waits (cudaMemcpy, cudaStreamSynchronize) then do; cudaEventSynchronize would spin otherwise.
 class FenceEvents {
  public:
-  /// An event of `device` (the current device).
+  /// An event of `device` (the current device), blocking or not as the device's flags say now (the primary
+  /// context's flags may change while it lives).
   cudaEvent_t take(int device) {
+    unsigned flags = 0;
+    cuda_check(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags");
+    const bool blocking = (flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync;
     {
       std::lock_guard lock(mu_);
-      if (auto it = spare_.find(device); it != spare_.end() && !it->second.empty()) {
+      if (auto it = spare_.find({device, blocking}); it != spare_.end() && !it->second.empty()) {
         cudaEvent_t e = it->second.back();
         it->second.pop_back();
         return e;
       }
     }
-    unsigned flags = 0;
-    cuda_check(cudaGetDeviceFlags(&flags), "cudaGetDeviceFlags");
-    const unsigned blocking = (flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync ? cudaEventBlockingSync : 0u;
     cudaEvent_t e = nullptr;
-    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | blocking), "cudaEventCreateWithFlags");
+    cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | (blocking ? cudaEventBlockingSync : 0u)), "cudaEventCreateWithFlags");
+    std::lock_guard lock(mu_);
+    blocking_[e] = blocking;
     return e;
   }
   void give_back(int device, cudaEvent_t e) noexcept {
     try {
       std::lock_guard lock(mu_);
-      spare_[device].push_back(e);
+      spare_[{device, blocking_[e]}].push_back(e);
     } catch (...) {
       cudaEventDestroy(e);
     }
@@ -356,7 +359,8 @@ class FenceEvents {
 
  private:
   std::mutex mu_;
-  std::map<int, std::vector<cudaEvent_t>> spare_;
+  std::map<std::pair<int, bool>, std::vector<cudaEvent_t>> spare_;  // by device and blocking
+  std::map<cudaEvent_t, bool> blocking_;                            // every event made: whether it blocks
 };
 
 FenceEvents& fence_events() {

@@ -629,13 +629,13 @@ TEST_CASE("cuda: step_async queues steps without waiting; reading each loss up t
   // loss is read. x pinned, label pageable (staged through page-locked memory by the executor): nothing in a
   // step makes the host wait. `scribble`: x pageable too, and overwritten with NaN once its step is queued
   // (the staging copy was made by then).
-  auto losses_with = [](int in_flight, bool graphs, bool scribble = false) {
+  auto losses_with = [](int in_flight, bool graphs, bool scribble = false, Place place = cuda(0)) {
     set_cuda_graphs(graphs);
     Tape tape;
     auto x = data("x", f32, {-1, 8});
     auto label = data("label", i64, {-1, 1});
     auto cost = mean(cross_entropy(fc(fc(x, 32).act(relu), 3).act(softmax), label));
-    Model model(tape.program({cost}), cuda(0), 7);
+    Model model(tape.program({cost}), place, 7);
     Optimizer opt(model, cost, optim::adam(0.01).with_schedule(optim::cosine_decay(50)));
     auto r = test::toy_classes(1024, 1).shuffle(256, 5).batch(64);
     std::vector<double> losses;
@@ -645,7 +645,9 @@ TEST_CASE("cuda: step_async queues steps without waiting; reading each loss up t
         Tensor xb = scribble ? (*b)[0].clone() : (*b)[0].pin_memory();
         FeedMap f{{model.name_of(x), LoDTensor(xb)}, {model.name_of(label), LoDTensor((*b)[1])}};
         if (in_flight == 0) {
-          losses.push_back(opt.step(f)[0].get(0));
+          const std::vector<LoDTensor> v = opt.step(f);
+          CHECK(!v[0].pinned());  // a synchronous step's values are in ordinary memory, to be kept at will
+          losses.push_back(v[0].get(0));
           continue;
         }
         queued.push_back(opt.step_async(f));
@@ -666,6 +668,7 @@ TEST_CASE("cuda: step_async queues steps without waiting; reading each loss up t
   };
   const std::vector<double> stepped = losses_with(0, false);
   REQUIRE(stepped.size() == 32);
+  check_losses_close(losses_with(0, false, false, cpu()), stepped);  // a baseline that shares no GPU code
   CHECK(losses_with(1, false) == stepped);
   CHECK(losses_with(3, false) == stepped);
   CHECK(losses_with(3, false, true) == stepped);
@@ -705,14 +708,15 @@ TEST_CASE("cuda: run_async: runs of two executors queued without waiting each fe
   on_cpu_then_cuda([&](SlowQuick& sq) {
     auto& [scope, slow, quick, e1, e2, p1, p2] = sq;
     const bool on_cpu = e1.place().is_cpu();
-    std::vector<PendingFetch> fetched;
+    std::vector<PendingFetch> fetched, slow_runs;
     for (int round = 1; round <= 4; ++round) {
-      PendingFetch none = e1.run_async(*p1, scope);
-      CHECK(none.ready());  // nothing fetched: nothing to wait for
+      slow_runs.push_back(e1.run_async(*p1, scope));
       fetched.push_back(e2.run_async(*p2, scope, {}, {"c"}));
     }
-    if (on_cpu)
+    if (on_cpu) {
       for (auto& f : fetched) CHECK(f.ready());
+      for (auto& f : slow_runs) CHECK(f.ready());
+    }
     for (int round = 1; round <= 4; ++round) {
       CAPTURE(round);
       const std::vector<LoDTensor>& c = fetched[size_t(round - 1)].wait();
@@ -722,6 +726,10 @@ TEST_CASE("cuda: run_async: runs of two executors queued without waiting each fe
       CHECK(c[0].get(n / 2) == double(adds * round));
       CHECK(c[0].get(n - 1) == double(adds * round));
       CHECK(fetched[size_t(round - 1)].ready());
+    }
+    for (auto& f : slow_runs) {
+      CHECK(f.wait().empty());  // nothing fetched; the fence still marks the run's end
+      CHECK(f.ready());
     }
   });
 }

@@ -84,6 +84,7 @@ OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out)
   machines_[0]->forward_backward(feeds, out, arrived);
   apply_update(*machines_[0]);
   arrived.wait();
+  detail::unpin(out);
 }
 
 OAR_FUNC PendingFetch Optimizer::step_async(const FeedMap& feeds) {
@@ -313,6 +314,7 @@ OAR_FUNC std::pair<double, std::map<std::string, double>> Optimizer::run_batches
   }
   apply_update(*machines_[0]);
   arrived.wait();
+  detail::unpin(outs[0]);
   double loss = 0;
   std::map<std::string, double> metrics;
   const auto& names = machines_[0]->fetch_names();

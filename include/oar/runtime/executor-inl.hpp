@@ -313,7 +313,6 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
 OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived) {
   out.resize(fetch.size());
   CudaContext* cu = arrived && place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
-  bool queued = false;
   for (size_t i = 0; i < fetch.size(); ++i) {
     const std::string& name = fetch[i];
     Value* v = p.local_->find(name);
@@ -325,13 +324,14 @@ OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::s
       // Queued on the run's stream: the next run on the device, which may reuse the variable's buffer, follows it.
       Tensor host = Tensor::page_locked(t.shape(), t.dtype());
       detail::cuda_download_to_pinned(*cu, host.raw(), t.raw(), t.bytes(), host.storage()->data());
-      queued = queued || t.bytes() > 0;
       out[i] = LoDTensor(std::move(host), t.lod());
     } else {
       out[i] = LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
     }
   }
-  if (queued) *arrived = cu->record_fence();
+  // After everything the run queued, its feed copies included (a pinned feed is read by the device later): once
+  // the fence is done the run has finished on the device and its feeds may be written.
+  if (cu) *arrived = cu->record_fence();
 }
 
 OAR_FUNC void Executor::run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {

@@ -132,24 +132,35 @@ class PreparedBlock {
 };
 
 /// Values fetched by a run that was queued on a GPU, on their way to the host (Executor::run_async,
-/// Optimizer::step_async): wait() returns them once they have arrived, ready() asks without waiting. A CPU
-/// run's values are there when it returns. Until wait() the host must neither read them nor write the run's
-/// feeds; dropping a PendingFetch without waiting is allowed.
+/// Optimizer::step_async): wait() returns them once the run has finished on the device, ready() asks without
+/// waiting. A CPU run's values are there when it returns. Until wait() the host must neither read them nor
+/// write the run's feeds; dropping a PendingFetch without waiting is allowed.
 class PendingFetch {
  public:
   PendingFetch() = default;
   PendingFetch(std::vector<LoDTensor> values, Fence arrived) : values_(std::move(values)), arrived_(std::move(arrived)) {}
   bool ready() const { return arrived_.done(); }
-  std::vector<LoDTensor>& wait() {
+  std::vector<LoDTensor>& wait() & {
     arrived_.wait();
     arrived_ = Fence();
     return values_;
   }
+  /// Of a temporary (`opt.step_async(f).wait()`): the values themselves, not a reference into it.
+  std::vector<LoDTensor> wait() && { return std::move(wait()); }
 
  private:
   std::vector<LoDTensor> values_;
   Fence arrived_;
 };
+
+namespace detail {
+/// Fetched values a caller may keep as long as it likes, moved out of page-locked memory (which oar never gives
+/// back to the system) into ordinary host memory: what a synchronous call that fetched through a fence returns.
+inline void unpin(std::vector<LoDTensor>& values) {
+  for (LoDTensor& t : values)
+    if (t.pinned()) t = LoDTensor(t.clone(), t.lod());
+}
+}  // namespace detail
 
 class Executor {
  public:
@@ -168,8 +179,9 @@ class Executor {
   /// The same into `out`, whose storage is reused: a run whose shapes repeat allocates nothing on the heap.
   void run(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out);
   /// The same without waiting for the run on a GPU: its fetched values are copied into page-locked host tensors
-  /// on the run's stream, and `arrived` receives the fence after those copies (the values must not be read
-  /// before it is done). On the CPU the run has finished and `arrived` is empty.
+  /// on the run's stream, and `arrived` receives the fence after all the run queued, those copies included
+  /// (neither the values may be read nor the feeds written before it is done). On the CPU the run has finished
+  /// and `arrived` is empty.
   void run(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence& arrived);
   /// That run's values as a PendingFetch.
   PendingFetch run_async(PreparedBlock& p, Scope& scope, const FeedMap& feeds = {}, const std::vector<std::string>& fetch = {});
