@@ -219,9 +219,9 @@ class CudaAllocator final : public Allocator {
 
 /// Page-locked host blocks from cudaHostAlloc (portable: every device may DMA from them), kept by size class
 /// (detail::pinned_size_class) once freed: pinning is a system call costing far more than a batch's copy, and a
-/// training loop asks for the same few sizes every step. A block is reused only after its tensor is gone and the asynchronous copies queued from
-/// it (in_use: an executor's feeds) have run: a freed block with copies pending waits in `waiting_` until
-/// their events have completed.
+/// training loop asks for the same few sizes every step. A block is reused only after its tensor is gone and
+/// the asynchronous copies queued from or into it (in_use: an executor's feeds and fetches) have run: a freed
+/// block with copies pending waits in `waiting_` until their events have completed.
 class PinnedAllocator final : public Allocator {
  public:
   void* allocate(size_t bytes) override {

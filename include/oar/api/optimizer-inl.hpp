@@ -77,12 +77,16 @@ OAR_FUNC std::vector<LoDTensor> Optimizer::step(const FeedMap& feeds) {
   return out;
 }
 
-OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out) {
+OAR_FUNC void Optimizer::queue_step(const FeedMap& feeds, std::vector<LoDTensor>& out, Fence& arrived) {
   // The update follows the pass on the device, so it is queued before the host waits for the fetches: the GPU
   // goes on to it without a round trip through the host.
-  Fence arrived;
   machines_[0]->forward_backward(feeds, out, arrived);
   apply_update(*machines_[0]);
+}
+
+OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out) {
+  Fence arrived;
+  queue_step(feeds, out, arrived);
   arrived.wait();
   detail::unpin(out);
 }
@@ -90,8 +94,7 @@ OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out)
 OAR_FUNC PendingFetch Optimizer::step_async(const FeedMap& feeds) {
   std::vector<LoDTensor> out;
   Fence arrived;
-  machines_[0]->forward_backward(feeds, out, arrived);
-  apply_update(*machines_[0]);
+  queue_step(feeds, out, arrived);
   return PendingFetch(std::move(out), std::move(arrived));
 }
 

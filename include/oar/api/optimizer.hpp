@@ -90,6 +90,8 @@ class Optimizer {
   void build_update();
   void build_machines(const std::string& loss, int threads);
   void apply_update(GradientMachine& gm);
+  /// One step's pass and update queued on machine 0; `arrived` is done once `out` holds the fetched values.
+  void queue_step(const FeedMap& feeds, std::vector<LoDTensor>& out, Fence& arrived);
   /// Forward/backward of each batch on its own machine (in parallel), gradients summed into machine 0,
   /// one update. Returns the mean loss and mean metrics.
   std::pair<double, std::map<std::string, double>> run_batches(const std::vector<io::Batch>& batches, const std::vector<std::string>& feeds);

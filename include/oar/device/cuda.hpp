@@ -73,7 +73,6 @@ CudaGraphStats cuda_graph_stats();
 class Fence {
  public:
   Fence() = default;
-  bool empty() const { return !event_; }
   bool done() const;
   void wait() const;
 
