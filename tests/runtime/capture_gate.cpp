@@ -55,7 +55,8 @@ TEST_CASE("capture gate: runs and visits that arrive during a capture wait until
     ran = true;
     gate.leave_run();
   });
-  std::this_thread::sleep_for(50ms);
+  // Until both wait for the capture, or one got in (which the checks below report).
+  while (gate.waiting() < 2 && !visited && !ran) std::this_thread::sleep_for(100us);
   CHECK_FALSE(visited.load());
   CHECK_FALSE(ran.load());
   gate.end_capture();
@@ -79,7 +80,7 @@ TEST_CASE("capture gate: a visit that waited for a capture comes in before the c
       inside = true;
       while (!go) std::this_thread::sleep_for(100us);
     });
-    std::this_thread::sleep_for(5ms);  // the visitor is waiting for the capture
+    while (gate.waiting() == 0 && !inside) std::this_thread::sleep_for(100us);  // until the visitor waits for the capture
     CHECK_FALSE(inside.load());
     gate.end_capture();
     const bool again = gate.try_capture();

@@ -43,6 +43,11 @@ class CaptureGate {
     std::lock_guard lock(mu_);
     return capturing_;
   }
+  /// How many runs and visits are held up by the capture under way.
+  int waiting() {
+    std::lock_guard lock(mu_);
+    return waiting_;
+  }
 
  private:
   void enter(int& count, bool wait) {
