@@ -344,8 +344,13 @@ class FenceEvents {
     }
     cudaEvent_t e = nullptr;
     cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | (blocking ? cudaEventBlockingSync : 0u)), "cudaEventCreateWithFlags");
-    std::lock_guard lock(mu_);
-    blocking_[e] = blocking;
+    try {
+      std::lock_guard lock(mu_);
+      blocking_[e] = blocking;
+    } catch (...) {
+      cudaEventDestroy(e);
+      throw;
+    }
     return e;
   }
   void give_back(int device, cudaEvent_t e) noexcept {

@@ -48,6 +48,30 @@ TEST_CASE("pinned_size_class: a block at least as large as asked, at most 1/8 la
     if (b > (size_t(1) << 20) && b <= (size_t(1) << 21)) classes.insert(c);
   }
   CHECK(classes.size() <= 8);  // (1 MiB, 2 MiB]: 1 MiB + k/8 MiB, k = 1 .. 8
+  // Sizes no system can pin come back as asked (the allocation then fails), never a wrapped or endless count.
+  CHECK(detail::pinned_size_class(size_t(1) << 62) == size_t(1) << 62);
+  CHECK(detail::pinned_size_class((size_t(1) << 62) + 1) == (size_t(1) << 62) + 1);
+  CHECK(detail::pinned_size_class(SIZE_MAX) == SIZE_MAX);
+}
+
+TEST_CASE("RunWindow: at most N runs held; admitting one more waits for the oldest, in order") {
+  struct FakeFence {
+    int id = 0;
+    std::vector<int>* waited = nullptr;
+    void wait() const { waited->push_back(id); }
+  };
+  std::vector<int> waited;
+  detail::RunWindow<FakeFence, 3> window;
+  for (int run = 1; run <= 7; ++run) {
+    window.admit();
+    CHECK(window.held() < 3);
+    window.hold({run, &waited});
+  }
+  // Runs 4 .. 7 each waited for the run three before them; runs 5, 6 and 7 are still held.
+  CHECK(waited == std::vector<int>{1, 2, 3, 4});
+  CHECK(window.held() == 3);
+  window.admit();
+  CHECK(waited == std::vector<int>{1, 2, 3, 4, 5});
 }
 
 TEST_CASE("lod: offsets start at 0, increase, and the last level ends at the rows") {

@@ -60,8 +60,9 @@ class Optimizer {
   void step(const FeedMap& feeds, std::vector<LoDTensor>& out);
   /// One iteration queued without waiting for it: on a GPU it returns once the pass and the update are queued,
   /// with the fetched values on their way (PendingFetch::wait). A loop that queues step k+1 before it reads
-  /// step k's loss keeps the GPU busy while the host prepares the next step. The feeds must not be written
-  /// until their step's values have arrived. On the CPU the step has run when it returns.
+  /// step k's loss keeps the GPU busy while the host prepares the next step. Feeds in page-locked memory must not
+  /// be written until their step's values have arrived (ordinary ones are copied before it returns). On the
+  /// CPU the step has run when it returns.
   PendingFetch step_async(const FeedMap& feeds);
   /// Applies the gradients currently held by `gm` (e.g. after gm.forward_backward).
   void update(GradientMachine& gm) { apply_update(gm); }

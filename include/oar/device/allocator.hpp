@@ -62,6 +62,7 @@ namespace detail {
 /// sizes (sequences, the last batch of an epoch) must meet a few classes, not a new size each time.
 constexpr size_t pinned_size_class(size_t bytes) {
   if (bytes <= 4096) return 4096;
+  if (bytes > (size_t(1) << 62)) return bytes;  // no such block can be pinned; the classes below would overflow
   size_t octave = 4096;  // the largest power of two below bytes
   while (octave * 2 < bytes) octave *= 2;
   const size_t step = octave / 8;

@@ -184,6 +184,8 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
   // On a GPU this run follows the device's last run (another executor's, an Optimizer's update say) on the
   // device, and the next run follows this one, whichever way this one ends.
   CudaContext* cu = place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
+  if (cu) in_flight_.admit();  // before this run holds the device's order, which other threads' captures wait for
+  bool queued = false;         // copies to or from page-locked memory queued by this run
   struct EndOrder {
     CudaContext* cu;
     int previous_device;
@@ -209,14 +211,19 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
       // keeps the block until it has run. Other host memory is first copied into a page-locked block (what the
       // driver's own copy from pageable memory does, except that its copy waits for every stream of the device,
       // the steps queued before this one included): then the caller may write `t` as soon as run() returns.
-      // Past kMaxStaged bytes, and from other devices, the copy is made before the run starts.
-      constexpr size_t kMaxStaged = size_t(64) << 20;
+      // Past kMaxQueuedHostCopy bytes, from other devices, and when no more memory can be pinned, the copy is
+      // made before the run starts.
+      Tensor staged;
+      if (cu && !t.pinned() && t.place().is_cpu() && t.bytes() > 0 && t.bytes() <= detail::kMaxQueuedHostCopy) {
+        staged = detail::try_page_locked(t.shape(), t.dtype());
+        if (staged.initialized()) std::memcpy(staged.raw(), t.raw(), t.bytes());
+      }
       if (cu && t.pinned()) {
         detail::cuda_copy_from_pinned(*cu, dst.raw(), t.raw(), t.bytes(), t.storage()->data());
-      } else if (cu && t.place().is_cpu() && t.bytes() > 0 && t.bytes() <= kMaxStaged) {
-        Tensor staged = Tensor::page_locked(t.shape(), t.dtype());
-        std::memcpy(staged.raw(), t.raw(), t.bytes());
+        queued = true;
+      } else if (staged.initialized()) {
         detail::cuda_copy_from_pinned(*cu, dst.raw(), staged.raw(), t.bytes(), staged.storage()->data());
+        queued = true;
       } else {
         dst.copy_from(t);
       }
@@ -247,7 +254,7 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
     if (p.graph_.exec && now == p.graph_.key && !p.graph_.off) {  // replay: the host queues one launch
       static_cast<CudaContext&>(*dev_).launch(p.graph_.exec.get());
       if (ran) *ran = std::chrono::steady_clock::now();
-      fetch_outputs(p, fetch, out, arrived);
+      fetch_outputs(p, fetch, out, arrived, queued);
       return;
     }
     p.graph_.exec.reset();  // the feeds changed: the captured buffers may have too
@@ -270,7 +277,7 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
   if (capture) run_captured(p, fetched, batch);
   else run_steps(p, fetched, batch);
   if (ran) *ran = std::chrono::steady_clock::now();
-  fetch_outputs(p, fetch, out, arrived);
+  fetch_outputs(p, fetch, out, arrived, queued);
 }
 
 OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {
@@ -310,28 +317,38 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
   }
 }
 
-OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived) {
+OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived, bool queued) {
   out.resize(fetch.size());
-  CudaContext* cu = arrived && place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
-  for (size_t i = 0; i < fetch.size(); ++i) {
-    const std::string& name = fetch[i];
-    Value* v = p.local_->find(name);
+  for (const std::string& name : fetch) {  // all checked before any copy is queued into `out`
+    const Value* v = p.local_->find(name);
     if (!v || !v->is_tensor() || !v->tensor().initialized()) throw Error(fmt::format("cannot fetch '{}': it has no value after the run", name));
-    const LoDTensor& t = v->tensor();
-    if (t.place().is_cpu()) {
-      out[i] = t;
-    } else if (cu && t.place() == place_) {
+  }
+  CudaContext* cu = place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
+  bool waited = false;  // a synchronous copy from the device: everything queued before it has run
+  for (size_t i = 0; i < fetch.size(); ++i) {
+    const LoDTensor& t = p.local_->find(fetch[i])->tensor();
+    Tensor host;
+    if (cu && arrived && t.place() == place_ && t.bytes() <= detail::kMaxQueuedHostCopy) host = detail::try_page_locked(t.shape(), t.dtype());
+    if (host.initialized()) {
       // Queued on the run's stream: the next run on the device, which may reuse the variable's buffer, follows it.
-      Tensor host = Tensor::page_locked(t.shape(), t.dtype());
       detail::cuda_download_to_pinned(*cu, host.raw(), t.raw(), t.bytes(), host.storage()->data());
       out[i] = LoDTensor(std::move(host), t.lod());
+      queued = true;
+    } else if (t.place().is_cpu()) {
+      // A value the host computed: the next run, queued before this one's values are read, may write it at once.
+      out[i] = cu && arrived ? LoDTensor(t.clone(), t.lod()) : t;
     } else {
       out[i] = LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
+      waited = true;
     }
   }
   // After everything the run queued, its feed copies included (a pinned feed is read by the device later): once
   // the fence is done the run has finished on the device and its feeds may be written.
-  if (cu) *arrived = cu->record_fence();
+  if (cu && (arrived || (queued && !waited))) {
+    Fence done = cu->record_fence();
+    if (queued) in_flight_.hold(done);
+    if (arrived) *arrived = std::move(done);
+  }
 }
 
 OAR_FUNC void Executor::run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {

@@ -134,7 +134,8 @@ class PreparedBlock {
 /// Values fetched by a run that was queued on a GPU, on their way to the host (Executor::run_async,
 /// Optimizer::step_async): wait() returns them once the run has finished on the device, ready() asks without
 /// waiting. A CPU run's values are there when it returns. Until wait() the host must neither read them nor
-/// write the run's feeds; dropping a PendingFetch without waiting is allowed.
+/// write the run's feeds in page-locked memory (those in ordinary memory were copied before the run returned);
+/// dropping a PendingFetch without waiting is allowed.
 class PendingFetch {
  public:
   PendingFetch() = default;
@@ -154,6 +155,43 @@ class PendingFetch {
 };
 
 namespace detail {
+/// The fences of an executor's last runs that left copies to or from page-locked host memory queued on a GPU,
+/// at most N: admitting another run then waits for the oldest. Each such run holds page-locked blocks (staged
+/// feeds, fetched values) that are reused only once its copies have run, so a host that never waits (runs
+/// without fetches, PendingFetches dropped unread) would otherwise pin host memory without bound, as far ahead
+/// as CUDA's launch queue lets it go. `F` is Fence; tests give it another type with wait().
+template <class F, size_t N>
+class RunWindow {
+ public:
+  /// Before a run: waits until fewer than N runs are held.
+  void admit() {
+    while (held_.size() >= N) {
+      F oldest = std::move(held_.front());
+      held_.erase(held_.begin());
+      oldest.wait();
+    }
+  }
+  /// After a run that queued host copies: its fence.
+  void hold(F fence) { held_.push_back(std::move(fence)); }
+  size_t held() const { return held_.size(); }
+
+ private:
+  std::vector<F> held_;  // oldest first
+};
+
+/// The largest host tensor a GPU run copies through page-locked memory without waiting (a feed staged, a value
+/// fetched by a run with a fence); larger ones are copied synchronously, so that pinned blocks stay few and small.
+inline constexpr size_t kMaxQueuedHostCopy = size_t(64) << 20;
+/// A page-locked host tensor, or an empty one when no more memory can be pinned (the caller then copies
+/// synchronously, as from ordinary memory).
+inline Tensor try_page_locked(const Shape& shape, DType dtype) {
+  try {
+    return Tensor::page_locked(shape, dtype);
+  } catch (const Error&) {
+    return Tensor();
+  }
+}
+
 /// Fetched values a caller may keep as long as it likes, moved out of page-locked memory (which oar never gives
 /// back to the system) into ordinary host memory: what a synchronous call that fetched through a fence returns.
 inline void unpin(std::vector<LoDTensor>& values) {
@@ -180,8 +218,10 @@ class Executor {
   void run(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out);
   /// The same without waiting for the run on a GPU: its fetched values are copied into page-locked host tensors
   /// on the run's stream, and `arrived` receives the fence after all the run queued, those copies included
-  /// (neither the values may be read nor the feeds written before it is done). On the CPU the run has finished
-  /// and `arrived` is empty.
+  /// (neither the values may be read nor page-locked feeds written before it is done). Values over
+  /// detail::kMaxQueuedHostCopy, or when no more memory can be pinned, are copied before it returns. On the CPU
+  /// the run has finished and `arrived` is empty. On a GPU an executor has at most four runs with such copies in
+  /// flight: the fifth waits for the first (page-locked blocks are reused only once their copies have run).
   void run(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence& arrived);
   /// That run's values as a PendingFetch.
   PendingFetch run_async(PreparedBlock& p, Scope& scope, const FeedMap& feeds = {}, const std::vector<std::string>& fetch = {});
@@ -231,8 +271,10 @@ class Executor {
   void run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch);
   /// run_steps captured as a CUDA graph and launched; kept in `p` for replay when it may be launched again.
   void run_captured(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch);
-  /// The `fetch` variables into `out`, copied to the host: with `arrived`, queued on a GPU's stream.
-  void fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived);
+  /// The `fetch` variables into `out`, copied to the host: with `arrived`, queued on a GPU's stream. On a GPU,
+  /// when copies were queued (`queued`: the feeds'; or the fetches'), records the run's fence into `arrived` and
+  /// in_flight_.
+  void fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived, bool queued);
   /// run()'s body (`arrived`: null for a run the host waits for); `fed` and `ran` (null unless profiling)
   /// receive when the feeds were in place and when the last kernel had been queued.
   void run_impl(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out,
@@ -244,6 +286,7 @@ class Executor {
   Place place_;
   std::unique_ptr<DeviceContext> dev_;
   std::map<std::tuple<const Program*, Scope*, size_t>, std::shared_ptr<PreparedBlock>> cache_;
+  detail::RunWindow<Fence, 4> in_flight_;  // runs on a GPU whose host copies may still be pending
 };
 
 }  // namespace oar
