@@ -319,14 +319,15 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
 
 OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived, bool queued) {
   out.resize(fetch.size());
-  for (const std::string& name : fetch) {  // all checked before any copy is queued into `out`
-    const Value* v = p.local_->find(name);
-    if (!v || !v->is_tensor() || !v->tensor().initialized()) throw Error(fmt::format("cannot fetch '{}': it has no value after the run", name));
-  }
   CudaContext* cu = place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
   bool waited = false;  // a synchronous copy from the device: everything queued before it has run
   for (size_t i = 0; i < fetch.size(); ++i) {
-    const LoDTensor& t = p.local_->find(fetch[i])->tensor();
+    const Value* v = p.local_->find(fetch[i]);
+    if (!v || !v->is_tensor() || !v->tensor().initialized()) {
+      if (cu && arrived) cu->synchronize();  // no copy into `out` still under way when the caller sees the error
+      throw Error(fmt::format("cannot fetch '{}': it has no value after the run", fetch[i]));
+    }
+    const LoDTensor& t = v->tensor();
     Tensor host;
     if (cu && arrived && t.place() == place_ && t.bytes() <= detail::kMaxQueuedHostCopy) host = detail::try_page_locked(t.shape(), t.dtype());
     if (host.initialized()) {
