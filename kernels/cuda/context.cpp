@@ -12,6 +12,7 @@
 #include <memory>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <vector>
 
@@ -248,13 +249,28 @@ class PinnedAllocator final : public Allocator {
   void deallocate(void* p, size_t bytes) noexcept override {
     bytes = detail::pinned_size_class(bytes);
     std::lock_guard lock(mu_);
-    if (auto it = busy_.find(p); it != busy_.end()) {
-      waiting_.push_back({p, bytes, std::move(it->second)});
-      busy_.erase(it);
-    } else {
-      free_.emplace(bytes, p);
-    }
     count_release(bytes);
+    const auto it = busy_.find(p);
+    try {
+      if (it != busy_.end()) {
+        waiting_.reserve(waiting_.size() + 1);  // may throw before anything moved; the moves below cannot
+        waiting_.push_back({p, bytes, std::move(it->second)});
+        busy_.erase(it);
+      } else {
+        free_.emplace(bytes, p);
+      }
+    } catch (const std::bad_alloc&) {
+      // No host memory to keep the block for reuse: once its copies have run it goes back to the driver.
+      if (it != busy_.end()) {
+        for (const Event& e : it->second) {
+          cudaEventSynchronize(e.e);
+          cudaEventDestroy(e.e);
+        }
+        busy_.erase(it);
+      }
+      cudaFreeHost(p);
+      cudaGetLastError();
+    }
   }
   Place place() const override { return cpu(); }
 

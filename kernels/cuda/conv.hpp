@@ -25,7 +25,7 @@ namespace oar::cuda_kernels {
 /// The four cuDNN descriptors of one convolution.
 class ConvDescs {
  public:
-  ConvDescs(const KernelContext& c, DType t, const Shape& x, const Shape& f, const Shape& y, const ops::detail::ConvAttrs& a) {
+  ConvDescs(const KernelContext& c, DType t, bool tf32, const Shape& x, const Shape& f, const Shape& y, const ops::detail::ConvAttrs& a) {
     const cudnnDataType_t dt = t == DType::f64 ? CUDNN_DATA_DOUBLE : t == DType::f16 ? CUDNN_DATA_HALF : t == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     const bool sixteen = t == DType::f16 || t == DType::bf16;
     for (const Shape* s : {&x, &f, &y})
@@ -44,13 +44,13 @@ class ConvDescs {
     check(c, cudnnSetConvolutionGroupCount(conv_, a.groups), "cudnnSetConvolutionGroupCount");
     // Full f32 math unless set_cuda_tf32 allows TF32 (the CPU kernels' precision by default); 16-bit data on
     // tensor cores.
-    check(c, cudnnSetConvolutionMathType(conv_, math(t)), "cudnnSetConvolutionMathType");
+    check(c, cudnnSetConvolutionMathType(conv_, math(t, tf32)), "cudnnSetConvolutionMathType");
   }
   /// The math type convolutions of `t` run in: tensor cores for the 16-bit floats; for f32 FMA (full f32), or
-  /// the default (TF32 allowed) under set_cuda_tf32.
-  static cudnnMathType_t math(DType t) {
+  /// the default (TF32 allowed) when `tf32` (set_cuda_tf32, read once per plan).
+  static cudnnMathType_t math(DType t, bool tf32) {
     if (t == DType::f16 || t == DType::bf16) return CUDNN_TENSOR_OP_MATH;
-    return cuda_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    return tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
   }
   ~ConvDescs() {
     cudnnDestroyConvolutionDescriptor(conv_);
@@ -100,20 +100,20 @@ inline Tensor conv_search_space(const KernelContext& c, size_t& limit) {
 /// conv_pick, without the coarse Winograd where coarse_winograd_excluded says so); an oar::Error when cuDNN offers
 /// none. `find`, `heuristic` and `size` make the pass's cuDNN calls.
 template <class Perf, int N, class Find, class Heuristic, class Size>
-std::pair<int, size_t> conv_choose(const KernelContext& c, DType t, bool timed, const Shape& x, const Shape& f, Find&& find, Heuristic&& heuristic,
+std::pair<int, size_t> conv_choose(const KernelContext& c, DType t, bool tf32, bool timed, const Shape& x, const Shape& f, Find&& find, Heuristic&& heuristic,
                                    Size&& size) {
   Perf perf[N];
   int got = 0, algo = -1;
-  const int excluded = coarse_winograd_excluded(t == DType::f32, cuda_tf32(), f[2], f[3]) ? winograd_nonfused(perf) : -1;
+  const int excluded = coarse_winograd_excluded(t == DType::f32, tf32, f[2], f[3]) ? winograd_nonfused(perf) : -1;
   if (timed) {
     size_t limit = 0;
     const Tensor ws = conv_search_space(c, limit);
     check(c, find(perf, &got, ws.raw(), limit), "cudnnFindConvolution*AlgorithmEx");
-    algo = conv_pick(perf, got, ConvDescs::math(t), true, limit, false, excluded);
+    algo = conv_pick(perf, got, ConvDescs::math(t, tf32), true, limit, false, excluded);
   }
   if (algo < 0) {  // after a search that kept nothing, still a deterministic algorithm where cuDNN has one
     check(c, heuristic(perf, &got), "cudnnGetConvolution*Algorithm_v7");
-    algo = conv_pick(perf, got, ConvDescs::math(t), false, 0, timed, excluded);
+    algo = conv_pick(perf, got, ConvDescs::math(t, tf32), false, 0, timed, excluded);
   }
   c.check(algo >= 0, "cuDNN offers no algorithm for Input {} and Filter {}", x, f);
   size_t bytes = 0;
@@ -139,8 +139,11 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
   static std::mutex mu;
   static std::map<Key, Entry> cache;
   static std::map<int, std::mutex> searching;  // per device: two timed searches on one GPU would time each other
+  // Each switch read once: the key, the descriptors' math type and the choice must agree even when another
+  // thread flips one meanwhile (a switch applies to kernels that start after it).
   const bool search = cuda_conv_search();
-  const Key key{c.place().device, int(t), cuda_tf32(), search, {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
+  const bool tf32 = cuda_tf32();
+  const Key key{c.place().device, int(t), tf32, search, {x[0], x[1], x[2], x[3]}, {f[0], f[1], f[2], f[3]},
                 {a.strides[0], a.strides[1], a.paddings[0], a.paddings[1], a.dilations[0], a.dilations[1], a.groups}};
   const int p = int(pass);
   Entry* entry = nullptr;
@@ -148,7 +151,7 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
   {
     std::lock_guard lock(mu);
     Entry& e = cache[key];  // a map's entries stay put: used below without the lock
-    if (!e.d) e.d = std::make_unique<ConvDescs>(c, t, x, f, y, a);
+    if (!e.d) e.d = std::make_unique<ConvDescs>(c, t, tf32, x, f, y, a);
     if (e.algo[p] >= 0) return {e.d.get(), e.algo[p], e.bytes[p]};
     entry = &e;
     device_search = &searching[c.place().device];
@@ -171,7 +174,7 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
   // Each pass's cuDNN calls, in their own argument orders: the timed search, the heuristics, the workspace size.
   if (pass == ConvPass::forward) {
     std::tie(algo, bytes) = conv_choose<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
-        c, t, timed, x, f,
+        c, t, tf32, timed, x, f,
         [&](auto* perf, int* got, void* ws, size_t limit) {
           return cudnnFindConvolutionForwardAlgorithmEx(h, d.x_, in0, d.f_, in1, d.conv_, d.y_, out, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, got, perf, ws, limit);
         },
@@ -179,7 +182,7 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
         [&](int algo, size_t* b) { return cudnnGetConvolutionForwardWorkspaceSize(h, d.x_, d.f_, d.conv_, d.y_, cudnnConvolutionFwdAlgo_t(algo), b); });
   } else if (pass == ConvPass::data) {
     std::tie(algo, bytes) = conv_choose<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-        c, t, timed, x, f,
+        c, t, tf32, timed, x, f,
         [&](auto* perf, int* got, void* ws, size_t limit) {
           return cudnnFindConvolutionBackwardDataAlgorithmEx(h, d.f_, in0, d.y_, in1, d.conv_, d.x_, out, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, got, perf,
                                                              ws, limit);
@@ -192,7 +195,7 @@ inline ConvPlan conv_plan(const KernelContext& c, ConvPass pass, const Shape& x,
         });
   } else {
     std::tie(algo, bytes) = conv_choose<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-        c, t, timed, x, f,
+        c, t, tf32, timed, x, f,
         [&](auto* perf, int* got, void* ws, size_t limit) {
           return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, d.x_, in0, d.y_, in1, d.conv_, d.f_, out, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, got,
                                                                perf, ws, limit);
