@@ -733,10 +733,11 @@ TEST_CASE("cuda: run_async: runs of two executors queued without waiting each fe
 }
 
 TEST_CASE("cuda: runs that never wait hold page-locked memory for a few runs, not for every run queued") {
-  // 40 runs, each fed 1 MB from ordinary memory (staged through a page-locked block) and fetching nothing, so
-  // the host never waits; each takes ~1.5 ms of device time (8 passes over 256 MB), so the host would queue them
-  // all. An executor holds at most four runs with host copies in flight: a run waits for the one four before it,
-  // whose block it then reuses, so only a few blocks are ever pinned. The results must be the last run's.
+  // 40 runs queued with run_async, each fed 1 MB from ordinary memory (staged through a page-locked block) and
+  // fetching nothing, their PendingFetches dropped, so the host never waits; each takes ~1.5 ms of device time
+  // (8 passes over 256 MB), so the host would queue them all. An executor holds at most four runs with host
+  // copies in flight: a run waits for the one four before it, whose block it then reuses, so only a few blocks
+  // are ever pinned. The results must be the last run's.
   if (no_device()) return;
   constexpr int64_t n = int64_t(1) << 26, m = (int64_t(1) << 18) + 4096;  // x: a page-locked size class of its own
   constexpr int passes = 8, runs = 40;
@@ -763,7 +764,7 @@ TEST_CASE("cuda: runs that never wait hold page-locked memory for a few runs, no
   const int64_t blocks_before = pinned.allocations.load();
   for (int run = 0; run < runs; ++run) {
     for (int64_t i = 0; i < m; ++i) x.data<float>()[i] = float(run);
-    exe.run(*prepared, scope, {{"x", LoDTensor(x)}});
+    exe.run_async(*prepared, scope, {{"x", LoDTensor(x)}});
   }
   const int64_t blocks = pinned.allocations.load() - blocks_before;
   MESSAGE("page-locked blocks made for " << runs << " runs that never waited: " << blocks);

@@ -77,24 +77,18 @@ OAR_FUNC std::vector<LoDTensor> Optimizer::step(const FeedMap& feeds) {
   return out;
 }
 
-OAR_FUNC void Optimizer::queue_step(const FeedMap& feeds, std::vector<LoDTensor>& out, Fence& arrived) {
-  // The update follows the pass on the device, so it is queued before the host waits for the fetches: the GPU
-  // goes on to it without a round trip through the host.
-  machines_[0]->forward_backward(feeds, out, arrived);
+OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out) {
+  machines_[0]->forward_backward(feeds, out);
   apply_update(*machines_[0]);
 }
 
-OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out) {
-  Fence arrived;
-  queue_step(feeds, out, arrived);
-  arrived.wait();
-  detail::unpin(out);
-}
-
 OAR_FUNC PendingFetch Optimizer::step_async(const FeedMap& feeds) {
+  // The update follows the pass on the device, so it is queued before anything waits for the fetches: the GPU
+  // goes on to it without a round trip through the host.
   std::vector<LoDTensor> out;
   Fence arrived;
-  queue_step(feeds, out, arrived);
+  machines_[0]->forward_backward(feeds, out, arrived);
+  apply_update(*machines_[0]);
   return PendingFetch(std::move(out), std::move(arrived));
 }
 
@@ -261,9 +255,8 @@ OAR_FUNC std::pair<double, std::map<std::string, double>> Optimizer::run_batches
     for (size_t k = 0; k < feeds.size(); ++k) f[feeds[k]] = b[k];
     return f;
   };
-  Fence arrived;  // one machine: its update is queued before the host waits for the fetches (step())
   if (batches.size() == 1) {
-    machines_[0]->forward_backward(feed_of(batches[0]), outs[0], arrived);
+    outs[0] = machines_[0]->forward_backward(feed_of(batches[0]));
   } else {
     std::vector<std::exception_ptr> errors(batches.size());
     std::vector<std::thread> threads;
@@ -316,8 +309,6 @@ OAR_FUNC std::pair<double, std::map<std::string, double>> Optimizer::run_batches
     }
   }
   apply_update(*machines_[0]);
-  arrived.wait();
-  detail::unpin(outs[0]);
   double loss = 0;
   std::map<std::string, double> metrics;
   const auto& names = machines_[0]->fetch_names();

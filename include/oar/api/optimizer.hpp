@@ -56,7 +56,6 @@ class Optimizer {
   /// One iteration on one batch: forward, backward, update. Returns the loss and other fetched outputs.
   std::vector<LoDTensor> step(const FeedMap& feeds);
   /// The same into `out` (its storage reused: a step whose shapes repeat allocates nothing on the heap).
-  /// On a GPU the update is queued before the host waits for the fetched values.
   void step(const FeedMap& feeds, std::vector<LoDTensor>& out);
   /// One iteration queued without waiting for it: on a GPU it returns once the pass and the update are queued,
   /// with the fetched values on their way (PendingFetch::wait). A loop that queues step k+1 before it reads
@@ -91,8 +90,6 @@ class Optimizer {
   void build_update();
   void build_machines(const std::string& loss, int threads);
   void apply_update(GradientMachine& gm);
-  /// One step's pass and update queued on machine 0; `arrived` is done once `out` holds the fetched values.
-  void queue_step(const FeedMap& feeds, std::vector<LoDTensor>& out, Fence& arrived);
   /// Forward/backward of each batch on its own machine (in parallel), gradients summed into machine 0,
   /// one update. Returns the mean loss and mean metrics.
   std::pair<double, std::map<std::string, double>> run_batches(const std::vector<io::Batch>& batches, const std::vector<std::string>& feeds);

@@ -208,13 +208,14 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
       if (p.shared_feeds_.erase(val)) dst = LoDTensor();  // it held the caller's tensor of an earlier run: not written into
       dst.resize(t.shape(), t.dtype(), place_);  // here, not on the feed's place (what copy_from picks for an empty tensor)
       // From pinned memory the copy is queued on this run's stream and the host goes on; the pinned allocator
-      // keeps the block until it has run. Other host memory is first copied into a page-locked block (what the
-      // driver's own copy from pageable memory does, except that its copy waits for every stream of the device,
-      // the steps queued before this one included): then the caller may write `t` as soon as run() returns.
-      // Past kMaxQueuedHostCopy bytes, from other devices, and when no more memory can be pinned, the copy is
-      // made before the run starts.
+      // keeps the block until it has run. For a run the host does not wait for, other host memory is first
+      // copied into a page-locked block (what the driver's own copy from pageable memory does, except that its
+      // copy waits for every stream of the device, the runs queued before this one included): then the caller
+      // may write `t` as soon as run() returns. A run the host waits for gains nothing by that and keeps the
+      // driver's copy, the path every GPU session has run. Past kMaxQueuedHostCopy bytes, from other devices,
+      // and when no more memory can be pinned, the copy is made before the run starts.
       Tensor staged;
-      if (cu && !t.pinned() && t.place().is_cpu() && t.bytes() > 0 && t.bytes() <= detail::kMaxQueuedHostCopy) {
+      if (cu && arrived && !t.pinned() && t.place().is_cpu() && t.bytes() > 0 && t.bytes() <= detail::kMaxQueuedHostCopy) {
         staged = detail::try_page_locked(t.shape(), t.dtype());
         if (staged.initialized()) std::memcpy(staged.raw(), t.raw(), t.bytes());
       }
@@ -320,7 +321,6 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
 OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived, bool queued) {
   out.resize(fetch.size());
   CudaContext* cu = place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
-  bool waited = false;  // a synchronous copy from the device: everything queued before it has run
   for (size_t i = 0; i < fetch.size(); ++i) {
     const Value* v = p.local_->find(fetch[i]);
     if (!v || !v->is_tensor() || !v->tensor().initialized()) {
@@ -340,15 +340,13 @@ OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::s
       out[i] = cu && arrived ? LoDTensor(t.clone(), t.lod()) : t;
     } else {
       out[i] = LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
-      waited = true;
     }
   }
   // After everything the run queued, its feed copies included (a pinned feed is read by the device later): once
   // the fence is done the run has finished on the device and its feeds may be written.
-  if (cu && (arrived || (queued && !waited))) {
-    Fence done = cu->record_fence();
-    if (queued) in_flight_.hold(done);
-    if (arrived) *arrived = std::move(done);
+  if (cu && arrived) {
+    *arrived = cu->record_fence();
+    if (queued) in_flight_.hold(*arrived);
   }
 }
 

@@ -192,12 +192,6 @@ inline Tensor try_page_locked(const Shape& shape, DType dtype) {
   }
 }
 
-/// Fetched values a caller may keep as long as it likes, moved out of page-locked memory (which oar never gives
-/// back to the system) into ordinary host memory: what a synchronous call that fetched through a fence returns.
-inline void unpin(std::vector<LoDTensor>& values) {
-  for (LoDTensor& t : values)
-    if (t.pinned()) t = LoDTensor(t.clone(), t.lod());
-}
 }  // namespace detail
 
 class Executor {
@@ -272,8 +266,8 @@ class Executor {
   /// run_steps captured as a CUDA graph and launched; kept in `p` for replay when it may be launched again.
   void run_captured(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch);
   /// The `fetch` variables into `out`, copied to the host: with `arrived`, queued on a GPU's stream. On a GPU,
-  /// when copies were queued (`queued`: the feeds'; or the fetches'), records the run's fence into `arrived` and
-  /// in_flight_.
+  /// with `arrived`, records the run's fence into it, and into in_flight_ when copies to or from page-locked
+  /// memory were queued (`queued`: the feeds'; or the fetches').
   void fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived, bool queued);
   /// run()'s body (`arrived`: null for a run the host waits for); `fed` and `ran` (null unless profiling)
   /// receive when the feeds were in place and when the last kernel had been queued.
