@@ -157,8 +157,8 @@ class PendingFetch {
 namespace detail {
 /// The fences of an executor's last runs that left copies to or from page-locked host memory queued on a GPU,
 /// at most N: admitting another run then waits for the oldest. Each such run holds page-locked blocks (staged
-/// feeds, fetched values) that are reused only once its copies have run, so a host that never waits (runs
-/// without fetches, PendingFetches dropped unread) would otherwise pin host memory without bound, as far ahead
+/// feeds, fetched values) that are reused only once its copies have run, so a host that never waits (run_async
+/// calls whose PendingFetches are dropped unread) would otherwise pin host memory without bound, as far ahead
 /// as CUDA's launch queue lets it go. `F` is Fence; tests give it another type with wait().
 template <class F, size_t N>
 class RunWindow {
