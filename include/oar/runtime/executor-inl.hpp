@@ -320,16 +320,16 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
 
 OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived, bool queued) {
   out.resize(fetch.size());
-  CudaContext* cu = place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
+  CudaContext* cu = arrived && place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;  // a GPU run with a fence: copies queued
   for (size_t i = 0; i < fetch.size(); ++i) {
     const Value* v = p.local_->find(fetch[i]);
     if (!v || !v->is_tensor() || !v->tensor().initialized()) {
-      if (cu && arrived) cu->synchronize();  // no copy into `out` still under way when the caller sees the error
+      if (cu) cu->synchronize();  // no copy into `out` still under way when the caller sees the error
       throw Error(fmt::format("cannot fetch '{}': it has no value after the run", fetch[i]));
     }
     const LoDTensor& t = v->tensor();
     Tensor host;
-    if (cu && arrived && t.place() == place_ && t.bytes() <= detail::kMaxQueuedHostCopy) host = detail::try_page_locked(t.shape(), t.dtype());
+    if (cu && t.place() == place_ && t.bytes() <= detail::kMaxQueuedHostCopy) host = detail::try_page_locked(t.shape(), t.dtype());
     if (host.initialized()) {
       // Queued on the run's stream: the next run on the device, which may reuse the variable's buffer, follows it.
       detail::cuda_download_to_pinned(*cu, host.raw(), t.raw(), t.bytes(), host.storage()->data());
@@ -337,14 +337,14 @@ OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::s
       queued = true;
     } else if (t.place().is_cpu()) {
       // A value the host computed: the next run, queued before this one's values are read, may write it at once.
-      out[i] = cu && arrived ? LoDTensor(t.clone(), t.lod()) : t;
+      out[i] = cu ? LoDTensor(t.clone(), t.lod()) : t;
     } else {
       out[i] = LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
     }
   }
   // After everything the run queued, its feed copies included (a pinned feed is read by the device later): once
   // the fence is done the run has finished on the device and its feeds may be written.
-  if (cu && arrived) {
+  if (cu) {
     *arrived = cu->record_fence();
     if (queued) in_flight_.hold(*arrived);
   }
