@@ -12,3 +12,8 @@ set(OAR_BLAS_FOUND OFF)
 if(OAR_CBLAS_INCLUDE AND OAR_BLAS_LIBRARY)
   set(OAR_BLAS_FOUND ON)
 endif()
+
+# Open MPI (Debian libopenmpi-dev): data-parallel training across processes (dist/, docs/distributed.md).
+# Its C API only: MPI_CXX_SKIP_MPICXX keeps the deprecated C++ bindings out.
+set(MPI_CXX_SKIP_MPICXX ON)
+find_package(MPI QUIET COMPONENTS CXX)

@@ -17,5 +17,6 @@
 #include "oar/optim/optimizer-inl.hpp"
 #include "oar/optim/clip-inl.hpp"
 #include "oar/optim/mixed_precision-inl.hpp"
+#include "oar/optim/collective-inl.hpp"
 #include "oar/optim/regularizer-inl.hpp"
 

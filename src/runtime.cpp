@@ -15,6 +15,7 @@
 #include "oar/device/kernel_context-inl.hpp"
 #include "oar/device/conv_algorithm-inl.hpp"
 #include "oar/device/cuda-inl.hpp"
+#include "oar/device/communicator-inl.hpp"
 #include "oar/runtime/executor-inl.hpp"
 #include "oar/runtime/profiler-inl.hpp"
 

@@ -39,6 +39,7 @@
 #include "oar/api/model.hpp"
 #include "oar/api/optimizer.hpp"
 #include "oar/autodiff/backward.hpp"
+#include "oar/dist/context.hpp"
 #include "oar/io/checkpoint.hpp"
 #include "oar/io/dataset.hpp"
 #include "oar/io/fashion_mnist.hpp"

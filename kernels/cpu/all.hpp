@@ -2,6 +2,7 @@
 // keeps its includes in kernels/cpu/all_<family>.hpp.
 #pragma once
 #include "kernels/cpu/all_array.hpp"
+#include "kernels/cpu/all_collective.hpp"
 #include "kernels/cpu/all_control.hpp"
 #include "kernels/cpu/all_math.hpp"
 #include "kernels/cpu/all_nn.hpp"

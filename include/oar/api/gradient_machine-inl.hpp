@@ -63,6 +63,7 @@ OAR_FUNC void GradientMachine::build() {
     optim::scale_loss_gradient(p, loss_);
     optim::append_unscale(p, pg);
   }
+  if (collective_) optim::append_collective(p, loss_, pg, *collective_);
   auto program = std::make_shared<const Program>(std::move(p));
   auto prepared = exe_.prepare(program, model_->scope());
   if (prepared_ && prepared_->local_scope()) model_->scope().drop(prepared_->local_scope());
@@ -160,6 +161,9 @@ OAR_FUNC void GradientMachine::track_gradient(const std::string& x, std::source_
 OAR_FUNC void GradientMachine::track_gradient(const Var& x, std::source_location loc) { track_gradient(model_->name_of(x), loc); }
 
 OAR_FUNC void GradientMachine::rerun() {
+  // The other ranks would not take part in this pass's collectives.
+  OAR_CHECK(!collective_ || collective_->nranks == 1, "gradient: in data-parallel training a gradient the step did not compute cannot be computed "
+            "again on one rank alone; call track_gradient() before the step");
   // Persistables the program writes (batch norm's running statistics) would take the batch a second time.
   std::map<LoDTensor*, Tensor> saved;
   for (auto* op : program_->global_block().ops())

@@ -26,6 +26,36 @@ OAR_FUNC Optimizer::Optimizer(Model& model, std::string loss, optim::Rule rule, 
   build_update();
 }
 
+OAR_FUNC Optimizer::Optimizer(Model& model, const Var& loss, optim::Rule rule, DataParallel dp)
+    : Optimizer(model, model.name_of(loss), std::move(rule), std::move(dp)) {}
+
+OAR_FUNC Optimizer::Optimizer(Model& model, std::string loss, optim::Rule rule, DataParallel dp)
+    : model_(&model), rule_(std::move(rule)), update_exe_(model.place()) {
+  OAR_CHECK(dp.comm != nullptr, "Optimizer: data parallel without a communicator (use oar::dist::data_parallel(ctx))");
+  OAR_CHECK(dp.comm->size() == dp.collective.nranks, "Optimizer: data parallel over {} ranks, but the communicator has {} ({})", dp.collective.nranks,
+            dp.comm->size(), dp.comm->describe());
+  OAR_CHECK(model.place().is_cpu() || dp.collective.nranks == 1, "Optimizer: data parallel on {} needs NCCL collectives, which oar does not have yet; "
+            "train on the CPU", model.place().str());
+  OAR_CHECK(!rule_.mixed_precision || dp.collective.nranks == 1, "Optimizer: mixed precision and data parallel together are not supported yet");
+  if (dp.collective.nranks > 1) dp_ = std::move(dp);
+  build_machines(loss, 1);
+  build_update();
+  if (dp_) broadcast_persistables();
+}
+
+OAR_FUNC void Optimizer::broadcast_persistables() {
+  std::vector<optim::BroadcastVar> vars;
+  for (auto& [n, t] : model_->persistables()) vars.push_back({n, t.dtype(), t.shape()});
+  Executor exe(model_->place());
+  exe.run(optim::broadcast_program(vars, dp_->collective), model_->scope());
+}
+
+OAR_FUNC void Optimizer::average_over_ranks(std::vector<double>& values) const {
+  if (!dp_ || values.empty()) return;
+  dp_->comm->all_reduce_sum(values.data(), int64_t(values.size()), DType::f64, "averaging the loss and metrics over the ranks");
+  for (double& v : values) v /= double(dp_->collective.nranks);
+}
+
 OAR_FUNC void Optimizer::build_machines(const std::string& loss, int threads) {
   if (rule_.mixed_precision) {
     // One overflow flag per step: the concurrent mode's machines would each need their own.
@@ -39,17 +69,19 @@ OAR_FUNC void Optimizer::build_machines(const std::string& loss, int threads) {
     if (o != loss) extra.push_back(o);
   machines_.clear();
   for (int i = 0; i < threads; ++i) {
-    machines_.push_back(std::make_unique<GradientMachine>(*model_, loss, extra, model_->seed() + 1000 + uint64_t(i)));
-    if (rule_.mixed_precision) {
-      machines_.back()->amp_ = rule_.mixed_precision;
-      machines_.back()->build();
-    }
+    // Each rank draws its own dropout masks.
+    const uint64_t rank_seed = dp_ ? 1000003ull * uint64_t(dp_->rank) : 0;
+    machines_.push_back(std::make_unique<GradientMachine>(*model_, loss, extra, model_->seed() + 1000 + uint64_t(i) + rank_seed));
+    if (rule_.mixed_precision) machines_.back()->amp_ = rule_.mixed_precision;
+    if (dp_) machines_.back()->collective_ = dp_->collective;
+    if (rule_.mixed_precision || dp_) machines_.back()->build();
   }
 }
 
 OAR_FUNC Optimizer& Optimizer::with_mixed_precision(optim::MixedPrecision m) {
   // Checked before anything changes: a refused call leaves the optimizer as it was.
   OAR_CHECK(machines_.size() == 1, "Optimizer: mixed precision trains with one thread, not {}", machines_.size());
+  OAR_CHECK(!dp_, "Optimizer: mixed precision and data parallel together are not supported yet");
   {
     Program main, startup;
     optim::declare_loss_scaling(main, startup, m);  // throws on bad options
@@ -80,6 +112,17 @@ OAR_FUNC std::vector<LoDTensor> Optimizer::step(const FeedMap& feeds) {
 OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out) {
   machines_[0]->forward_backward(feeds, out);
   apply_update(*machines_[0]);
+  if (!dp_) return;
+  std::vector<double> scalars;
+  for (auto& t : out)
+    if (t.numel() == 1 && (t.dtype() == DType::f32 || t.dtype() == DType::f64)) scalars.push_back(t.get(0));
+  average_over_ranks(scalars);
+  size_t k = 0;
+  for (auto& t : out)
+    if (t.numel() == 1 && (t.dtype() == DType::f32 || t.dtype() == DType::f64)) {
+      if (t.dtype() == DType::f32) t.data<float>()[0] = float(scalars[k++]);
+      else t.data<double>()[0] = scalars[k++];
+    }
 }
 
 OAR_FUNC PendingFetch Optimizer::step_async(const FeedMap& feeds) {
@@ -152,6 +195,14 @@ OAR_FUNC void Optimizer::train(io::Reader& reader, const std::vector<std::string
       if (on_event) on_event({Event::Kind::begin_iteration, epoch_, iteration, step_});
       auto t0 = clock::now();
       auto [loss, metrics] = run_batches(batches, feeds);
+      if (dp_) {
+        std::vector<double> v{loss};
+        for (auto& [k, m] : metrics) v.push_back(m);
+        average_over_ranks(v);
+        loss = v[0];
+        size_t j = 1;
+        for (auto& [k, m] : metrics) m = v[j++];
+      }
       ++step_;
       Event e{Event::Kind::end_iteration, epoch_, iteration, step_, loss, metrics, std::chrono::duration<double>(clock::now() - t0).count()};
       loss_sum += loss;
@@ -180,11 +231,28 @@ OAR_FUNC void Optimizer::checkpoint(const std::filesystem::path& path, const io:
     c.meta["rng" + std::to_string(i)] = std::to_string(d.counter());
     c.meta["seed" + std::to_string(i)] = std::to_string(d.seed());
   }
+  c.meta["world_size"] = std::to_string(dp_ ? dp_->collective.nranks : 1);
   c.blobs["main"] = serialize(model_->program());
   c.blobs["startup"] = serialize(model_->startup());
   c.blobs["update"] = serialize(*update_);
   c.tensors = model_->persistables();
-  io::save_checkpoint(path, c);
+  // Data parallel: every rank holds the same state, rank 0 writes it, and the others wait until it is written
+  // (so a resume right after reads the new file). A failed write fails every rank.
+  std::string failure;
+  if (!dp_ || dp_->rank == 0) {
+    try {
+      io::save_checkpoint(path, c);
+    } catch (const Error& e) {
+      if (!dp_) throw;
+      failure = e.what();
+    }
+  }
+  if (dp_) {
+    std::vector<double> bad{failure.empty() ? 0.0 : 1.0};
+    average_over_ranks(bad);
+    if (!failure.empty()) throw Error(failure);
+    if (bad[0] > 0) throw Error(fmt::format("checkpoint '{}': rank 0 could not write it", path.string()));
+  }
 }
 
 OAR_FUNC void Optimizer::resume(const std::filesystem::path& path, io::Reader* reader) {
@@ -208,7 +276,8 @@ OAR_FUNC void Optimizer::resume(const std::filesystem::path& path, io::Reader* r
   step_ = num("step");
   for (size_t i = 0; i < machines_.size(); ++i) {
     DeviceContext& d = machines_[i]->executor().device();
-    d.set_seed(uint64_t(num(("seed" + std::to_string(i)).c_str())));
+    // Data parallel: the ranks keep seeds of their own (the file holds rank 0's).
+    if (!dp_) d.set_seed(uint64_t(num(("seed" + std::to_string(i)).c_str())));
     d.set_counter(uint64_t(num(("rng" + std::to_string(i)).c_str())));
   }
   if (reader) reader->restore({num("reader_epoch"), num("reader_position")});

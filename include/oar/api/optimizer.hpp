@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -16,7 +17,9 @@
 #include "oar/config.hpp"
 #include "oar/api/gradient_machine.hpp"
 #include "oar/api/model.hpp"
+#include "oar/device/communicator.hpp"
 #include "oar/io/dataset.hpp"
+#include "oar/optim/collective.hpp"
 #include "oar/optim/optimizer.hpp"
 #include "oar/runtime/executor.hpp"
 
@@ -34,12 +37,28 @@ struct Event {
 };
 using EventHandler = std::function<void(const Event&)>;
 
+/// Data-parallel training over the ranks of a communicator: what oar::dist::data_parallel(ctx) returns
+/// (dist/context.hpp; docs/distributed.md).
+struct DataParallel {
+  /// The ranks; the collective ops of ring `collective.ring_id` must find it (dist::Context registers ring 0).
+  std::shared_ptr<Communicator> comm;
+  int rank = 0;
+  optim::Collective collective;
+};
+
 /// Trains a model: `oar::Optimizer opt(model, cost, oar::optim::adam(1e-3)); opt.train(reader, {x, label}, 5);`
 class Optimizer {
  public:
   /// Minimizes `loss` (a Var of the model's tape) of `model` with `rule`; `threads` > 1 trains concurrently.
   Optimizer(Model& model, const Var& loss, optim::Rule rule, int threads = 1);
   Optimizer(Model& model, std::string loss, optim::Rule rule, int threads = 1);
+  /// Trains on every rank of `dp` (oar::dist::data_parallel(ctx)) as one optimizer: parameters and
+  /// persistables are broadcast from rank 0 here; each step's gradients are averaged over the ranks (each
+  /// rank feeds its own part of the global batch) while the backward pass runs; parameters and optimizer
+  /// state stay the same bits on every rank. step() and train() report losses and metrics averaged over the
+  /// ranks; checkpoint() is written by rank 0 (the others wait for it). docs/distributed.md.
+  Optimizer(Model& model, const Var& loss, optim::Rule rule, DataParallel dp);
+  Optimizer(Model& model, std::string loss, optim::Rule rule, DataParallel dp);
 
   Model& model() const { return *model_; }
   const optim::Rule& rule() const { return rule_; }
@@ -52,6 +71,8 @@ class Optimizer {
   const Program& update_program() const { return *update_; }
   int64_t epoch() const { return epoch_; }
   int64_t step_count() const { return step_; }
+  /// The data-parallel setup, when training over several ranks.
+  const std::optional<DataParallel>& data_parallel() const { return dp_; }
 
   /// One iteration on one batch: forward, backward, update. Returns the loss and other fetched outputs.
   std::vector<LoDTensor> step(const FeedMap& feeds);
@@ -90,6 +111,10 @@ class Optimizer {
   void build_update();
   void build_machines(const std::string& loss, int threads);
   void apply_update(GradientMachine& gm);
+  /// Data parallel: every persistable of the model copied from rank 0.
+  void broadcast_persistables();
+  /// Data parallel: the mean over the ranks of `values` (in place).
+  void average_over_ranks(std::vector<double>& values) const;
   /// Forward/backward of each batch on its own machine (in parallel), gradients summed into machine 0,
   /// one update. Returns the mean loss and mean metrics.
   std::pair<double, std::map<std::string, double>> run_batches(const std::vector<io::Batch>& batches, const std::vector<std::string>& feeds);
@@ -106,6 +131,7 @@ class Optimizer {
   int64_t epoch_ = 0;
   int64_t step_ = 0;
   io::Reader* reader_ = nullptr;
+  std::optional<DataParallel> dp_;
 };
 
 }  // namespace oar

@@ -241,6 +241,40 @@ struct TakeSource final : UpstreamSource {
   }
 };
 
+struct ShardSource final : UpstreamSource {
+  int64_t rank = 0, world = 1;
+  struct Iter final : ReaderIter {
+    std::unique_ptr<ReaderIter> up;
+    int64_t rank = 0, world = 1;
+    bool ended = false;
+    // Item rank of each group of `world`; a last group shorter than `world` is nobody's, so that every rank
+    // gets as many items (and takes as many steps) as the others.
+    std::optional<Sample> next() override {
+      if (ended) return std::nullopt;
+      std::optional<Sample> s;
+      if (up->skip(rank) == rank) s = up->next();
+      if (!s || up->skip(world - rank - 1) != world - rank - 1) {
+        ended = true;
+        return std::nullopt;
+      }
+      return s;
+    }
+    int64_t skip(int64_t k) override {
+      if (ended) return 0;
+      const int64_t got = up->skip(k * world);
+      if (got < k * world) ended = true;
+      return got / world;
+    }
+  };
+  std::unique_ptr<ReaderIter> open(int64_t epoch) const override {
+    auto it = std::make_unique<Iter>();
+    it->up = up->open(epoch);
+    it->rank = rank;
+    it->world = world;
+    return it;
+  }
+};
+
 struct PrefetchSource final : UpstreamSource {
   int64_t k = 1;
   /// The producer thread starts on the first next(); skips before that go straight to the upstream.
@@ -496,6 +530,15 @@ OAR_FUNC Reader Reader::take(int64_t n) const {
   OAR_CHECK(n >= 0, "Reader::take: count {} must be >= 0", n);
   auto s = detail::make_transform<detail::TakeSource>(source_, "take");
   s->n = n;
+  return Reader(std::move(s));
+}
+
+OAR_FUNC Reader Reader::shard(int64_t rank, int64_t world) const {
+  OAR_CHECK(world >= 1 && rank >= 0 && rank < world, "Reader::shard: rank {} of world {}: need 0 <= rank < world", rank, world);
+  if (world == 1) return *this;
+  auto s = detail::make_transform<detail::ShardSource>(source_, "shard");
+  s->rank = rank;
+  s->world = world;
   return Reader(std::move(s));
 }
 

@@ -111,6 +111,12 @@ class Reader {
   Reader map(std::function<Sample(Sample)> f) const;
   /// The first `n` items of every epoch.
   Reader take(int64_t n) const;
+  /// Rank `rank`'s part of every epoch, for data-parallel training over `world` ranks: items rank,
+  /// rank + world, rank + 2 world, ... The ranks' parts are disjoint, and together they are the epoch, but for
+  /// its last (size % world) items, which no rank gets, so that every rank takes the same number of steps.
+  /// Put it after shuffle() (every rank shuffles alike) and before batch(): with batches of B / world,
+  /// step k of the ranks together covers items [k B, (k + 1) B) of the epoch, as batch(B) in one process does.
+  Reader shard(int64_t rank, int64_t world) const;
   /// Runs the upstream on a background thread that keeps up to `k` items ready. The items and their order
   /// are unchanged; an exception in the upstream is rethrown by the consumer when it reaches that point.
   /// Destroying the reader mid-epoch stops and joins the thread.

@@ -10,6 +10,7 @@
 #include "oar/ops/list_tensor.hpp"
 #include "oar/ops/list_optim.hpp"
 #include "oar/ops/list_array.hpp"
+#include "oar/ops/list_collective.hpp"
 #include "oar/ops/list_control.hpp"
 #include "oar/ops/list_recurrent.hpp"
 #include "oar/ops/list_sequence.hpp"
@@ -19,6 +20,6 @@
 namespace oar {
 
 using AllOps = op_list_concat<op_list<ops::Feed, ops::Fetch, ops::Mul, ops::ConditionalBlock, ops::ConditionalBlockGrad, ops::While, ops::WhileGrad, ops::LrSchedule>, UnaryOps, MathOps, NnOps, TensorOps, OptimOps, AmpOps, ControlOps,
-                                SequenceOps, SequenceShapeOps, RecurrentOps, ArrayOps>::type;
+                                SequenceOps, SequenceShapeOps, RecurrentOps, ArrayOps, CollectiveOps>::type;
 
 }  // namespace oar

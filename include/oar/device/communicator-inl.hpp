@@ -1,0 +1,102 @@
+// oar/device/communicator-inl.hpp: the implementation of communicator.hpp (included by it when header-only; compiled once into liboar otherwise).
+#pragma once
+#include "oar/device/communicator.hpp"
+
+#include <map>
+
+namespace oar {
+
+OAR_FUNC Communicator::~Communicator() { stop(); }
+
+OAR_FUNC void Communicator::queue(std::function<void()> job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (error_) std::rethrow_exception(error_);
+  jobs_.push_back(std::move(job));
+  if (!thread_.joinable()) thread_ = std::thread([this] { work(); });
+  cv_.notify_all();
+}
+
+OAR_FUNC void Communicator::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return (jobs_.empty() && running_ == 0) || error_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+OAR_FUNC void Communicator::run(std::function<void()> job) {
+  queue(std::move(job));
+  wait();
+}
+
+OAR_FUNC bool Communicator::failed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bool(error_);
+}
+
+OAR_FUNC void Communicator::fail(std::exception_ptr e) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error_) error_ = e;
+  cv_.notify_all();
+}
+
+OAR_FUNC void Communicator::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+OAR_FUNC void Communicator::work() {
+  worker_id_ = std::this_thread::get_id();
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return !jobs_.empty() || stop_; });
+    if (jobs_.empty()) return;  // stopping, nothing left
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    if (error_) {  // after a failure the ranks are out of step: later collectives must not run
+      cv_.notify_all();
+      continue;
+    }
+    ++running_;
+    lock.unlock();
+    std::exception_ptr e;
+    try {
+      job();
+    } catch (...) {
+      e = std::current_exception();
+    }
+    lock.lock();
+    --running_;
+    if (e && !error_) error_ = e;
+    cv_.notify_all();
+  }
+}
+
+namespace detail {
+struct CommunicatorTable {
+  std::mutex mu;
+  std::map<int, std::shared_ptr<Communicator>> by_ring;
+};
+inline CommunicatorTable& communicator_table() {
+  static CommunicatorTable t;
+  return t;
+}
+}  // namespace detail
+
+OAR_FUNC void set_communicator(int ring_id, std::shared_ptr<Communicator> c) {
+  auto& t = detail::communicator_table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (c) t.by_ring[ring_id] = std::move(c);
+  else t.by_ring.erase(ring_id);
+}
+
+OAR_FUNC std::shared_ptr<Communicator> find_communicator(int ring_id) {
+  auto& t = detail::communicator_table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.by_ring.find(ring_id);
+  return it == t.by_ring.end() ? nullptr : it->second;
+}
+
+}  // namespace oar

@@ -1,0 +1,86 @@
+// oar/device/communicator.hpp: Communicator, a group of processes (ranks) that sum and exchange tensors,
+// which the collective ops (ops/collective.hpp) call, found by the ops' `ring_id`. oar::dist::Context makes
+// one over MPI (dist/context.hpp). Each communicator talks to the other ranks from one thread of its own, so a
+// collective queued by a kernel runs while the backward pass goes on (the overlap of data-parallel training).
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "oar/config.hpp"
+#include "oar/core/dtype.hpp"
+
+namespace oar {
+
+/// Every rank must make the same collective calls in the same order; their results are the same bits on
+/// every rank. A call that cannot complete (a rank died or hangs past the timeout) is an oar::Error naming the
+/// rank and the call, and the communicator stays failed: every later call raises the same error.
+class Communicator {
+ public:
+  Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  /// Derived classes call stop() first, so that no queued job runs on a half-destroyed object.
+  virtual ~Communicator();
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "MPI, rank 1 of 3": for messages.
+  virtual std::string describe() const = 0;
+
+  /// Sums `count` elements of `dtype` at `data` over the ranks, in place. `what` names the call in errors.
+  virtual void all_reduce_sum(void* data, int64_t count, DType dtype, const std::string& what) = 0;
+  /// Copies `bytes` at `data` on rank `root` to every other rank's `data`.
+  virtual void broadcast(void* data, int64_t bytes, int root, const std::string& what) = 0;
+  /// Every rank's `bytes` at `data`, joined in rank order; `sizes` receives each rank's byte count.
+  virtual std::vector<char> all_gather(const void* data, int64_t bytes, std::vector<int64_t>& sizes, const std::string& what) = 0;
+
+  /// Runs `job` (which makes collective calls) on this communicator's thread after every job queued before
+  /// it, without waiting for it.
+  void queue(std::function<void()> job);
+  /// Waits until every queued job has run; rethrows the error of a job that failed.
+  void wait();
+  /// Queues `job` and waits for it.
+  void run(std::function<void()> job);
+  /// Whether a call has failed (the other ranks cannot be relied on any more).
+  bool failed() const;
+  /// Whether the caller runs on this communicator's thread (where collective calls belong).
+  bool on_own_thread() const { return worker_id_.load() == std::this_thread::get_id(); }
+
+ protected:
+  /// Runs what is queued, then ends the thread. Called by derived destructors.
+  void stop();
+  /// Marks the communicator failed with `e` (a derived class's own calls outside the thread).
+  void fail(std::exception_ptr e);
+
+ private:
+  void work();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  size_t running_ = 0;  // jobs taken but not finished
+  bool stop_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;
+  std::atomic<std::thread::id> worker_id_{};
+};
+
+/// Makes `c` the communicator of the collective ops whose ring_id is `ring_id` (nullptr removes it).
+void set_communicator(int ring_id, std::shared_ptr<Communicator> c);
+/// The communicator of `ring_id`, or nullptr.
+std::shared_ptr<Communicator> find_communicator(int ring_id);
+
+}  // namespace oar
+
+#if OAR_HEADER_ONLY
+#include "oar/device/communicator-inl.hpp"
+#endif

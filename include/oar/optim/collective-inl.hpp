@@ -1,0 +1,124 @@
+// oar/optim/collective-inl.hpp: the implementation of collective.hpp (included by it when header-only; compiled once into liboar otherwise).
+#pragma once
+#include "oar/optim/collective.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "oar/core/error.hpp"
+#include "oar/ir/program.hpp"
+#include "oar/ops/collective.hpp"
+#include "oar/ops/registry.hpp"
+#include "oar/ops/scale.hpp"
+
+namespace oar::optim {
+
+OAR_FUNC void append_collective(Program& program, const std::string& loss, const std::vector<ParamGrad>& params_grads, const Collective& c) {
+  OAR_CHECK(c.nranks >= 1, "data parallel: nranks must be >= 1, got {}", c.nranks);
+  OAR_CHECK(c.bucket_bytes >= 0, "data parallel: bucket_bytes must be >= 0, got {}", c.bucket_bytes);
+  Block& b = program.global_block();
+  const std::string seed = grad_var_name(loss);
+  // Which op writes each variable last: a gradient is final after it.
+  std::map<std::string, size_t> last_write;
+  size_t seed_at = b.num_ops();
+  for (size_t i = 0; i < b.num_ops(); ++i)
+    for (auto& n : b.op(i).output_names()) {
+      last_write[n] = i;
+      if (n == seed && seed_at == b.num_ops()) seed_at = i;
+    }
+  OAR_CHECK(seed_at < b.num_ops(), "data parallel: the program has no backward pass of '{}' (no op writes '{}')", loss, seed);
+
+  // Buckets in the order the gradients become final; a sparse gradient (selected rows) travels alone.
+  struct Pending {
+    size_t at;
+    std::string grad;
+    int64_t bytes;
+    DType dtype;
+    bool sparse;
+  };
+  std::vector<Pending> ready;
+  for (auto& pg : params_grads) {
+    auto it = last_write.find(pg.grad);
+    OAR_CHECK(it != last_write.end(), "data parallel: no op writes '{}', the gradient of '{}'", pg.grad, pg.param);
+    const Variable& v = b.var(pg.grad);
+    int64_t n = 1;
+    for (int64_t d : v.shape()) n *= std::max<int64_t>(d, 1);
+    ready.push_back({it->second, pg.grad, n * int64_t(size_of(v.dtype())), v.dtype(), v.kind() == VarKind::selected_rows});
+  }
+  std::stable_sort(ready.begin(), ready.end(), [](const Pending& x, const Pending& y) { return x.at < y.at; });
+  struct Insert {
+    size_t after;
+    std::vector<std::string> grads;
+  };
+  std::vector<Insert> inserts;
+  std::vector<std::string> bucket;
+  int64_t bytes = 0;
+  DType dtype = DType::f32;
+  size_t last_at = seed_at;
+  auto flush = [&] {
+    if (!bucket.empty()) inserts.push_back({last_at, std::move(bucket)});
+    bucket.clear();
+    bytes = 0;
+  };
+  for (auto& p : ready) {
+    if (p.sparse) {
+      inserts.push_back({p.at, {p.grad}});
+      continue;
+    }
+    if (!bucket.empty() && p.dtype != dtype) flush();
+    bucket.push_back(p.grad);
+    dtype = p.dtype;
+    bytes += p.bytes;
+    last_at = p.at;
+    if (c.overlap && bytes >= c.bucket_bytes) flush();
+  }
+  flush();
+  if (!c.overlap)  // every bucket after the last gradient
+    for (auto& in : inserts) in.after = b.num_ops() - 1;
+
+  std::vector<std::string> all;
+  for (auto& p : ready) all.push_back(p.grad);
+  using S = ops::CSyncCommStream;
+  Operator sync{std::string(S::type)};
+  sync.set_input(S::x, all).set_output(S::out, all).set_attr(S::ring_id, c.ring_id);
+  sync.set_origin(b.op(seed_at).origin());
+  validate_op(sync);
+  b.append_op(std::move(sync));
+  // From the back, so that the indexes found above stay valid.
+  using A = ops::CAllreduceSum;
+  std::stable_sort(inserts.begin(), inserts.end(), [](const Insert& x, const Insert& y) { return x.after > y.after; });
+  for (auto& in : inserts) {
+    Operator op{std::string(A::type)};
+    op.set_input(A::x, in.grads).set_output(A::out, in.grads).set_attr(A::ring_id, c.ring_id).set_attr(A::use_calc_stream, false);
+    op.set_origin(b.op(in.after).origin());
+    validate_op(op);
+    b.insert_op(in.after + 1, std::move(op));
+  }
+  // Each rank's loss is the mean over its own mini-batch: the sum over ranks of (1/nranks) x its gradient is
+  // the gradient of the mean over the global batch.
+  using Sc = ops::Scale;
+  Operator scale{std::string(Sc::type)};
+  scale.set_input(Sc::x, {seed}).set_output(Sc::out, {seed}).set_attr(Sc::scale, 1.0f / float(c.nranks));
+  scale.set_origin(b.op(seed_at).origin());
+  validate_op(scale);
+  b.insert_op(seed_at + 1, std::move(scale));
+}
+
+OAR_FUNC Program broadcast_program(const std::vector<BroadcastVar>& vars, const Collective& c, int root) {
+  Program p;
+  Block& b = p.global_block();
+  using I = ops::CCommInit;
+  Operator init{std::string(I::type)};
+  init.set_attr(I::ring_id, c.ring_id).set_attr(I::nranks, c.nranks);
+  add_op(b, std::move(init));
+  using B = ops::CBroadcast;
+  for (auto& v : vars) {
+    b.create_var(v.name, {.dtype = v.dtype, .shape = v.shape, .persistable = true});
+    Operator op{std::string(B::type)};
+    op.set_input(B::x, {v.name}).set_output(B::out, {v.name}).set_attr(B::ring_id, c.ring_id).set_attr(B::root, root);
+    add_op(b, std::move(op));
+  }
+  return p;
+}
+
+}  // namespace oar::optim

@@ -1,0 +1,295 @@
+// tests/mpi/rank.cpp: one rank of the distributed tests, started by tests/mpi/mpirun.sh under `mpirun -np N`
+// (or alone, a world of one). Each mode prints "PASS ..." and returns 0 when its checks hold:
+//   equal MODEL        N ranks with global batch B (B / N each) end with the parameters of one process with
+//                      batch B (1e-5 relative), and every rank holds the same bits after every step.
+//                      MODEL: mlp (dense), sparse (an is_sparse embedding), conv, lstm (LoD input).
+//   save DIR           trains to the middle of the second epoch, writes DIR/dist.ckpt, stops.
+//   resume DIR         resumes DIR/dist.ckpt (written by another world size) and ends with the parameters
+//                      of an uninterrupted one-process run (1e-5 relative).
+//   stall DIR SIGNAL   writes DIR/dist.ckpt after step 2; at step 3 rank 1 raises SIGNAL (STOP or KILL); the
+//                      other ranks must fail with an oar::Error naming rank 1 (printed as "FAILED-AS-EXPECTED").
+//   load DIR           the checkpoint of `stall` still loads in one process.
+#include <oar/oar.hpp>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace oar;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kGlobalBatch = 12;  // divisible by 1, 2, 3 and 4 ranks
+constexpr int64_t kSamples = 96;      // 8 global steps an epoch
+
+enum class Kind { mlp, sparse, conv, lstm };
+
+Kind kind_of(const std::string& s) {
+  if (s == "mlp") return Kind::mlp;
+  if (s == "sparse") return Kind::sparse;
+  if (s == "conv") return Kind::conv;
+  if (s == "lstm") return Kind::lstm;
+  throw Error("unknown model '" + s + "' (mlp, sparse, conv, lstm)");
+}
+
+/// The dataset of each model: features and a label that depends on them (so training lowers the loss).
+io::Reader dataset(Kind k) {
+  std::mt19937_64 rng(11);
+  std::normal_distribution<float> d;
+  std::uniform_int_distribution<int64_t> id(0, 39), len(2, 6);
+  const int64_t n = kSamples;
+  std::vector<int64_t> y(static_cast<size_t>(n));
+  if (k == Kind::lstm) {
+    std::vector<int64_t> ids;
+    std::vector<size_t> lengths;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t l = len(rng);
+      int64_t s = 0;
+      for (int64_t j = 0; j < l; ++j) {
+        ids.push_back(id(rng));
+        s += ids.back();
+      }
+      lengths.push_back(size_t(l));
+      y[size_t(i)] = (s / l) % 3;
+    }
+    auto words = LoDTensor::from_lengths(Tensor::from<int64_t>(ids, {int64_t(ids.size()), 1}), {lengths});
+    return io::Reader::from_tensors({words, Tensor::from<int64_t>(y, {n, 1})});
+  }
+  const int64_t width = k == Kind::conv ? 1 * 10 * 10 : 8;
+  std::vector<float> x(static_cast<size_t>(n * width));
+  for (auto& v : x) v = d(rng);
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    float s[3] = {0, 0, 0};
+    for (int64_t j = 0; j < width; ++j) s[j % 3] += x[size_t(i * width + j)] * (j % 3 == 2 ? 0.9f : 1.f);
+    y[size_t(i)] = std::max_element(s, s + 3) - s;
+    ids[size_t(i)] = (y[size_t(i)] * 7 + id(rng)) % 40;
+  }
+  Shape xs = k == Kind::conv ? Shape{n, 1, 10, 10} : Shape{n, width};
+  std::vector<LoDTensor> fields{Tensor::from<float>(x, xs), Tensor::from<int64_t>(y, {n, 1})};
+  if (k == Kind::sparse) fields.push_back(Tensor::from<int64_t>(ids, {n, 1}));
+  return io::Reader::from_tensors(fields);
+}
+
+struct Net {
+  std::vector<Var> feeds;
+  Var cost, acc;
+  explicit Net(Kind k) {
+    Var label;
+    Var h;
+    if (k == Kind::lstm) {
+      auto words = data("words", i64, {-1, 1}).lod_level(1);
+      label = data("label", i64, {-1, 1});
+      feeds = {words, label};
+      auto emb = embedding(words, {40, 8});
+      auto seq = dynamic_lstm(fc(emb, 4 * 8), 4 * 8);
+      h = sequence_pool(seq, SequencePoolType::max);
+    } else if (k == Kind::conv) {
+      auto img = data("img", f32, {-1, 1, 10, 10});
+      label = data("label", i64, {-1, 1});
+      feeds = {img, label};
+      auto c = pool2d(conv2d(img, 4, 3).act(relu), 2);
+      h = fc(c, 16).act(relu);
+    } else {
+      auto x = data("x", f32, {-1, 8});
+      label = data("label", i64, {-1, 1});
+      feeds = {x, label};
+      if (k == Kind::sparse) {
+        auto ids = data("ids", i64, {-1, 1});
+        feeds.push_back(ids);
+        auto emb = embedding(ids, {40, 6}).sparse();
+        h = fc({x, emb}, 16).act(relu);
+      } else {
+        h = fc(x, 16).act(relu);
+      }
+    }
+    auto pred = fc(h, 3).act(softmax);
+    cost = mean(cross_entropy(pred, label));
+    acc = accuracy(pred, label);
+  }
+};
+
+optim::Rule rule() { return optim::adam(0.01); }
+
+std::vector<std::pair<std::string, Tensor>> params_of(const Model& m) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [n, t] : m.persistables()) out.push_back({n, t.clone()});
+  return out;
+}
+
+uint64_t hash_of(const Model& m) {
+  uint64_t h = 1469598103934665603ull;
+  for (auto& [n, t] : m.persistables()) {
+    const auto* p = static_cast<const unsigned char*>(t.raw());
+    for (size_t i = 0; i < t.bytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+/// max |a - b| / max |b| over each tensor, the worst tensor's.
+double max_rel_diff(const std::vector<std::pair<std::string, Tensor>>& a, const std::vector<std::pair<std::string, Tensor>>& b) {
+  if (a.size() != b.size()) throw Error(fmt::format("{} persistables against {}", a.size(), b.size()));
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first != b[i].first) throw Error("persistables differ: " + a[i].first + " / " + b[i].first);
+    const Tensor& x = a[i].second;
+    const Tensor& y = b[i].second;
+    if (x.dtype() != DType::f32) continue;  // counters (beta powers are f32 too; step counters are not)
+    double diff = 0, scale = 0;
+    for (int64_t j = 0; j < x.numel(); ++j) {
+      diff = std::max(diff, std::abs(double(x.data<float>()[j]) - double(y.data<float>()[j])));
+      scale = std::max(scale, std::abs(double(y.data<float>()[j])));
+    }
+    const double r = scale > 0 ? diff / scale : diff;
+    if (r > worst) worst = r;
+  }
+  return worst;
+}
+
+/// One process, batch B: the reference.
+std::vector<std::pair<std::string, Tensor>> reference(Kind k, int epochs) {
+  Tape tape;
+  Net n(k);
+  Model model(tape.program({n.cost, n.acc}), 7);
+  Optimizer opt(model, n.cost, rule());
+  auto train = dataset(k).shuffle(32, 5).batch(kGlobalBatch);
+  opt.train(train, n.feeds, epochs);
+  return params_of(model);
+}
+
+/// Checks after every step that every rank holds the same bits.
+struct SameBits {
+  const dist::Context& ctx;
+  int64_t steps = 0;
+  void operator()(const Model& m) {
+    const uint64_t h = hash_of(m);
+    std::vector<int64_t> sizes;
+    std::vector<char> all = ctx.communicator()->all_gather(&h, sizeof h, sizes, "the parameters' hashes");
+    for (int r = 0; r < ctx.world_size(); ++r)
+      if (std::memcmp(all.data() + r * sizeof h, &h, sizeof h) != 0)
+        throw Error(fmt::format("after step {} rank {}'s parameters differ from rank {}'s", steps + 1, r, ctx.rank()));
+    ++steps;
+  }
+};
+
+int check(bool ok, const std::string& what, const dist::Context& ctx) {
+  std::printf("%s rank %d of %d: %s\n", ok ? "PASS" : "FAIL", ctx.rank(), ctx.world_size(), what.c_str());
+  std::fflush(stdout);
+  return ok ? 0 : 1;
+}
+
+int equal(const dist::Context& ctx, Kind k) {
+  const int epochs = 2;
+  auto want = reference(k, epochs);
+  Tape tape;
+  Net n(k);
+  Model model(tape.program({n.cost, n.acc}), 7);
+  Optimizer opt(model, n.cost, rule(), dist::data_parallel(ctx, /*bucket_bytes=*/1024));  // small buckets: several per step
+  auto train = dataset(k).shuffle(32, 5).shard(ctx.rank(), ctx.world_size()).batch(kGlobalBatch / ctx.world_size());
+  SameBits same{ctx};
+  double first = 0, last = 0;
+  opt.train(train, n.feeds, epochs, [&](const Event& e) {
+    if (e.kind != Event::Kind::end_iteration) return;
+    same(model);
+    if (e.step == 1) first = e.loss;
+    last = e.loss;
+  });
+  const double d = max_rel_diff(params_of(model), want);
+  const bool ok = d <= 1e-5 && same.steps == epochs * kSamples / kGlobalBatch && last < first;
+  return check(ok, fmt::format("equal: {} steps, identical bits on every rank after each, max relative difference to one process {:.3g}, loss {:.4f} -> {:.4f}",
+                               same.steps, d, first, last),
+               ctx);
+}
+
+constexpr int kEpochs = 3;
+constexpr int64_t kSaveAt = 12;  // global steps: the middle of the second epoch
+
+int save(const dist::Context& ctx, const fs::path& dir, Kind k) {
+  Tape tape;
+  Net n(k);
+  Model model(tape.program({n.cost, n.acc}), 7);
+  Optimizer opt(model, n.cost, rule(), dist::data_parallel(ctx));
+  auto train = dataset(k).shuffle(32, 5).shard(ctx.rank(), ctx.world_size()).batch(kGlobalBatch / ctx.world_size());
+  struct Stop {};
+  try {
+    opt.train(train, n.feeds, kEpochs, [&](const Event& e) {
+      if (e.kind == Event::Kind::end_iteration && e.step == kSaveAt) {
+        opt.checkpoint(dir / "dist.ckpt");
+        throw Stop{};
+      }
+    });
+  } catch (const Stop&) {
+  }
+  return check(fs::exists(dir / "dist.ckpt"), fmt::format("save: checkpoint after step {}", kSaveAt), ctx);
+}
+
+int resume(const dist::Context& ctx, const fs::path& dir, Kind k) {
+  auto want = reference(k, kEpochs);
+  Tape tape;
+  Net n(k);
+  Model model(tape.program({n.cost, n.acc}), 99);  // other initial values: resume overwrites them all
+  Optimizer opt(model, n.cost, rule(), dist::data_parallel(ctx));
+  auto train = dataset(k).shuffle(32, 5).shard(ctx.rank(), ctx.world_size()).batch(kGlobalBatch / ctx.world_size());
+  opt.resume(dir / "dist.ckpt", &train);
+  const int64_t from = opt.step_count();
+  opt.train(train, n.feeds, kEpochs);
+  const double d = max_rel_diff(params_of(model), want);
+  return check(d <= 1e-5 && from == kSaveAt && opt.step_count() == kEpochs * kSamples / kGlobalBatch,
+               fmt::format("resume: from step {} to {} on {} rank(s), max relative difference to an uninterrupted run {:.3g}", from, opt.step_count(),
+                           ctx.world_size(), d),
+               ctx);
+}
+
+int stall(const dist::Context& ctx, const fs::path& dir, const std::string& sig) {
+  Tape tape;
+  Net n(Kind::mlp);
+  Model model(tape.program({n.cost, n.acc}), 7);
+  Optimizer opt(model, n.cost, rule(), dist::data_parallel(ctx));
+  auto train = dataset(Kind::mlp).shuffle(32, 5).shard(ctx.rank(), ctx.world_size()).batch(kGlobalBatch / ctx.world_size());
+  try {
+    opt.train(train, n.feeds, kEpochs, [&](const Event& e) {
+      if (e.kind == Event::Kind::end_iteration && e.step == 2) opt.checkpoint(dir / "dist.ckpt");
+      if (e.kind == Event::Kind::begin_iteration && e.step == 2 && ctx.rank() == 1) std::raise(sig == "KILL" ? SIGKILL : SIGSTOP);
+    });
+  } catch (const Error& e) {
+    const bool names = std::string(e.what()).find("rank 1 ") != std::string::npos;
+    std::printf("%s rank %d: %s\n", names ? "FAILED-AS-EXPECTED" : "FAILED-WRONGLY", ctx.rank(), e.what());
+    std::fflush(stdout);
+    return 3;
+  }
+  return check(false, "stall: training went on past a stopped rank", ctx);
+}
+
+int load(const dist::Context& ctx, const fs::path& dir) {
+  Tape tape;
+  Net n(Kind::mlp);
+  Model model(tape.program({n.cost, n.acc}), 99);
+  Optimizer opt(model, n.cost, rule());
+  opt.resume(dir / "dist.ckpt");
+  return check(opt.step_count() == 2, fmt::format("load: the last checkpoint loads (step {})", opt.step_count()), ctx);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dist::Context ctx(argc, argv, {.timeout = std::chrono::seconds(3)});
+  try {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "equal" && argc == 3) return equal(ctx, kind_of(argv[2]));
+    if (mode == "save" && argc == 3) return save(ctx, argv[2], Kind::mlp);
+    if (mode == "resume" && argc == 3) return resume(ctx, argv[2], Kind::mlp);
+    if (mode == "stall" && argc == 4) return stall(ctx, argv[2], argv[3]);
+    if (mode == "load" && argc == 3) return load(ctx, argv[2]);
+    std::fprintf(stderr, "usage: oar_dist_rank equal MODEL | save DIR | resume DIR | stall DIR STOP|KILL | load DIR\n");
+    return 2;
+  } catch (const std::exception& e) {
+    std::printf("FAIL rank %d: %s\n", ctx.rank(), e.what());
+    return 1;
+  }
+}
