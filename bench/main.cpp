@@ -331,7 +331,8 @@ struct OarNet {
   std::unique_ptr<oar::Evaluator> eval;
   oar::FeedMap feeds;
 
-  OarNet(bool conv, bool train, const Synthetic& d, int64_t batch, bool fuse = false) {
+  /// `dp`: train data-parallel over its ranks (the dist group).
+  OarNet(bool conv, bool train, const Synthetic& d, int64_t batch, bool fuse = false, const oar::DataParallel* dp = nullptr) {
     if (conv) {
       img = oar::data("img", oar::f32, {-1, 1, 28, 28});
       auto c1 = oar::conv2d(img, 20, 5).act(oar::relu);
@@ -350,7 +351,8 @@ struct OarNet {
     oar::Shape ishape = conv ? oar::Shape{batch, 1, 28, 28} : oar::Shape{batch, 784};
     if (train) {
       model = std::make_unique<oar::Model>(tape.program({cost}));
-      opt = std::make_unique<oar::Optimizer>(*model, cost, conv ? oar::optim::adam(1e-3) : oar::optim::sgd(0.1));
+      auto rule = conv ? oar::optim::adam(1e-3) : oar::optim::sgd(0.1);
+      opt = dp ? std::make_unique<oar::Optimizer>(*model, cost, rule, *dp) : std::make_unique<oar::Optimizer>(*model, cost, rule);
       feeds[model->name_of(label)] = oar::LoDTensor(oar::Tensor::from<int64_t>(d.labels, {batch, 1}));
     } else {
       model = std::make_unique<oar::Model>(tape.program(pred));
@@ -836,7 +838,8 @@ struct OarResnet18 {
     return oar::relu(h + shortcut);  // one fused_elementwise op
   }
 
-  explicit OarResnet18(const Synthetic& d) {
+  /// `batch` examples per step (`d` holds at least as many); `dp`: train data-parallel over its ranks.
+  explicit OarResnet18(const Synthetic& d, int64_t batch = kResnetBatch, const oar::DataParallel* dp = nullptr) {
     img = oar::data("img", oar::f32, {-1, 3, 224, 224});
     label = oar::data("label", oar::i64, {-1, 1});
     oar::Var h = oar::pool2d(conv_bn(img, 64, 7, 2, true), 3).stride(2).padding(1);
@@ -849,9 +852,10 @@ struct OarResnet18 {
     oar::Var logits = oar::fc(oar::pool2d(h, 7).type(oar::PoolType::avg).global(), 1000);
     cost = oar::mean(oar::softmax_with_cross_entropy(logits, label));
     model = std::make_unique<oar::Model>(tape.program({cost}));
-    opt = std::make_unique<oar::Optimizer>(*model, cost, oar::optim::momentum(0.01, 0.9));
-    feeds[model->name_of(img)] = oar::LoDTensor(oar::Tensor::from<float>(d.images, {kResnetBatch, 3, 224, 224}));
-    feeds[model->name_of(label)] = oar::LoDTensor(oar::Tensor::from<int64_t>(d.labels, {kResnetBatch, 1}));
+    opt = dp ? std::make_unique<oar::Optimizer>(*model, cost, oar::optim::momentum(0.01, 0.9), *dp)
+             : std::make_unique<oar::Optimizer>(*model, cost, oar::optim::momentum(0.01, 0.9));
+    feeds[model->name_of(img)] = oar::LoDTensor(oar::Tensor::from<float>(std::span<const float>(d.images).first(size_t(batch * kResnetPixels)), {batch, 3, 224, 224}));
+    feeds[model->name_of(label)] = oar::LoDTensor(oar::Tensor::from<int64_t>(std::span<const int64_t>(d.labels).first(size_t(batch)), {batch, 1}));
   }
   void step() {
     opt->step(feeds, out);
@@ -1143,12 +1147,151 @@ void bench_resnet18() {
   info(fmt::format("resnet18: {:.0f} s in all", now_s() - t0));
 }
 
+
+// ---------------------------------------------------------------- dist: data-parallel training over MPI
+
+/// One measurement of data-parallel training: seconds per step (the median over blocks), and per step the
+/// seconds the communicator spent in collectives and the seconds the step waited for them (the part the
+/// backward pass did not hide).
+struct DistTiming {
+  double step_s = 0, comm_s = 0, waited_s = 0;
+};
+
+/// Times `steps` (after 2 warm-up steps) of `net` in blocks of `block` steps: wall clock (ranks run at once).
+template <class Step>
+DistTiming time_dist(Step&& step, const oar::Communicator* comm, int blocks, int block) {
+  step();
+  step();
+  std::vector<double> per;
+  auto* c = const_cast<oar::Communicator*>(comm);
+  if (c) c->reset_stats();
+  for (int b = 0; b < blocks; ++b) {
+    const double t0 = now_s();
+    for (int i = 0; i < block; ++i) step();
+    per.push_back((now_s() - t0) / block);
+  }
+  DistTiming t{median(per), 0, 0};
+  if (c) {
+    auto st = c->stats();
+    t.comm_s = st.busy_seconds / (blocks * block);
+    t.waited_s = st.waited_seconds / (blocks * block);
+  }
+  return t;
+}
+
+/// `oar_bench --child-dist conv|resnet18 BLOCKS BLOCK BUCKET_BYTES OVERLAP` under mpirun: one rank, one thread;
+/// rank 0 prints "DIST step_s comm_s waited_s gradient_bytes" (the slowest rank's times; bench/dist_netns.sh
+/// reads it too).
+int child_dist(int argc, char** argv) {
+  oar::dist::Context ctx(argc, argv);
+  const std::string net = argv[2];
+  const int blocks = std::atoi(argv[3]), block = std::atoi(argv[4]);
+  oar::DataParallel dp = oar::dist::data_parallel(ctx).bucket_bytes(std::atoll(argv[5])).overlap(std::atoi(argv[6]) != 0);
+  oar::set_num_threads(1);
+  DistTiming t;
+  double grad_bytes = 0;
+  auto bytes_of = [&](const oar::Optimizer& opt) {
+    for (auto& pg : opt.machine().params_grads()) grad_bytes += double(opt.model().parameter(pg.param).bytes());
+  };
+  if (net == "conv") {
+    Synthetic d = make_synthetic(kBatch, 784, 11 + uint64_t(ctx.rank()));
+    OarNet n(true, true, d, kBatch, false, &dp);
+    bytes_of(*n.opt);
+    t = time_dist([&] { n.step(); }, ctx.communicator().get(), blocks, block);
+  } else {
+    Synthetic d = make_synthetic(kResnetBatch, kResnetPixels, kResnetSeed + uint64_t(ctx.rank()), 1000);
+    OarResnet18 n(d, kResnetBatch, &dp);
+    bytes_of(*n.opt);
+    t = time_dist([&] { n.step(); }, ctx.communicator().get(), blocks, block);
+  }
+  // The slowest rank sets the pace: report the largest step time.
+  double v[3] = {t.step_s, t.comm_s, t.waited_s};
+  std::vector<int64_t> sizes;
+  std::vector<char> all = ctx.communicator()->all_gather(v, sizeof v, sizes, "bench timings");
+  double worst[3] = {0, 0, 0};
+  for (int r = 0; r < ctx.world_size(); ++r) {
+    double x[3];
+    std::memcpy(x, all.data() + size_t(r) * sizeof x, sizeof x);
+    for (int k = 0; k < 3; ++k) worst[k] = std::max(worst[k], x[k]);
+  }
+  if (ctx.is_root()) std::printf("DIST %.9g %.9g %.9g %.0f\n", worst[0], worst[1], worst[2], grad_bytes);
+  return 0;
+}
+
+/// Runs `ranks` ranks of child_dist under mpirun and reads rank 0's line.
+DistTiming run_ranks(int ranks, const std::string& net, int blocks, int block, int64_t bucket, bool overlap) {
+  const std::string cmd = fmt::format(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe --bind-to none -np {} /proc/{}/exe --child-dist {} {} {} {} {} 2>&1",
+      ranks, ::getpid(), net, blocks, block, bucket, overlap ? 1 : 0);
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) throw std::runtime_error("dist: cannot start mpirun");
+  char line[4096];
+  DistTiming t;
+  bool got = false;
+  std::string all;
+  while (std::fgets(line, sizeof line, f)) {
+    all += line;
+    if (std::sscanf(line, "DIST %lf %lf %lf", &t.step_s, &t.comm_s, &t.waited_s) == 3) got = true;
+  }
+  const int rc = ::pclose(f);
+  if (!got || rc != 0) throw std::runtime_error("dist: " + cmd + " failed:\n" + all);
+  return t;
+}
+
+/// 2 ranks x 1 thread (mpirun on this machine) against 1 process x 1 thread and 1 process x 2 threads (the
+/// global batch in one process), book conv net (64 per rank) and ResNet-18 (16 per rank), weak scaling.
+void bench_dist() {
+  if (std::system("command -v mpirun > /dev/null 2>&1") != 0) {
+    info("dist: mpirun not found (Debian openmpi-bin): skipped");
+    return;
+  }
+  struct Net {
+    std::string name;
+    int64_t batch;
+    int blocks, block;
+  };
+  const bool quick = g_opt.reps_set;  // --reps N: N blocks of 3 steps (a quick look)
+  for (const Net& n : {Net{"conv", kBatch, quick ? g_opt.reps : 5, 10}, Net{"resnet18", kResnetBatch, quick ? g_opt.reps : 3, quick ? 1 : 2}}) {
+    const bool conv = n.name == "conv";
+    auto one_process = [&](int threads, int64_t batch) {
+      oar::set_num_threads(threads);
+      DistTiming t;
+      if (conv) {
+        Synthetic d = make_synthetic(batch, 784, 11);
+        OarNet net(true, true, d, batch);
+        t = time_dist([&] { net.step(); }, nullptr, n.blocks, n.block);
+      } else {
+        Synthetic d = make_synthetic(batch, kResnetPixels, kResnetSeed, 1000);
+        OarResnet18 net(d, batch);
+        t = time_dist([&] { net.step(); }, nullptr, n.blocks, n.block);
+      }
+      return t.step_s;
+    };
+    const double t1 = one_process(1, n.batch);
+    const double t2 = one_process(2, 2 * n.batch);
+    const DistTiming r2 = run_ranks(2, n.name, n.blocks, n.block, int64_t(25) << 20, true);
+    const DistTiming r2_off = run_ranks(2, n.name, n.blocks, n.block, int64_t(25) << 20, false);
+    const double ex1 = double(n.batch) / t1, ex12 = 2.0 * double(n.batch) / t2, ex2 = 2.0 * double(n.batch) / r2.step_s;
+    const std::string what = fmt::format("{} batch {} per rank, weak scaling; mpirun -np 2 on this machine (shared memory)", conv ? "book conv net" : "ResNet-18", n.batch);
+    emit({"dist_" + n.name + "_2ranks", "examples/s", ex2, "1 process 1 thread", ex1, 1, what + "; target >= 1.9", true});
+    emit({"dist_" + n.name + "_2ranks_vs_2threads", "examples/s", ex2, "1 process 2 threads", ex12, 2,
+          fmt::format("the same global batch ({}) in one process on 2 threads", 2 * n.batch), true});
+    emit({"dist_" + n.name + "_allreduce_share", "%", 100 * r2.comm_s / r2.step_s, "", 0, 1,
+          fmt::format("of a step on the communicator's thread; {:.0f}% of that hidden behind the backward pass ({:.2f} ms waited per step)",
+                      r2.comm_s > 0 ? 100 * std::max(0.0, r2.comm_s - r2.waited_s) / r2.comm_s : 0, 1e3 * r2.waited_s),
+          false});
+    emit({"dist_" + n.name + "_2ranks_no_overlap", "examples/s", 2.0 * double(n.batch) / r2_off.step_s, "with overlap", ex2, 1,
+          fmt::format("every bucket summed after the backward pass; {:.2f} ms waited per step", 1e3 * r2_off.waited_s), true});
+  }
+}
+
 }  // namespace
 }  // namespace bench
 
 int main(int argc, char** argv) try {
   using namespace bench;
   if (argc >= 4 && std::strcmp(argv[1], "--child-mem") == 0) return child_mem(argv[2], argv[3]);
+  if (argc >= 7 && std::strcmp(argv[1], "--child-dist") == 0) return child_dist(argc, argv);
   // LibTorch's best 2-thread setting needs OMP_WAIT_POLICY=passive before libgomp starts: set it and re-exec.
   // --openblas-core NAME sets OPENBLAS_CORETYPE (read when OpenBLAS loads) likewise.
   bool reexec = false;
@@ -1187,6 +1330,7 @@ int main(int argc, char** argv) try {
                   "  --device cuda: the GPU group alone: SGEMM against cuBLAS, MLP and conv net training at batch 64 and 512\n"
                   "  --cuda-sync spin: the host spins while it waits for the GPU (rows *_spin, no CPU-time rows); block (default)\n"
                   "benchmarks: sgemm op_overhead nd mlp_forward conv_forward conv_layer mlp_train conv_train lstm char_lm (filter: substring);\n"
+                  "  dist (2 ranks under mpirun against 1 process: conv net and ResNet-18; minutes; runs only when named)\n"
                   "  resnet18 (minutes; runs only when named: its own defaults 1 round of >= 5 s training blocks, 3 rounds per conv shape)\n"
                   "  mlp_forward and mlp_train also print gemm_bound: their large products alone on OpenBLAS, a rate no framework can pass\n");
       return 0;
@@ -1221,6 +1365,7 @@ int main(int argc, char** argv) try {
   if (selected("lstm")) bench_lstm();
   if (selected("char_lm")) bench_char_lm();
   if (!g_opt.filter.empty() && selected("resnet18")) bench_resnet18();
+  if (!g_opt.filter.empty() && selected("dist")) bench_dist();
   info("load at the end " + loadavg());
   return 0;
 } catch (const std::exception& e) {

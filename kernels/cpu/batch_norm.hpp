@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/im2col.hpp"
 #include "oar/ops/batch_norm.hpp"
+#include "oar/device/communicator.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
 
@@ -83,15 +84,16 @@ void channel_values(const LoDTensor& t, double* dst) {
   std::copy(p, p + t.numel(), dst);
 }
 
-}  // namespace oar::cpu_kernels
-
-namespace oar::ops {
-
+/// batch_norm's forward; `sum(v, n)` adds n doubles up over the ranks that share the batch (sync_batch_norm) or
+/// leaves them (batch_norm). Every rank calls it as often (in training, twice), whatever its own batch holds.
 /// requires: X [N, C, ...] NCHW; Scale, Bias, Mean, Variance [C]. MeanOut may be the same tensor as Mean and
 /// VarianceOut as Variance (in-place running statistics); Y may be X. MeanOut / VarianceOut are written only when
 /// present, and under is_test only when they are not Mean / Variance themselves: a test program, run by many
 /// evaluator threads at once, must not write the shared running statistics (not even with their own values).
-inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
+template <class Sum>
+void batch_norm_forward(KernelContext& c, const ops::BatchNorm::Attrs& a, Sum&& sum) {
+  using ops::BatchNorm;
+  using B = ops::BatchNorm;
   const cpu_kernels::BnPlan plan = cpu_kernels::bn_plan(c, a);
   const LoDTensor& xt = plan.x;
   const cpu_kernels::NcsDims dm = plan.dm;
@@ -115,7 +117,11 @@ inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
       std::fill(mean_v, mean_v + dm.c, 0.0);
       std::fill(var_v, var_v + dm.c, 0.0);
     }
-    if (!global && m > 0) {
+    double count = double(m);  // over every rank that shares the batch
+    if (!global) {
+      // Two passes, each summed over the ranks: the mean first, then the squared deviations from it (no
+      // cancellation for large means).
+      double* sums = cpu_kernels::bn_scratch<5>(dm.c + 1);
       parallel_for(0, dm.c, 1, [&](int64_t lo, int64_t hi) {
         for (int64_t ch = lo; ch < hi; ++ch) {
           double s = 0;
@@ -123,16 +129,29 @@ inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
             const T* p = px + (i * dm.c + ch) * dm.s;
             s += cpu_kernels::lane_sum(p, p, dm.s, [](double v, double) { return v; });
           }
-          const double mu = s / double(m);
-          double q = 0;  // two passes: no cancellation for large means
-          for (int64_t i = 0; i < dm.n; ++i) {
-            const T* p = px + (i * dm.c + ch) * dm.s;
-            q += cpu_kernels::lane_sum(p, p, dm.s, [mu](double v, double) { return (v - mu) * (v - mu); });
-          }
-          mean_v[ch] = mu;
-          var_v[ch] = q / double(m);
+          sums[ch] = s;
         }
       });
+      sums[dm.c] = count;
+      sum(sums, dm.c + 1);
+      count = sums[dm.c];
+      if (count > 0) {
+        for (int64_t ch = 0; ch < dm.c; ++ch) mean_v[ch] = sums[ch] / count;
+        parallel_for(0, dm.c, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t ch = lo; ch < hi; ++ch) {
+            const double mu = mean_v[ch];
+            double q = 0;
+            for (int64_t i = 0; i < dm.n; ++i) {
+              const T* p = px + (i * dm.c + ch) * dm.s;
+              q += cpu_kernels::lane_sum(p, p, dm.s, [mu](double v, double) { return (v - mu) * (v - mu); });
+            }
+            var_v[ch] = q;
+          }
+        });
+      }
+      sum(var_v, dm.c);
+      if (count > 0)
+        for (int64_t ch = 0; ch < dm.c; ++ch) var_v[ch] /= count;
     }
     // NOTE: an empty training batch has no statistics: it normalizes nothing and leaves the running ones alone.
     T* ka = cpu_kernels::thread_scratch<T, 15>(size_t(dm.c));
@@ -144,7 +163,7 @@ inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
       ka[ch] = T(double(ps[ch]) * istd[ch]);
       kb[ch] = T(double(pb[ch]) - mean_v[ch] * double(ps[ch]) * istd[ch]);
     }
-    LoDTensor& yt = c.out(y);
+    LoDTensor& yt = c.out(B::y);
     if (&yt != &xt) yt.resize(xt.shape(), xt.dtype());
     T* py = yt.data<T>();
     parallel_for(0, dm.n * dm.c, std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(dm.s, 1)), [&](int64_t lo, int64_t hi) {
@@ -156,21 +175,26 @@ inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) {
       }
     });
     if (&yt != &xt) yt.set_lod(xt.lod());
-    const bool update = !global && m > 0;
+    const bool update = !global && count > 0;
     auto write = [&](Slot slot, auto&& value) {
       LoDTensor& o = c.out(slot);
       o.resize(Shape{dm.c}, xt.dtype());
       T* p = o.data<T>();
       for (int64_t ch = 0; ch < dm.c; ++ch) p[ch] = T(value(ch));
     };
-    if (write_mean) write(mean_out, [&](int64_t ch) { return update ? run_mean[ch] * mom + mean_v[ch] * (1.0 - mom) : run_mean[ch]; });
-    if (write_var) write(variance_out, [&](int64_t ch) { return update ? run_var[ch] * mom + var_v[ch] * (1.0 - mom) : run_var[ch]; });
-    if (c.has_out(saved_mean)) write(saved_mean, [&](int64_t ch) { return mean_v[ch]; });
-    if (c.has_out(saved_variance)) write(saved_variance, [&](int64_t ch) { return istd[ch]; });
+    if (write_mean) write(B::mean_out, [&](int64_t ch) { return update ? run_mean[ch] * mom + mean_v[ch] * (1.0 - mom) : run_mean[ch]; });
+    if (write_var) write(B::variance_out, [&](int64_t ch) { return update ? run_var[ch] * mom + var_v[ch] * (1.0 - mom) : run_var[ch]; });
+    if (c.has_out(B::saved_mean)) write(B::saved_mean, [&](int64_t ch) { return mean_v[ch]; });
+    if (c.has_out(B::saved_variance)) write(B::saved_variance, [&](int64_t ch) { return istd[ch]; });
   });
 }
 
-inline void BatchNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+/// batch_norm_grad; `sum` as in batch_norm_forward, called once in training: X@GRAD takes sum(dy) and
+/// sum(dy * xhat) over every rank, Scale@GRAD and Bias@GRAD this rank's own.
+template <bool Sync, class Sum>
+void batch_norm_backward(KernelContext& c, const ops::BatchNorm::Attrs& a, Sum&& sum) {
+  using ops::BatchNorm;
+  using B = ops::BatchNorm;
   const cpu_kernels::BnGradPlan plan = cpu_kernels::bn_grad_plan(c);
   const LoDTensor& xt = plan.x;
   const cpu_kernels::NcsDims dm = cpu_kernels::ncs(xt.shape());
@@ -181,14 +205,33 @@ inline void BatchNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
     const T *px = xt.data<T>(), *pdy = plan.y_grad.data<T>(), *ps = plan.scale.data<T>(), *pm = plan.saved_mean.data<T>(),
             *pi = plan.saved_variance.data<T>();
     T* pdx = nullptr;
-    if (c.has_out(x_grad)) {
-      LoDTensor& dx = c.out(x_grad);
+    if (c.has_out(B::x_grad)) {
+      LoDTensor& dx = c.out(B::x_grad);
       dx.resize(xt.shape(), xt.dtype());
       dx.set_lod(xt.lod());
       pdx = dx.data<T>();
     }
     double* sum_dy = cpu_kernels::bn_scratch<0>(dm.c);  // every channel is written below
     double* sum_dy_xhat = cpu_kernels::bn_scratch<1>(dm.c);
+    // X@GRAD of channel ch from the sums of dy and dy * xhat over `count` values.
+    auto dx_of = [&](int64_t ch, double sd, double sdx, double count) {
+      if (!pdx) return;
+      const double mu = double(pm[ch]), is = double(pi[ch]);
+      const double k = double(ps[ch]) * is;
+      const double md = count > 0 ? sd / count : 0, mdx = count > 0 ? sdx / count : 0;
+      // dx = k (dy - md - (x - mu) is mdx) = kg dy + kx (x - mu) + k0 with the factors folded in double and applied
+      // in T: vector lanes of T instead of a double conversion of every operand. x - mu stays a difference, so
+      // a large mean does not cancel.
+      const T kg = T(k), kx = T(-k * is * mdx), k0 = T(-k * md), mt = T(mu);
+      for (int64_t i = 0; i < dm.n; ++i) {
+        const T *xp = px + (i * dm.c + ch) * dm.s, *gp = pdy + (i * dm.c + ch) * dm.s;
+        T* dp = pdx + (i * dm.c + ch) * dm.s;
+        if (global)  // x does not enter: a non-finite x must not reach dx through 0 * x
+          for (int64_t j = 0; j < dm.s; ++j) dp[j] = kg * gp[j];
+        else
+          for (int64_t j = 0; j < dm.s; ++j) dp[j] = kg * gp[j] + (kx * (xp[j] - mt) + k0);
+      }
+    };
     parallel_for(0, dm.c, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t ch = lo; ch < hi; ++ch) {
         const double mu = double(pm[ch]), is = double(pi[ch]);
@@ -200,34 +243,57 @@ inline void BatchNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
         }
         sum_dy[ch] = sd;
         sum_dy_xhat[ch] = sdx;
-        if (!pdx) continue;
-        const double k = double(ps[ch]) * is;
-        const double md = m ? sd / double(m) : 0, mdx = m ? sdx / double(m) : 0;
-        // dx = k (dy - md - (x - mu) is mdx) = kg dy + kx (x - mu) + k0 with the factors folded in double and applied
-        // in T: vector lanes of T instead of a double conversion of every operand. x - mu stays a difference, so
-        // a large mean does not cancel.
-        const T kg = T(k), kx = T(-k * is * mdx), k0 = T(-k * md), mt = T(mu);
-        for (int64_t i = 0; i < dm.n; ++i) {
-          const T *xp = px + (i * dm.c + ch) * dm.s, *gp = pdy + (i * dm.c + ch) * dm.s;
-          T* dp = pdx + (i * dm.c + ch) * dm.s;
-          if (global)  // x does not enter: a non-finite x must not reach dx through 0 * x
-            for (int64_t j = 0; j < dm.s; ++j) dp[j] = kg * gp[j];
-          else
-            for (int64_t j = 0; j < dm.s; ++j) dp[j] = kg * gp[j] + (kx * (xp[j] - mt) + k0);
-        }
+        if (!Sync) dx_of(ch, sd, sdx, double(m));
       }
     });
-    if (c.has_out(scale_grad)) {
-      LoDTensor& d = c.out(scale_grad);
+    if constexpr (Sync) {
+      if (!global) {  // the global batch's sums for X@GRAD; the parameters' own stay this rank's
+        double* all = cpu_kernels::bn_scratch<6>(2 * dm.c + 1);
+        std::copy(sum_dy, sum_dy + dm.c, all);
+        std::copy(sum_dy_xhat, sum_dy_xhat + dm.c, all + dm.c);
+        all[2 * dm.c] = double(m);
+        sum(all, 2 * dm.c + 1);
+        parallel_for(0, dm.c, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t ch = lo; ch < hi; ++ch) dx_of(ch, all[ch], all[dm.c + ch], all[2 * dm.c]);
+        });
+      } else {
+        parallel_for(0, dm.c, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t ch = lo; ch < hi; ++ch) dx_of(ch, sum_dy[ch], sum_dy_xhat[ch], double(m));
+        });
+      }
+    }
+    if (c.has_out(B::scale_grad)) {
+      LoDTensor& d = c.out(B::scale_grad);
       d.resize(Shape{dm.c}, xt.dtype());
       for (int64_t ch = 0; ch < dm.c; ++ch) d.data<T>()[ch] = T(sum_dy_xhat[ch]);
     }
-    if (c.has_out(bias_grad)) {
-      LoDTensor& d = c.out(bias_grad);
+    if (c.has_out(B::bias_grad)) {
+      LoDTensor& d = c.out(B::bias_grad);
       d.resize(Shape{dm.c}, xt.dtype());
       for (int64_t ch = 0; ch < dm.c; ++ch) d.data<T>()[ch] = T(sum_dy[ch]);
     }
   });
 }
+
+}  // namespace oar::cpu_kernels
+
+namespace oar::ops {
+
+inline void BatchNorm::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::batch_norm_forward(c, a, [](double*, int64_t) {}); }
+
+inline void BatchNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::batch_norm_backward<false>(c, a, [](double*, int64_t) {}); }
+
+namespace bn_detail {
+/// Sums doubles over the ranks of `a.ring_id`, or an oar::Error naming the op when the ring has no communicator.
+inline auto ring_sum(const KernelContext& c, const SyncBatchNorm::Attrs& a) {
+  std::shared_ptr<Communicator> comm = find_communicator(a.ring_id);
+  c.check(comm != nullptr, "ring {} has no communicator: make an oar::dist::Context (dist/context.hpp) before running a distributed program", a.ring_id);
+  return [comm, &c](double* v, int64_t n) { comm->run([&] { comm->all_reduce_sum(v, n, DType::f64, fmt::format("{} statistics of {} channels", c.op().type(), n)); }); };
+}
+}  // namespace bn_detail
+
+inline void SyncBatchNorm::eval_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::batch_norm_forward(c, a, bn_detail::ring_sum(c, a)); }
+
+inline void SyncBatchNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) { cpu_kernels::batch_norm_backward<true>(c, a, bn_detail::ring_sum(c, a)); }
 
 }  // namespace oar::ops

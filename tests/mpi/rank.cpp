@@ -2,7 +2,8 @@
 // (or alone, a world of one). Each mode prints "PASS ..." and returns 0 when its checks hold:
 //   equal MODEL        N ranks with global batch B (B / N each) end with the parameters of one process with
 //                      batch B (1e-5 relative), and every rank holds the same bits after every step.
-//                      MODEL: mlp (dense), sparse (an is_sparse embedding), conv, lstm (LoD input).
+//                      MODEL: mlp (dense), sparse (an is_sparse embedding), conv (with batch norm over the
+//                      global batch: sync_batch_norm), lstm (LoD input).
 //   save DIR           trains to the middle of the second epoch, writes DIR/dist.ckpt, stops.
 //   resume DIR         resumes DIR/dist.ckpt (written by another world size) and ends with the parameters
 //                      of an uninterrupted one-process run (1e-5 relative).
@@ -94,7 +95,7 @@ struct Net {
       auto img = data("img", f32, {-1, 1, 10, 10});
       label = data("label", i64, {-1, 1});
       feeds = {img, label};
-      auto c = pool2d(conv2d(img, 4, 3).act(relu), 2);
+      auto c = batch_norm(pool2d(conv2d(img, 4, 3).act(relu), 2));  // sync_batch_norm under data parallel
       h = fc(c, 16).act(relu);
     } else {
       auto x = data("x", f32, {-1, 8});
@@ -190,7 +191,7 @@ int equal(const dist::Context& ctx, Kind k) {
   Tape tape;
   Net n(k);
   Model model(tape.program({n.cost, n.acc}), 7);
-  Optimizer opt(model, n.cost, rule(), dist::data_parallel(ctx, /*bucket_bytes=*/1024));  // small buckets: several per step
+  Optimizer opt(model, n.cost, rule(), dist::data_parallel(ctx).bucket_bytes(1024).sync_batch_norm());  // small buckets: several per step
   auto train = dataset(k).shuffle(32, 5).shard(ctx.rank(), ctx.world_size()).batch(kGlobalBatch / ctx.world_size());
   SameBits same{ctx};
   double first = 0, last = 0;

@@ -44,6 +44,22 @@ struct DataParallel {
   std::shared_ptr<Communicator> comm;
   int rank = 0;
   optim::Collective collective;
+
+  /// Gradients travel in buckets of at least `bytes` (default 25 MB).
+  DataParallel& bucket_bytes(int64_t bytes) {
+    collective.bucket_bytes = bytes;
+    return *this;
+  }
+  /// false: every bucket is summed after the backward pass (no overlap).
+  DataParallel& overlap(bool on) {
+    collective.overlap = on;
+    return *this;
+  }
+  /// Batch norms take their statistics over the global batch (sync_batch_norm) instead of each rank's own.
+  DataParallel& sync_batch_norm(bool on = true) {
+    collective.sync_batch_norm = on;
+    return *this;
+  }
 };
 
 /// Trains a model: `oar::Optimizer opt(model, cost, oar::optim::adam(1e-3)); opt.train(reader, {x, label}, 5);`

@@ -2,6 +2,7 @@
 #pragma once
 #include "oar/device/communicator.hpp"
 
+#include <chrono>
 #include <map>
 
 namespace oar {
@@ -17,9 +18,21 @@ OAR_FUNC void Communicator::queue(std::function<void()> job) {
 }
 
 OAR_FUNC void Communicator::wait() {
+  const auto t0 = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return (jobs_.empty() && running_ == 0) || error_; });
+  stats_.waited_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (error_) std::rethrow_exception(error_);
+}
+
+OAR_FUNC Communicator::Stats Communicator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+OAR_FUNC void Communicator::reset_stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_ = {};
 }
 
 OAR_FUNC void Communicator::run(std::function<void()> job) {
@@ -62,12 +75,16 @@ OAR_FUNC void Communicator::work() {
     ++running_;
     lock.unlock();
     std::exception_ptr e;
+    const auto t0 = std::chrono::steady_clock::now();
     try {
       job();
     } catch (...) {
       e = std::current_exception();
     }
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     lock.lock();
+    ++stats_.jobs;
+    stats_.busy_seconds += took;
     --running_;
     if (e && !error_) error_ = e;
     cv_.notify_all();

@@ -52,6 +52,15 @@ class Communicator {
   void run(std::function<void()> job);
   /// Whether a call has failed (the other ranks cannot be relied on any more).
   bool failed() const;
+  /// Time spent in queued or run collectives, and time callers spent in wait() / run() for them: what the
+  /// backward pass did not hide (oar_bench dist reports both).
+  struct Stats {
+    int64_t jobs = 0;
+    double busy_seconds = 0;
+    double waited_seconds = 0;
+  };
+  Stats stats() const;
+  void reset_stats();
   /// Whether the caller runs on this communicator's thread (where collective calls belong).
   bool on_own_thread() const { return worker_id_.load() == std::this_thread::get_id(); }
 
@@ -70,6 +79,7 @@ class Communicator {
   size_t running_ = 0;  // jobs taken but not finished
   bool stop_ = false;
   std::exception_ptr error_;
+  Stats stats_;
   std::thread thread_;
   std::atomic<std::thread::id> worker_id_{};
 };

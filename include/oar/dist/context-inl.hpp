@@ -66,7 +66,9 @@ class MpiCommunicator final : public Communicator {
   }
   ~MpiCommunicator() override {
     stop();
-    if (!failed()) MPI_Comm_free(&comm_);
+    int finalized = 0;
+    MPI_Finalized(&finalized);  // an Optimizer may hold the communicator past the Context
+    if (!finalized && !failed()) MPI_Comm_free(&comm_);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -224,9 +226,9 @@ class MpiCommunicator final : public Communicator {
   void wait(std::vector<MPI_Request> reqs, const std::vector<int>& peers, const std::string& what, Arrival& arrival) {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + timeout_;
+    std::vector<MPI_Status> st(reqs.size());
     for (int polls = 0;; ++polls) {
       int done = 0;
-      std::vector<MPI_Status> st(reqs.size());
       const int rc = MPI_Testall(int(reqs.size()), reqs.data(), &done, st.data());
       if (rc != MPI_SUCCESS) {
         int bad = -1;
@@ -332,14 +334,12 @@ OAR_FUNC void Context::barrier() const {
   comm_->all_reduce_sum(&x, 1, DType::f64, "barrier");
 }
 
-OAR_FUNC DataParallel data_parallel(const Context& ctx, int64_t bucket_bytes, bool overlap) {
+OAR_FUNC DataParallel data_parallel(const Context& ctx) {
   DataParallel dp;
   dp.comm = ctx.communicator();
   dp.rank = ctx.rank();
   dp.collective.nranks = ctx.world_size();
   dp.collective.ring_id = 0;
-  dp.collective.bucket_bytes = bucket_bytes;
-  dp.collective.overlap = overlap;
   return dp;
 }
 

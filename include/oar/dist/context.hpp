@@ -29,8 +29,9 @@ struct Options {
 };
 
 /// The ranks of this job: MPI's world when the process was started by mpirun (MPI is initialized here and
-/// finalized by the destructor), a world of one otherwise, so one binary runs both ways. One per process.
-/// Its communicator serves the collective ops of ring 0.
+/// finalized by the destructor), a world of one otherwise, so one binary runs both ways. One per process, made
+/// first in main: it must outlive every Optimizer that trains over it. Its communicator serves the collective
+/// ops of ring 0.
 class Context {
  public:
   Context(int& argc, char**& argv, Options options = {});
@@ -64,9 +65,10 @@ class Context {
 };
 
 /// Data-parallel training over the ranks of `ctx`, for `oar::Optimizer(model, loss, rule, data_parallel(ctx))`:
-/// parameters broadcast from rank 0 at start; gradients averaged in buckets of `bucket_bytes` that travel while
-/// the backward pass runs (overlap false: after it); identical parameters and optimizer state on every rank.
-DataParallel data_parallel(const Context& ctx, int64_t bucket_bytes = int64_t(25) << 20, bool overlap = true);
+/// parameters broadcast from rank 0 at start; gradients averaged in buckets (DataParallel::bucket_bytes, 25 MB)
+/// that travel while the backward pass runs (DataParallel::overlap); identical parameters and optimizer state
+/// on every rank; `.sync_batch_norm()` for batch statistics over the global batch.
+DataParallel data_parallel(const Context& ctx);
 
 }  // namespace oar::dist
 

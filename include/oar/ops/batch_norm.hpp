@@ -14,8 +14,8 @@ namespace oar::ops {
 ///   once, never writes the running statistics: it leaves MeanOut / VarianceOut out (the Evaluator drops them),
 ///   and where they are still there and are Mean / Variance themselves (in place) the kernel leaves them alone.
 /// x: [N, C] or [N, C, H, W] (rank 2..5, NCHW), scale, bias, mean, variance: [C] -> y: x's shape, the rest [C].
-struct BatchNorm {
-  static constexpr std::string_view type = "batch_norm";
+/// What batch_norm and sync_batch_norm share: slots, attributes, shapes and the grad op's form.
+struct BatchNormBase {
   static constexpr Slot x{"X"}, scale{"Scale"}, bias{"Bias"}, mean{"Mean"}, variance{"Variance"};
   static constexpr Slot y{"Y"}, mean_out{"MeanOut"}, variance_out{"VarianceOut"}, saved_mean{"SavedMean"}, saved_variance{"SavedVariance"};
   static constexpr Slot x_grad{"X@GRAD"}, scale_grad{"Scale@GRAD"}, bias_grad{"Bias@GRAD"}, y_grad{"Y@GRAD"};
@@ -28,14 +28,15 @@ struct BatchNorm {
     float momentum, epsilon;
     bool is_test, use_global_stats;
     explicit Attrs(const AttrReader& r)
-        : momentum(r(BatchNorm::momentum)), epsilon(r(BatchNorm::epsilon)), is_test(r(BatchNorm::is_test)), use_global_stats(r(BatchNorm::use_global_stats)) {
-      const std::string layout = r(BatchNorm::data_layout);
+        : momentum(r(BatchNormBase::momentum)), epsilon(r(BatchNormBase::epsilon)), is_test(r(BatchNormBase::is_test)),
+          use_global_stats(r(BatchNormBase::use_global_stats)) {
+      const std::string layout = r(BatchNormBase::data_layout);
       if (layout != "NCHW") throw Error(fmt::format("{}: data_layout {} is not supported (only NCHW)", r.op().type(), layout), r.op().origin());
     }
   };
 
-  static OpDef def() {
-    return OpDef(type, "batch normalization with running statistics (NCHW)")
+  static OpDef def_as(std::string_view type, std::string doc) {
+    return OpDef(std::string(type), std::move(doc))
         .in(x).in(scale).in(bias).in(mean).in(variance)
         .out(y).out(mean_out, dispensable).out(variance_out, dispensable).out(saved_mean, intermediate).out(saved_variance, intermediate)
         .attr(momentum, 0.9f, "running = running * momentum + batch * (1 - momentum)")
@@ -62,7 +63,7 @@ struct BatchNorm {
   /// batch_norm_grad(X, Scale, SavedMean, SavedVariance, Y@GRAD) -> X@GRAD, Scale@GRAD, Bias@GRAD
   /// training: dx = scale * istd / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)) with m = N*H*W;
   /// global stats: dx = scale * istd * dy. dscale = sum(dy * xhat), dbias = sum(dy).
-  static std::vector<Operator> grad(const GradContext& g) {
+  static std::vector<Operator> grad_as(const GradContext& g, std::string_view type) {
     Operator op(std::string(type) + "_grad");
     op.set_input(x, g.input(x)).set_input(scale, g.input(scale));
     op.set_input(saved_mean, g.output(saved_mean)).set_input(saved_variance, g.output(saved_variance));
@@ -72,10 +73,35 @@ struct BatchNorm {
     op.set_origin(g.fwd().origin());
     return {op};
   }
+};
+
+struct BatchNorm : BatchNormBase {
+  static constexpr std::string_view type = "batch_norm";
+  static OpDef def() { return def_as(type, "batch normalization with running statistics (NCHW)"); }
+  static std::vector<Operator> grad(const GradContext& g) { return grad_as(g, type); }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/batch_norm.hpp
   static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/conv.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/batch_norm.hpp
   static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/conv.hpp
+};
+
+/// batch_norm whose statistics are taken over the whole global batch of data-parallel training (Fluid's
+/// sync_batch_norm): in training each channel's sum over every rank's mini-batch (communicator of ring_id), then
+/// the sum of squared deviations from that mean, so every rank normalizes alike and keeps the same running
+/// statistics; the grad sums sum(dy) and sum(dy * xhat) over the ranks for X@GRAD, while Scale@GRAD and
+/// Bias@GRAD stay this rank's (the gradient all-reduce sums them). In inference (is_test) it is batch_norm.
+/// optim::append_collective turns batch_norm into it when asked (DataParallel::collective.sync_batch_norm).
+struct SyncBatchNorm : BatchNormBase {
+  static constexpr std::string_view type = "sync_batch_norm";
+  static constexpr Attr<int32_t> ring_id{"ring_id"};
+  struct Attrs : BatchNormBase::Attrs {
+    int32_t ring_id;
+    explicit Attrs(const AttrReader& r) : BatchNormBase::Attrs(r), ring_id(r(SyncBatchNorm::ring_id)) {}
+  };
+  static OpDef def() { return def_as(type, "batch normalization over the global batch of all ranks (NCHW)").attr(ring_id, 0); }
+  static std::vector<Operator> grad(const GradContext& g) { return grad_as(g, type); }
+  static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/batch_norm.hpp
+  static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/batch_norm.hpp
 };
 
 }  // namespace oar::ops

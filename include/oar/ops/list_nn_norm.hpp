@@ -14,6 +14,6 @@
 namespace oar {
 
 using NnNormOps = op_list<ops::Softmax, ops::LogSoftmax, ops::CrossEntropy, ops::SoftmaxWithCrossEntropy, ops::SigmoidCrossEntropyWithLogits,
-                          ops::Accuracy, ops::BatchNorm, ops::LayerNorm, ops::Dropout>;
+                          ops::Accuracy, ops::BatchNorm, ops::SyncBatchNorm, ops::LayerNorm, ops::Dropout>;
 
 }  // namespace oar

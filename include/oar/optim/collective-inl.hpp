@@ -7,7 +7,9 @@
 
 #include "oar/core/error.hpp"
 #include "oar/ir/program.hpp"
+#include "oar/ops/batch_norm.hpp"
 #include "oar/ops/collective.hpp"
+#include "oar/ops/lookup_table.hpp"
 #include "oar/ops/registry.hpp"
 #include "oar/ops/scale.hpp"
 
@@ -18,6 +20,14 @@ OAR_FUNC void append_collective(Program& program, const std::string& loss, const
   OAR_CHECK(c.bucket_bytes >= 0, "data parallel: bucket_bytes must be >= 0, got {}", c.bucket_bytes);
   Block& b = program.global_block();
   const std::string seed = grad_var_name(loss);
+  if (c.sync_batch_norm)
+    for (size_t i = 0; i < program.num_blocks(); ++i)
+      for (Operator* op : program.block(int(i)).ops()) {
+        const bool fwd = op->type() == ops::BatchNorm::type, grad = op->type() == std::string(ops::BatchNorm::type) + "_grad";
+        if ((!fwd && !grad) || op->attr_or(ops::BatchNorm::is_test, false)) continue;
+        op->set_type(std::string(ops::SyncBatchNorm::type) + (grad ? "_grad" : ""));
+        op->set_attr(ops::SyncBatchNorm::ring_id, c.ring_id);
+      }
   // Which op writes each variable last: a gradient is final after it.
   std::map<std::string, size_t> last_write;
   size_t seed_at = b.num_ops();
@@ -43,7 +53,11 @@ OAR_FUNC void append_collective(Program& program, const std::string& loss, const
     const Variable& v = b.var(pg.grad);
     int64_t n = 1;
     for (int64_t d : v.shape()) n *= std::max<int64_t>(d, 1);
-    ready.push_back({it->second, pg.grad, n * int64_t(size_of(v.dtype())), v.dtype(), v.kind() == VarKind::selected_rows});
+    // An is_sparse embedding's grad op writes selected rows (its variable's kind says so only at run time).
+    const Operator& writer = b.op(it->second);
+    const bool sparse = v.kind() == VarKind::selected_rows ||
+                        (writer.type() == std::string(ops::LookupTable::type) + "_grad" && writer.attr_or(ops::LookupTable::is_sparse, false));
+    ready.push_back({it->second, pg.grad, n * int64_t(size_of(v.dtype())), v.dtype(), sparse});
   }
   std::stable_sort(ready.begin(), ready.end(), [](const Pending& x, const Pending& y) { return x.at < y.at; });
   struct Insert {

@@ -30,6 +30,8 @@ struct Collective {
   int64_t bucket_bytes = int64_t(25) << 20;
   /// false: every bucket is summed when the backward pass has finished (no overlap; for measuring it).
   bool overlap = true;
+  /// Turns the training program's batch_norm ops into sync_batch_norm: statistics over the global batch.
+  bool sync_batch_norm = false;
 };
 
 /// Makes the backward pass of `loss` in `program` (append_backward's, giving `params_grads`) data-parallel
