@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/mpi/mpirun.sh RANK_BINARY CASE: one distributed test case for ctest, on localhost.
 #   equal-NP-MODEL       mpirun -np NP: parameters equal one process, identical on every rank
+#   zero-NP              ZeRO stage 1 on NP ranks: the parameters of plain data parallel, 1 / NP of its state
 #   checkpoint           a 2-rank checkpoint resumes on 3 ranks and in one process
 #   stall-SIGNAL         rank 1 of 3 stops (STOP) or dies (KILL): ranks 0 and 2 fail naming it, the
 #                        last checkpoint loads
@@ -25,6 +26,8 @@ case $case_ in
   equal-*)
     IFS=- read -r _ np model <<< "$case_"
     run "$np" equal "$model" ;;
+  zero-*)
+    run "${case_#zero-}" zero "$work" ;;
   checkpoint)
     run 2 save "$work"
     run 3 resume "$work"

@@ -10,6 +10,8 @@
 //   stall DIR SIGNAL   writes DIR/dist.ckpt after step 2; at step 3 rank 1 raises SIGNAL (STOP or KILL); the
 //                      other ranks must fail with an oar::Error naming rank 1 (printed as "FAILED-AS-EXPECTED").
 //   load DIR           the checkpoint of `stall` still loads in one process.
+//   zero DIR           ZeRO stage 1 (sharded optimizer state) gives the parameters of plain data parallel, keeps
+//                      about 1 / N of its optimizer state per rank, and checkpoints all of it.
 #include <oar/oar.hpp>
 
 #include <cmath>
@@ -29,14 +31,15 @@ namespace {
 constexpr int64_t kGlobalBatch = 12;  // divisible by 1, 2, 3 and 4 ranks
 constexpr int64_t kSamples = 96;      // 8 global steps an epoch
 
-enum class Kind { mlp, sparse, conv, lstm };
+enum class Kind { mlp, sparse, conv, lstm, deep };
 
 Kind kind_of(const std::string& s) {
   if (s == "mlp") return Kind::mlp;
   if (s == "sparse") return Kind::sparse;
   if (s == "conv") return Kind::conv;
   if (s == "lstm") return Kind::lstm;
-  throw Error("unknown model '" + s + "' (mlp, sparse, conv, lstm)");
+  if (s == "deep") return Kind::deep;
+  throw Error("unknown model '" + s + "' (mlp, sparse, conv, lstm, deep)");
 }
 
 /// The dataset of each model: features and a label that depends on them (so training lowers the loss).
@@ -101,7 +104,10 @@ struct Net {
       auto x = data("x", f32, {-1, 8});
       label = data("label", i64, {-1, 1});
       feeds = {x, label};
-      if (k == Kind::sparse) {
+      if (k == Kind::deep) {  // six layers of one size: parameters that deal out evenly over the ranks
+        h = x;
+        for (int i = 0; i < 6; ++i) h = fc(h, 16).act(relu);
+      } else if (k == Kind::sparse) {
         auto ids = data("ids", i64, {-1, 1});
         feeds.push_back(ids);
         auto emb = embedding(ids, {40, 6}).sparse();
@@ -124,9 +130,12 @@ std::vector<std::pair<std::string, Tensor>> params_of(const Model& m) {
   return out;
 }
 
-uint64_t hash_of(const Model& m) {
+/// FNV-1a of every persistable's bytes (only the parameters': ZeRO ranks hold different optimizer state).
+uint64_t hash_of(const Model& m, bool params_only = false) {
   uint64_t h = 1469598103934665603ull;
   for (auto& [n, t] : m.persistables()) {
+    const Variable* v = m.program().global_block().find_var(n);
+    if (params_only && !(v && v->param())) continue;
     const auto* p = static_cast<const unsigned char*>(t.raw());
     for (size_t i = 0; i < t.bytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
   }
@@ -167,9 +176,10 @@ std::vector<std::pair<std::string, Tensor>> reference(Kind k, int epochs) {
 /// Checks after every step that every rank holds the same bits.
 struct SameBits {
   const dist::Context& ctx;
+  bool params_only = false;
   int64_t steps = 0;
   void operator()(const Model& m) {
-    const uint64_t h = hash_of(m);
+    const uint64_t h = hash_of(m, params_only);
     std::vector<int64_t> sizes;
     std::vector<char> all = ctx.communicator()->all_gather(&h, sizeof h, sizes, "the parameters' hashes");
     for (int r = 0; r < ctx.world_size(); ++r)
@@ -205,6 +215,77 @@ int equal(const dist::Context& ctx, Kind k) {
   const bool ok = d <= 1e-5 && same.steps == epochs * kSamples / kGlobalBatch && last < first;
   return check(ok, fmt::format("equal: {} steps, identical bits on every rank after each, max relative difference to one process {:.3g}, loss {:.4f} -> {:.4f}",
                                same.steps, d, first, last),
+               ctx);
+}
+
+/// Optimizer state: the persistables that belong to one parameter (<param>.<slot>), not the parameters.
+int64_t state_bytes(const Model& m) {
+  std::vector<std::string> params;
+  for (auto* v : m.program().global_block().vars())
+    if (v->param()) params.push_back(v->name());
+  int64_t n = 0;
+  for (auto& [name, t] : m.persistables())
+    for (auto& p : params)
+      if (name.size() > p.size() && name.compare(0, p.size() + 1, p + ".") == 0) {
+        n += int64_t(t.bytes());
+        break;
+      }
+  return n;
+}
+
+/// ZeRO stage 1 against the same data parallel without it: the same parameters (1e-6), optimizer-state memory
+/// per rank about 1 / N of it, every rank's share adding up to the whole; a checkpoint holds all of it.
+int zero(const dist::Context& ctx, const fs::path& dir) {
+  const int epochs = 2;
+  auto want = reference(Kind::deep, epochs);
+  auto train_one = [&](bool sharded, Model& model, const Net& n) {
+    auto dp = dist::data_parallel(ctx).bucket_bytes(2048).shard_optimizer_state(sharded);
+    auto opt = std::make_unique<Optimizer>(model, n.cost, rule(), dp);
+    auto train = dataset(Kind::deep).shuffle(32, 5).shard(ctx.rank(), ctx.world_size()).batch(kGlobalBatch / ctx.world_size());
+    SameBits same{ctx, sharded};
+    opt->train(train, n.feeds, epochs, [&](const Event& e) {
+      if (e.kind == Event::Kind::end_iteration) same(model);
+    });
+    return opt;
+  };
+  Tape ta;
+  Net na(Kind::deep);
+  Model plain(ta.program({na.cost, na.acc}), 7);
+  auto plain_opt = train_one(false, plain, na);
+  Tape tb;
+  Net nb(Kind::deep);
+  Model sharded(tb.program({nb.cost, nb.acc}), 7);
+  auto sharded_opt = train_one(true, sharded, nb);
+  auto weights = [&](std::vector<std::pair<std::string, Tensor>> v) {  // the parameters alone
+    std::erase_if(v, [&](const auto& p) {
+      const Variable* var = sharded.program().global_block().find_var(p.first);
+      return !(var && var->param());
+    });
+    return v;
+  };
+  const double d_plain = max_rel_diff(weights(params_of(sharded)), weights(params_of(plain)));
+  const double d_one = max_rel_diff(weights(params_of(sharded)), weights(want));
+  const int64_t full = state_bytes(plain), mine = state_bytes(sharded);
+  std::vector<int64_t> sizes;
+  std::vector<char> all = ctx.communicator()->all_gather(&mine, sizeof mine, sizes, "state sizes");
+  int64_t total = 0;
+  for (int r = 0; r < ctx.world_size(); ++r) {
+    int64_t x;
+    std::memcpy(&x, all.data() + size_t(r) * sizeof x, sizeof x);
+    total += x;
+  }
+  // The checkpoint of the sharded run holds every rank's state: one process resumes it to the plain run's.
+  sharded_opt->checkpoint(dir / "zero.ckpt");
+  Tape tc;
+  Net nc(Kind::deep);
+  Model back(tc.program({nc.cost, nc.acc}), 99);
+  Optimizer back_opt(back, nc.cost, rule());
+  back_opt.resume(dir / "zero.ckpt");
+  const double d_back = max_rel_diff(params_of(back), params_of(plain));
+  const bool ok = d_plain <= 1e-6 && d_one <= 1e-5 && total == full && double(mine) <= 1.3 * double(full) / ctx.world_size() && d_back == 0;
+  return check(ok, fmt::format("zero: against plain data parallel {:.3g}, against one process {:.3g}; optimizer state {} of {} bytes on this rank "
+                               "({:.2f} of it; all ranks together {}); the checkpoint resumes to {:.3g}",
+                               d_plain, d_one, mine, full, double(mine) / double(full), total, d_back),
                ctx);
 }
 
@@ -287,7 +368,8 @@ int main(int argc, char** argv) {
     if (mode == "resume" && argc == 3) return resume(ctx, argv[2], Kind::mlp);
     if (mode == "stall" && argc == 4) return stall(ctx, argv[2], argv[3]);
     if (mode == "load" && argc == 3) return load(ctx, argv[2]);
-    std::fprintf(stderr, "usage: oar_dist_rank equal MODEL | save DIR | resume DIR | stall DIR STOP|KILL | load DIR\n");
+    if (mode == "zero" && argc == 3) return zero(ctx, argv[2]);
+    std::fprintf(stderr, "usage: oar_dist_rank equal MODEL | save DIR | resume DIR | stall DIR STOP|KILL | load DIR | zero DIR\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("FAIL rank %d: %s\n", ctx.rank(), e.what());

@@ -4,6 +4,8 @@
 // persistable variable. The CUDA round trips run where a device exists and say so where none does.
 #include "pch.hpp"
 
+#include <set>
+
 using namespace oar;
 
 TEST_CASE("place: cpu() and cuda(n) name places; each place has its own allocator and statistics") {
@@ -79,10 +81,13 @@ TEST_CASE("executor: an op without a kernel on the place is an oar::Error naming
 
 TEST_CASE("kernels: built with CUDA, every op with a CPU kernel has a CUDA one too (its own, or the CPU's serving every place)") {
   if (!OAR_WITH_CUDA) return;
+  // The collective ops and sync_batch_norm run on the CPU only until oar has its NCCL path: a data-parallel
+  // Optimizer refuses a GPU model (docs/distributed.md, "Not there yet").
+  const std::set<std::string> cpu_only{"c_comm_init", "c_broadcast", "c_allreduce_sum", "c_sync_comm_stream", "sync_batch_norm", "sync_batch_norm_grad"};
   std::string missing;
   for (const OpDef* d : OpRegistry::instance().all(true)) {
     const KernelEntry* e = KernelRegistry::instance().find(d->type);
-    if (e && e->on(cpu()) && !e->on(cuda(0))) missing += d->type + " ";
+    if (e && e->on(cpu()) && !e->on(cuda(0)) && !cpu_only.count(d->type)) missing += d->type + " ";
   }
   CHECK_MESSAGE(missing.empty(), "ops without a CUDA kernel: " << missing);
 }

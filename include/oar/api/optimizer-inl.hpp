@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <exception>
+#include <set>
 #include <thread>
 #include <type_traits>
 
@@ -37,6 +38,13 @@ OAR_FUNC Optimizer::Optimizer(Model& model, std::string loss, optim::Rule rule, 
   OAR_CHECK(model.place().is_cpu() || dp.collective.nranks == 1, "Optimizer: data parallel on {} needs NCCL collectives, which oar does not have yet; "
             "train on the CPU", model.place().str());
   OAR_CHECK(!rule_.mixed_precision || dp.collective.nranks == 1, "Optimizer: mixed precision and data parallel together are not supported yet");
+  if (dp.shard_state) {  // each rank clips only the gradients it owns: a global norm would be its share's
+    OAR_CHECK(!rule_.clip || rule_.clip->kind != GradientClip::Kind::global_norm,
+              "Optimizer: sharded optimizer state (ZeRO) does not support clipping by the global norm yet");
+    for (auto* v : model.program().global_block().vars())
+      OAR_CHECK(!v->param() || v->param()->gradient_clip != "global_norm",
+                "Optimizer: sharded optimizer state (ZeRO) does not support clipping by the global norm yet (parameter '{}')", v->name());
+  }
   if (dp.collective.nranks > 1) dp_ = std::move(dp);
   build_machines(loss, 1);
   build_update();
@@ -44,8 +52,11 @@ OAR_FUNC Optimizer::Optimizer(Model& model, std::string loss, optim::Rule rule, 
 }
 
 OAR_FUNC void Optimizer::broadcast_persistables() {
+  std::set<std::string> sharded;  // ZeRO: each rank holds only its own parameters' optimizer state
+  for (auto& v : sharded_state_) sharded.insert(v.name);
   std::vector<optim::BroadcastVar> vars;
-  for (auto& [n, t] : model_->persistables()) vars.push_back({n, t.dtype(), t.shape()});
+  for (auto& [n, t] : model_->persistables())
+    if (!sharded.count(n)) vars.push_back({n, t.dtype(), t.shape()});
   Executor exe(model_->place());
   exe.run(optim::broadcast_program(vars, dp_->collective), model_->scope());
 }
@@ -236,6 +247,17 @@ OAR_FUNC void Optimizer::checkpoint(const std::filesystem::path& path, const io:
   c.blobs["startup"] = serialize(model_->startup());
   c.blobs["update"] = serialize(*update_);
   c.tensors = model_->persistables();
+  if (!sharded_state_.empty()) {  // ZeRO: every rank's optimizer state, brought to rank 0 (all ranks take part)
+    std::map<std::string, LoDTensor> have(c.tensors.begin(), c.tensors.end());
+    for (auto& v : sharded_state_) {
+      LoDTensor t;
+      if (v.root == dp_->rank) t = have.at(v.name);
+      else t = LoDTensor(Tensor(v.shape, v.dtype, cpu()));
+      dp_->comm->broadcast(t.raw(), int64_t(t.bytes()), v.root, fmt::format("checkpoint: the optimizer state '{}' from rank {}", v.name, v.root));
+      have[v.name] = t;
+    }
+    c.tensors.assign(have.begin(), have.end());
+  }
   // Data parallel: every rank holds the same state, rank 0 writes it, and the others wait until it is written
   // (so a resume right after reads the new file). A failed write fails every rank.
   std::string failure;
@@ -264,7 +286,11 @@ OAR_FUNC void Optimizer::resume(const std::filesystem::path& path, io::Reader* r
   };
   OAR_CHECK(size_t(num("threads")) == machines_.size(), "checkpoint '{}' was written with {} threads, this optimizer has {}", path.string(),
             num("threads"), machines_.size());
+  std::set<std::string> elsewhere;  // ZeRO: other ranks' optimizer state, which this rank does not keep
+  for (auto& v : sharded_state_)
+    if (v.root != dp_->rank) elsewhere.insert(v.name);
   for (auto& [n, t] : c.tensors) {
+    if (elsewhere.count(n)) continue;
     Value* v = model_->scope().find(n);
     if (!v) throw Error(fmt::format("checkpoint '{}' holds '{}', which this model does not have", path.string(), n));
     if (v->tensor().initialized() && v->tensor().shape() != t.shape())
@@ -283,19 +309,67 @@ OAR_FUNC void Optimizer::resume(const std::filesystem::path& path, io::Reader* r
   if (reader) reader->restore({num("reader_epoch"), num("reader_position")});
 }
 
+OAR_FUNC std::vector<ParamGrad> Optimizer::owned_params_grads() const {
+  std::vector<ParamGrad> out;
+  for (auto& pg : machines_[0]->params_grads())
+    if (owner_.empty() || owner_.at(pg.param) == dp_->rank) out.push_back(pg);
+  return out;
+}
+
 OAR_FUNC void Optimizer::build_update() {
   const GradientMachine& gm = *machines_[0];
+  const Block& src = gm.program().global_block();
+  auto declare = [&](Program& upd, const std::vector<ParamGrad>& pgs) {
+    for (auto& [p, g] : pgs) {
+      const Variable& pv = src.var(p);
+      upd.global_block().create_parameter(p, pv.dtype(), pv.shape(), *pv.param());
+      upd.global_block().create_var(g, {.dtype = pv.dtype(), .shape = pv.shape()});
+    }
+  };
+  if (dp_ && dp_->shard_state) {
+    // Parameters dealt out largest first, each to the rank with the fewest bytes so far (the same on every rank).
+    std::vector<std::pair<int64_t, size_t>> by_size;
+    const auto& all = gm.params_grads();
+    for (size_t i = 0; i < all.size(); ++i) {
+      const Variable& v = src.var(all[i].param);
+      int64_t n = int64_t(size_of(v.dtype()));
+      for (int64_t d : v.shape()) n *= std::max<int64_t>(d, 1);
+      by_size.push_back({-n, i});
+    }
+    std::stable_sort(by_size.begin(), by_size.end());
+    std::vector<int64_t> load(size_t(dp_->collective.nranks), 0);
+    owner_.clear();
+    for (auto& [neg, i] : by_size) {
+      const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+      load[r] -= neg;
+      owner_[all[i].param] = int(r);
+    }
+    // Every rank's optimizer state, from the update program of all parameters (built, never run): the
+    // accumulators are named <param>.<slot>.
+    Program full, full_startup;
+    declare(full, all);
+    optim::append_update(full, full_startup, rule_, all);
+    sharded_state_.clear();
+    for (const Variable* v : full.global_block().vars()) {
+      if (!v->persistable() || owner_.count(v->name())) continue;
+      std::string best;
+      for (auto& [p, r] : owner_)
+        if (v->name().size() > p.size() + 1 && v->name().compare(0, p.size() + 1, p + ".") == 0 && p.size() > best.size()) best = p;
+      if (!best.empty()) sharded_state_.push_back({v->name(), v->dtype(), v->shape(), owner_[best]});
+    }
+    std::sort(sharded_state_.begin(), sharded_state_.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    std::vector<optim::BroadcastVar> params;
+    for (auto& pg : all) {
+      const Variable& v = src.var(pg.param);
+      params.push_back({pg.param, v.dtype(), v.shape(), owner_[pg.param]});
+    }
+    gather_run_ = update_exe_.prepare(std::make_shared<const Program>(optim::broadcast_program(params, dp_->collective)), model_->scope());
+  }
+  const std::vector<ParamGrad> mine = owned_params_grads();
   Program upd;
   Program startup;
-  const Block& src = gm.program().global_block();
-  for (auto& [p, g] : gm.params_grads()) {
-    const Variable& pv = src.var(p);
-    Variable& np = upd.global_block().create_parameter(p, pv.dtype(), pv.shape(), *pv.param());
-    (void)np;
-    upd.global_block().create_var(g, {.dtype = pv.dtype(), .shape = pv.shape()});
-  }
-  lr_name_ = rule_.mixed_precision ? optim::append_scaled_update(upd, startup, rule_, gm.params_grads())
-                                   : optim::append_update(upd, startup, rule_, gm.params_grads());
+  declare(upd, mine);
+  lr_name_ = rule_.mixed_precision ? optim::append_scaled_update(upd, startup, rule_, mine) : optim::append_update(upd, startup, rule_, mine);
   model_->initialize(startup);
   update_ = std::make_shared<const Program>(std::move(upd));
   for (auto& m : machines_) {
@@ -313,6 +387,7 @@ OAR_FUNC void Optimizer::apply_update(GradientMachine& gm) {
     update_plans_[i] = gm.plan_;
   }
   update_exe_.run(*update_runs_[i], gm.scope(), {}, {}, update_out_);
+  if (gather_run_) update_exe_.run(*gather_run_, model_->scope(), {}, {}, update_out_);  // ZeRO: each parameter from its owner
   gm.updated_ = true;
 }
 

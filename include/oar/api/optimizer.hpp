@@ -60,6 +60,13 @@ struct DataParallel {
     collective.sync_batch_norm = on;
     return *this;
   }
+  /// ZeRO stage 1: each parameter is updated by one rank (parameters dealt out by size), which alone keeps its
+  /// optimizer state and then broadcasts the new values; optimizer-state memory per rank falls as 1 / ranks.
+  DataParallel& shard_optimizer_state(bool on = true) {
+    shard_state = on;
+    return *this;
+  }
+  bool shard_state = false;
 };
 
 /// Trains a model: `oar::Optimizer opt(model, cost, oar::optim::adam(1e-3)); opt.train(reader, {x, label}, 5);`
@@ -148,6 +155,14 @@ class Optimizer {
   int64_t step_ = 0;
   io::Reader* reader_ = nullptr;
   std::optional<DataParallel> dp_;
+  // ZeRO stage 1 (DataParallel::shard_optimizer_state): who updates each parameter, the program that then
+  // broadcasts every parameter from its owner, and every rank's optimizer state (names, shapes, owners), which
+  // checkpoints gather on rank 0.
+  std::map<std::string, int> owner_;
+  std::vector<optim::BroadcastVar> sharded_state_;
+  std::shared_ptr<PreparedBlock> gather_run_;
+  /// ZeRO: the update program's parameters and gradients on this rank (the ones it owns).
+  std::vector<ParamGrad> owned_params_grads() const;
 };
 
 }  // namespace oar

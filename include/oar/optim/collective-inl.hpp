@@ -129,7 +129,7 @@ OAR_FUNC Program broadcast_program(const std::vector<BroadcastVar>& vars, const 
   for (auto& v : vars) {
     b.create_var(v.name, {.dtype = v.dtype, .shape = v.shape, .persistable = true});
     Operator op{std::string(B::type)};
-    op.set_input(B::x, {v.name}).set_output(B::out, {v.name}).set_attr(B::ring_id, c.ring_id).set_attr(B::root, root);
+    op.set_input(B::x, {v.name}).set_output(B::out, {v.name}).set_attr(B::ring_id, c.ring_id).set_attr(B::root, v.root >= 0 ? v.root : root);
     add_op(b, std::move(op));
   }
   return p;

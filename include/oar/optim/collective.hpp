@@ -44,9 +44,10 @@ struct BroadcastVar {
   std::string name;
   DType dtype;
   Shape shape;
+  int root = -1;  ///< the rank it is copied from (-1: broadcast_program's `root`)
 };
-/// A program that checks ring `c.ring_id` (c_comm_init) and copies each of `vars` from rank `root` to every
-/// rank (c_broadcast, in place), in the order given.
+/// A program that checks ring `c.ring_id` (c_comm_init) and copies each of `vars` from rank `root` (or its own
+/// root) to every rank (c_broadcast, in place), in the order given.
 Program broadcast_program(const std::vector<BroadcastVar>& vars, const Collective& c, int root = 0);
 
 }  // namespace oar::optim
