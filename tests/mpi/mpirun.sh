@@ -2,6 +2,7 @@
 # tests/mpi/mpirun.sh RANK_BINARY CASE: one distributed test case for ctest, on localhost.
 #   equal-NP-MODEL       mpirun -np NP: parameters equal one process, identical on every rank
 #   zero-NP              ZeRO stage 1 on NP ranks: the parameters of plain data parallel, 1 / NP of its state
+#   mismatch             rank 1 gathers where rank 0 sums: both fail at once, naming the difference
 #   checkpoint           a 2-rank checkpoint resumes on 3 ranks and in one process
 #   stall-SIGNAL         rank 1 of 3 stops (STOP) or dies (KILL): ranks 0 and 2 fail naming it, the
 #                        last checkpoint loads
@@ -28,6 +29,17 @@ case $case_ in
     run "$np" equal "$model" ;;
   zero-*)
     run "${case_#zero-}" zero "$work" ;;
+  mismatch)
+    # The timeout is 3 s: a failure within 2 s means the ranks saw the mismatch, not the deadline.
+    start=$(date +%s%N)
+    timeout 60 "${mpi[@]}" --enable-recovery -np 2 "$bin" mismatch > "$work/out" 2>&1
+    took=$(( ($(date +%s%N) - start) / 1000000 ))
+    cat "$work/out"
+    for r in 0 1; do
+      grep -q "^FAILED-AS-EXPECTED rank $r: .*differs between the ranks" "$work/out" || { echo "rank $r did not report the mismatch"; exit 1; }
+    done
+    [[ $took -lt 2000 ]] || { echo "the mismatch took $took ms to report: the timeout, not the check"; exit 1; }
+    echo "both ranks reported the mismatch within $took ms" ;;
   checkpoint)
     run 2 save "$work"
     run 3 resume "$work"

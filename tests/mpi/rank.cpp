@@ -10,6 +10,7 @@
 //   stall DIR SIGNAL   writes DIR/dist.ckpt after step 2; at step 3 rank 1 raises SIGNAL (STOP or KILL); the
 //                      other ranks must fail with an oar::Error naming rank 1 (printed as "FAILED-AS-EXPECTED").
 //   load DIR           the checkpoint of `stall` still loads in one process.
+//   mismatch           rank 1 gathers where rank 0 sums: both fail at once, saying the collectives differ.
 //   zero DIR           ZeRO stage 1 (sharded optimizer state) gives the parameters of plain data parallel, keeps
 //                      about 1 / N of its optimizer state per rank, and checkpoints all of it.
 #include <oar/oar.hpp>
@@ -348,6 +349,27 @@ int stall(const dist::Context& ctx, const fs::path& dir, const std::string& sig)
   return check(false, "stall: training went on past a stopped rank", ctx);
 }
 
+/// Rank 1 gathers where the others sum: every rank fails at once (well before the timeout), naming the other
+/// kind of collective.
+int mismatch(const dist::Context& ctx) {
+  auto& comm = *ctx.communicator();
+  try {
+    double x = 1;
+    if (ctx.rank() == 1) {
+      std::vector<int64_t> sizes;
+      (void)comm.all_gather(&x, sizeof x, sizes, "a gather on rank 1");
+    } else {
+      comm.all_reduce_sum(&x, 1, DType::f64, "a sum on rank 0");
+    }
+  } catch (const Error& e) {
+    const bool names = std::string(e.what()).find("differs between the ranks") != std::string::npos;
+    std::printf("%s rank %d: %s\n", names ? "FAILED-AS-EXPECTED" : "FAILED-WRONGLY", ctx.rank(), e.what());
+    std::fflush(stdout);
+    return 3;
+  }
+  return check(false, "mismatch: different collectives went through", ctx);
+}
+
 int load(const dist::Context& ctx, const fs::path& dir) {
   Tape tape;
   Net n(Kind::mlp);
@@ -369,7 +391,8 @@ int main(int argc, char** argv) {
     if (mode == "stall" && argc == 4) return stall(ctx, argv[2], argv[3]);
     if (mode == "load" && argc == 3) return load(ctx, argv[2]);
     if (mode == "zero" && argc == 3) return zero(ctx, argv[2]);
-    std::fprintf(stderr, "usage: oar_dist_rank equal MODEL | save DIR | resume DIR | stall DIR STOP|KILL | load DIR | zero DIR\n");
+    if (mode == "mismatch" && argc == 2) return mismatch(ctx);
+    std::fprintf(stderr, "usage: oar_dist_rank equal MODEL | save DIR | resume DIR | stall DIR STOP|KILL | load DIR | zero DIR | mismatch\n");
     return 2;
   } catch (const std::exception& e) {
     std::printf("FAIL rank %d: %s\n", ctx.rank(), e.what());
