@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "oar/core/error.hpp"
+#include "oar/device/thread_pool.hpp"
 
 #if OAR_WITH_MPI
 #include <mpi.h>
@@ -339,6 +340,10 @@ OAR_FUNC void Context::start(int* argc, char*** argv) {
       MPI_Comm_size(local, &local_size_);
       MPI_Comm_free(&local);
       comm_ = std::make_shared<detail::MpiCommunicator>(options_.timeout);
+      // The ranks on this machine share its cores: each gets its part of them (oar::set_num_threads after
+      // this overrides it), so that N ranks do not run N thread pools of every core.
+      const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+      set_num_threads(std::max(1, cores / local_size_));
 #else
       (void)argc, (void)argv;
       throw Error("oar::dist::Context: the process was started by mpirun, but this oar was built without MPI (OAR_WITH_MPI is off: install "

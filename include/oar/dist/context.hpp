@@ -31,7 +31,8 @@ struct Options {
 /// The ranks of this job: MPI's world when the process was started by mpirun (MPI is initialized here and
 /// finalized by the destructor), a world of one otherwise, so one binary runs both ways. One per process, made
 /// first in main: it must outlive every Optimizer that trains over it. Its communicator serves the collective
-/// ops of ring 0.
+/// ops of ring 0. Under mpirun it sets oar's thread count to this machine's cores / its ranks on it
+/// (oar::set_num_threads afterwards overrides that).
 class Context {
  public:
   Context(int& argc, char**& argv, Options options = {});
