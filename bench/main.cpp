@@ -1159,11 +1159,10 @@ struct DistTiming {
 
 /// Times `steps` (after 2 warm-up steps) of `net` in blocks of `block` steps: wall clock (ranks run at once).
 template <class Step>
-DistTiming time_dist(Step&& step, const oar::Communicator* comm, int blocks, int block) {
+DistTiming time_dist(Step&& step, oar::Communicator* c, int blocks, int block) {
   step();
   step();
   std::vector<double> per;
-  auto* c = const_cast<oar::Communicator*>(comm);
   if (c) c->reset_stats();
   for (int b = 0; b < blocks; ++b) {
     const double t0 = now_s();

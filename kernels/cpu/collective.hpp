@@ -19,10 +19,11 @@ inline std::shared_ptr<Communicator> communicator_of(const KernelContext& c, int
   return comm;
 }
 
-/// What one c_allreduce_sum sums: the values of its X, resolved at the kernel (the job runs later).
+/// What one c_allreduce_sum sums: the values of its X, resolved at the kernel (the job runs later, before the
+/// run's c_sync_comm_stream, while the prepared op and its `names` live).
 struct Bucket {
   std::vector<Value*> values;
-  std::vector<std::string> names;
+  const std::vector<std::string>* names;
   std::string what;
 };
 
@@ -36,18 +37,18 @@ inline void reduce_bucket(Communicator& comm, const Bucket& b) {
     if (v->is_selected_rows()) {
       SelectedRows& sr = v->selected_rows();
       const int64_t width = sr.rows.empty() ? 0 : sr.value.numel() / int64_t(sr.rows.size());
-      std::vector<int64_t> widths_bytes;
-      std::vector<char> w = comm.all_gather(&width, sizeof width, widths_bytes, b.what + " (row width)");
+      const std::string& name = (*b.names)[i];
       std::vector<int64_t> sizes;
-      std::vector<char> rows = comm.all_gather(sr.rows.data(), int64_t(sr.rows.size() * sizeof(int64_t)), sizes, b.what + " (rows of '" + b.names[i] + "')");
+      std::vector<char> w = comm.all_gather(&width, sizeof width, sizes, b.what + " (row width)");
+      std::vector<char> rows = comm.all_gather(sr.rows.data(), int64_t(sr.rows.size() * sizeof(int64_t)), sizes, b.what + " (rows of '" + name + "')");
       std::vector<char> vals = comm.all_gather(sr.value.initialized() ? sr.value.raw() : nullptr, int64_t(sr.value.initialized() ? sr.value.bytes() : 0), sizes,
-                                               b.what + " (row values of '" + b.names[i] + "')");
+                                               b.what + " (row values of '" + name + "')");
       int64_t d = 0;  // every rank's row width; a rank without rows sends 0
       for (size_t r = 0; r < w.size() / sizeof(int64_t); ++r) {
         int64_t x;
         std::memcpy(&x, w.data() + r * sizeof x, sizeof x);
         if (x) {
-          if (d && x != d) throw Error(fmt::format("{}: '{}' has rows of {} values on one rank and {} on another", b.what, b.names[i], d, x));
+          if (d && x != d) throw Error(fmt::format("{}: '{}' has rows of {} values on one rank and {} on another", b.what, name, d, x));
           d = x;
         }
       }
@@ -103,13 +104,13 @@ inline void CBroadcast::eval_cpu(KernelContext& c, const Attrs& a) {
   c.check(c.in_value(x) == c.out_value(out), "Out ('{}') must be X ('{}'): the broadcast is in place", c.out_name(out), c.in_name(x));
   LoDTensor& t = c.out(out);
   c.check(t.initialized(), "X ('{}') holds no value to broadcast", c.in_name(x));
-  const std::string what = fmt::format("c_broadcast of '{}' ({} bytes) from rank {}", c.in_name(x), t.bytes(), a.root);
-  comm->run([&] { comm->broadcast(t.raw(), int64_t(t.bytes()), a.root, what); });
+  comm->run([&] { comm->broadcast(t.raw(), int64_t(t.bytes()), a.root, a.what); });
 }
 
 inline void CAllreduceSum::eval_cpu(KernelContext& c, const Attrs& a) {
   auto comm = collective_detail::communicator_of(c, a.ring_id);
   collective_detail::Bucket b;
+  b.names = &a.names;
   size_t bytes = 0;
   for (size_t i = 0; i < c.num_in(x); ++i) {
     Value* v = c.in_value(x, i);
@@ -123,11 +124,9 @@ inline void CAllreduceSum::eval_cpu(KernelContext& c, const Attrs& a) {
       bytes += t.bytes();
     }
     b.values.push_back(v);
-    b.names.push_back(c.in_name(x, i));
   }
   if (b.values.empty()) return;
-  b.what = b.names.size() == 1 ? fmt::format("c_allreduce_sum of '{}' ({} bytes)", b.names[0], bytes)
-                               : fmt::format("c_allreduce_sum of {} variables from '{}' to '{}' ({} bytes)", b.names.size(), b.names.front(), b.names.back(), bytes);
+  b.what = a.what + " (" + std::to_string(bytes) + " bytes)";
   if (a.use_calc_stream) {
     comm->run([&] { collective_detail::reduce_bucket(*comm, b); });
   } else {

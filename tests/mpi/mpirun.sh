@@ -11,9 +11,11 @@ bin=$1
 case_=$2
 # As root Open MPI refuses to start without these; more ranks than cores need --oversubscribe.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpi=(mpirun --oversubscribe --bind-to none)
+# Localhost only: ranks talk through shared memory (vader) and mpirun's own daemons over the loopback.
+mpi=(mpirun --oversubscribe --bind-to none --mca btl self,vader --mca oob_tcp_if_include lo)
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+# Whatever happens, no rank of this case outlives it (a stopped one included).
+trap 'pkill -KILL -f "oar_dist_rank .*$work" 2> /dev/null; rm -rf "$work"' EXIT
 run() {  # NP ARGS...: all ranks must pass
   local np=$1; shift
   local out="$work/out.$RANDOM"

@@ -329,6 +329,14 @@ int resume(const dist::Context& ctx, const fs::path& dir, Kind k) {
                ctx);
 }
 
+/// Prints how a rank failed, for mpirun.sh to check: "FAILED-AS-EXPECTED" when the error contains `needle`.
+int expected_failure(const dist::Context& ctx, const Error& e, const char* needle) {
+  const bool as_expected = std::string(e.what()).find(needle) != std::string::npos;
+  std::printf("%s rank %d: %s\n", as_expected ? "FAILED-AS-EXPECTED" : "FAILED-WRONGLY", ctx.rank(), e.what());
+  std::fflush(stdout);
+  return 3;
+}
+
 int stall(const dist::Context& ctx, const fs::path& dir, const std::string& sig) {
   Tape tape;
   Net n(Kind::mlp);
@@ -341,10 +349,7 @@ int stall(const dist::Context& ctx, const fs::path& dir, const std::string& sig)
       if (e.kind == Event::Kind::begin_iteration && e.step == 2 && ctx.rank() == 1) std::raise(sig == "KILL" ? SIGKILL : SIGSTOP);
     });
   } catch (const Error& e) {
-    const bool names = std::string(e.what()).find("rank 1 ") != std::string::npos;
-    std::printf("%s rank %d: %s\n", names ? "FAILED-AS-EXPECTED" : "FAILED-WRONGLY", ctx.rank(), e.what());
-    std::fflush(stdout);
-    return 3;
+    return expected_failure(ctx, e, "rank 1 ");
   }
   return check(false, "stall: training went on past a stopped rank", ctx);
 }
@@ -362,10 +367,7 @@ int mismatch(const dist::Context& ctx) {
       comm.all_reduce_sum(&x, 1, DType::f64, "a sum on rank 0");
     }
   } catch (const Error& e) {
-    const bool names = std::string(e.what()).find("differs between the ranks") != std::string::npos;
-    std::printf("%s rank %d: %s\n", names ? "FAILED-AS-EXPECTED" : "FAILED-WRONGLY", ctx.rank(), e.what());
-    std::fflush(stdout);
-    return 3;
+    return expected_failure(ctx, e, "differs between the ranks");
   }
   return check(false, "mismatch: different collectives went through", ctx);
 }

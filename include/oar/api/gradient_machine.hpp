@@ -133,8 +133,8 @@ class GradientMachine {
   std::vector<std::string> fetch_;
   std::shared_ptr<PreparedBlock> prepared_;
   std::set<std::string> keep_;
-  std::optional<optim::MixedPrecision> amp_;
-  std::optional<optim::Collective> collective_;  // set by a data-parallel Optimizer (build() applies it)  // set by an Optimizer training in mixed precision (build() applies it)
+  std::optional<optim::MixedPrecision> amp_;     // set by an Optimizer training in mixed precision (build() applies it)
+  std::optional<optim::Collective> collective_;  // set by a data-parallel Optimizer (build() applies it)
   std::set<std::string> tracked_;  // variables (not parameters) whose gradients every run computes and keeps
   uint64_t plan_ = 0;              // bumped whenever the program is prepared again (a new scope)
   uint64_t ran_plan_ = 0;          // the plan of the last successful forward_backward

@@ -124,13 +124,14 @@ OAR_FUNC void Optimizer::step(const FeedMap& feeds, std::vector<LoDTensor>& out)
   machines_[0]->forward_backward(feeds, out);
   apply_update(*machines_[0]);
   if (!dp_) return;
+  const auto scalar = [](const LoDTensor& t) { return t.numel() == 1 && (t.dtype() == DType::f32 || t.dtype() == DType::f64); };
   std::vector<double> scalars;
   for (auto& t : out)
-    if (t.numel() == 1 && (t.dtype() == DType::f32 || t.dtype() == DType::f64)) scalars.push_back(t.get(0));
+    if (scalar(t)) scalars.push_back(t.get(0));
   average_over_ranks(scalars);
   size_t k = 0;
   for (auto& t : out)
-    if (t.numel() == 1 && (t.dtype() == DType::f32 || t.dtype() == DType::f64)) {
+    if (scalar(t)) {
       if (t.dtype() == DType::f32) t.data<float>()[0] = float(scalars[k++]);
       else t.data<double>()[0] = scalars[k++];
     }
@@ -332,9 +333,7 @@ OAR_FUNC void Optimizer::build_update() {
     const auto& all = gm.params_grads();
     for (size_t i = 0; i < all.size(); ++i) {
       const Variable& v = src.var(all[i].param);
-      int64_t n = int64_t(size_of(v.dtype()));
-      for (int64_t d : v.shape()) n *= std::max<int64_t>(d, 1);
-      by_size.push_back({-n, i});
+      by_size.push_back({-v.shape().numel() * int64_t(size_of(v.dtype())), i});
     }
     std::stable_sort(by_size.begin(), by_size.end());
     std::vector<int64_t> load(size_t(dp_->collective.nranks), 0);

@@ -45,12 +45,6 @@ OAR_FUNC bool Communicator::failed() const {
   return bool(error_);
 }
 
-OAR_FUNC void Communicator::fail(std::exception_ptr e) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!error_) error_ = e;
-  cv_.notify_all();
-}
-
 OAR_FUNC void Communicator::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -83,7 +77,6 @@ OAR_FUNC void Communicator::work() {
     }
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     lock.lock();
-    ++stats_.jobs;
     stats_.busy_seconds += took;
     --running_;
     if (e && !error_) error_ = e;

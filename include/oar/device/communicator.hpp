@@ -55,7 +55,6 @@ class Communicator {
   /// Time spent in queued or run collectives, and time callers spent in wait() / run() for them: what the
   /// backward pass did not hide (oar_bench dist reports both).
   struct Stats {
-    int64_t jobs = 0;
     double busy_seconds = 0;
     double waited_seconds = 0;
   };
@@ -67,8 +66,6 @@ class Communicator {
  protected:
   /// Runs what is queued, then ends the thread. Called by derived destructors.
   void stop();
-  /// Marks the communicator failed with `e` (a derived class's own calls outside the thread).
-  void fail(std::exception_ptr e);
 
  private:
   void work();

@@ -40,7 +40,10 @@ struct CBroadcast : CollectiveOp {
   static constexpr Attr<int32_t> root{"root"};
   struct Attrs {
     int32_t ring_id, root;
-    explicit Attrs(const AttrReader& r) : ring_id(r(CollectiveOp::ring_id)), root(r(CBroadcast::root)) {}
+    std::string what;  ///< the op in error messages, made once: under ZeRO it runs for every parameter every step
+    explicit Attrs(const AttrReader& r)
+        : ring_id(r(CollectiveOp::ring_id)), root(r(CBroadcast::root)),
+          what(fmt::format("c_broadcast of '{}' from rank {}", r.op().input(CBroadcast::x).at(0), root)) {}
   };
   static OpDef def() {
     return OpDef(type, "Out = X of rank root, on every rank")
@@ -64,7 +67,12 @@ struct CAllreduceSum : CollectiveOp {
   struct Attrs {
     int32_t ring_id;
     bool use_calc_stream;
-    explicit Attrs(const AttrReader& r) : ring_id(r(CollectiveOp::ring_id)), use_calc_stream(r(CollectiveOp::use_calc_stream)) {}
+    std::vector<std::string> names;  ///< X, for error messages
+    std::string what;                ///< the op in error messages, made once
+    explicit Attrs(const AttrReader& r)
+        : ring_id(r(CollectiveOp::ring_id)), use_calc_stream(r(CollectiveOp::use_calc_stream)), names(r.op().input(CAllreduceSum::x)),
+          what(names.size() == 1 ? fmt::format("c_allreduce_sum of '{}'", names.empty() ? std::string() : names[0])
+                                 : fmt::format("c_allreduce_sum of {} variables from '{}' to '{}'", names.size(), names.front(), names.back())) {}
   };
   static OpDef def() {
     return OpDef(type, "Out = the sum of X over the ranks, in place").in(x, duplicable).out(out, duplicable).attr(ring_id, 0).attr(use_calc_stream, false);

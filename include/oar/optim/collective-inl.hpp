@@ -51,8 +51,7 @@ OAR_FUNC void append_collective(Program& program, const std::string& loss, const
     auto it = last_write.find(pg.grad);
     OAR_CHECK(it != last_write.end(), "data parallel: no op writes '{}', the gradient of '{}'", pg.grad, pg.param);
     const Variable& v = b.var(pg.grad);
-    int64_t n = 1;
-    for (int64_t d : v.shape()) n *= std::max<int64_t>(d, 1);
+    const int64_t n = std::max<int64_t>(v.shape().numel(), 0);
     // An is_sparse embedding's grad op writes selected rows (its variable's kind says so only at run time).
     const Operator& writer = b.op(it->second);
     const bool sparse = v.kind() == VarKind::selected_rows ||
