@@ -1,5 +1,6 @@
 // kernels/cpu/collective.hpp: the collective ops on the CPU: each calls the Communicator of its ring_id
-// (device/communicator.hpp), from the communicator's own thread.
+// (device/communicator.hpp), from the communicator's own thread. The CUDA kernels (kernels/cuda/collective.hpp)
+// share the buckets and the sums of selected rows below, with NCCL's communicator.
 #pragma once
 #include <cstring>
 #include <memory>
@@ -14,8 +15,12 @@ namespace oar::ops {
 
 namespace collective_detail {
 inline std::shared_ptr<Communicator> communicator_of(const KernelContext& c, int32_t ring_id) {
-  std::shared_ptr<Communicator> comm = find_communicator(ring_id);
-  c.check(comm != nullptr, "ring {} has no communicator: make an oar::dist::Context (dist/context.hpp) before running a distributed program", ring_id);
+  std::shared_ptr<Communicator> comm = find_communicator(ring_id, c.place());
+  if (c.place().is_cpu())
+    c.check(comm != nullptr, "ring {} has no communicator: make an oar::dist::Context (dist/context.hpp) before running a distributed program", ring_id);
+  else
+    c.check(comm != nullptr, "ring {} has no communicator on {}: a data-parallel Optimizer on a GPU makes NCCL's (oar::dist::data_parallel)", ring_id,
+            c.place().str());
   return comm;
 }
 
@@ -30,12 +35,14 @@ struct Bucket {
 /// Sums the bucket over the ranks: the dense tensors of one dtype packed into one message (alone: in place);
 /// selected rows joined over the ranks. Runs on the communicator's thread.
 inline void reduce_bucket(Communicator& comm, const Bucket& b) {
-  thread_local std::vector<char> pack;  // only the communicator's thread packs
   size_t i = 0;
   while (i < b.values.size()) {
     Value* v = b.values[i];
     if (v->is_selected_rows()) {
       SelectedRows& sr = v->selected_rows();
+      // Rows on a GPU travel through the host: the gather is host memory on every communicator.
+      const Place where = sr.value.initialized() ? sr.value.place() : cpu();
+      if (!where.is_cpu()) sr.value = sr.value.to(cpu());
       const int64_t width = sr.rows.empty() ? 0 : sr.value.numel() / int64_t(sr.rows.size());
       const std::string& name = (*b.names)[i];
       std::vector<int64_t> sizes;
@@ -60,36 +67,66 @@ inline void reduce_bucket(Communicator& comm, const Bucket& b) {
       const DType dt = sr.value.initialized() ? sr.value.dtype() : DType::f32;
       Tensor all(s, dt, cpu());
       if (!vals.empty()) std::memcpy(all.raw(), vals.data(), vals.size());
-      sr.value = std::move(all);
+      sr.value = where.is_cpu() ? std::move(all) : all.to(where);
       ++i;
       continue;
     }
     // A run of dense tensors of one dtype: one message.
-    LoDTensor& first = v->tensor();
-    size_t j = i + 1;
-    int64_t count = first.numel();
-    while (j < b.values.size() && b.values[j]->is_tensor() && b.values[j]->tensor().dtype() == first.dtype()) count += b.values[j++]->tensor().numel();
-    if (j == i + 1) {
-      comm.all_reduce_sum(first.raw(), count, first.dtype(), b.what);
-    } else {
-      const size_t esz = size_of(first.dtype());
-      pack.resize(size_t(count) * esz);
-      size_t at = 0;
-      for (size_t k = i; k < j; ++k) {
-        const LoDTensor& t = b.values[k]->tensor();
-        std::memcpy(pack.data() + at, t.raw(), t.bytes());
-        at += t.bytes();
-      }
-      comm.all_reduce_sum(pack.data(), count, first.dtype(), b.what);
-      at = 0;
-      for (size_t k = i; k < j; ++k) {
-        LoDTensor& t = b.values[k]->tensor();
-        std::memcpy(t.raw(), pack.data() + at, t.bytes());
-        at += t.bytes();
-      }
+    const DType dt = v->tensor().dtype();
+    std::vector<void*> parts;
+    std::vector<int64_t> counts;
+    size_t j = i;
+    for (; j < b.values.size() && b.values[j]->is_tensor() && b.values[j]->tensor().dtype() == dt; ++j) {
+      parts.push_back(b.values[j]->tensor().raw());
+      counts.push_back(b.values[j]->tensor().numel());
     }
+    comm.all_reduce_sum(parts, counts, dt, b.what);
     i = j;
   }
+}
+
+/// Sums the bucket's dense tensors into rank `root` (one message per run of one dtype). Runs on the
+/// communicator's thread.
+inline void reduce_to(Communicator& comm, const Bucket& b, int root) {
+  size_t i = 0;
+  while (i < b.values.size()) {
+    const DType dt = b.values[i]->tensor().dtype();
+    std::vector<void*> parts;
+    std::vector<int64_t> counts;
+    for (; i < b.values.size() && b.values[i]->tensor().dtype() == dt; ++i) {
+      parts.push_back(b.values[i]->tensor().raw());
+      counts.push_back(b.values[i]->tensor().numel());
+    }
+    comm.reduce_sum(parts, counts, dt, root, b.what);
+  }
+}
+
+/// The bucket of one c_allreduce_sum or c_reduce_sum call: its X, checked to be summable in place on the
+/// kernel's place (selected rows: c_allreduce_sum only).
+template <class Op>
+Bucket bucket_of(KernelContext& c, const typename Op::Attrs& a) {
+  Bucket b;
+  b.names = &a.names;
+  size_t bytes = 0;
+  for (size_t i = 0; i < c.num_in(Op::x); ++i) {
+    Value* v = c.in_value(Op::x, i);
+    c.check(v != nullptr && v == c.out_value(Op::out, i), "X[{}] ('{}') must be Out[{}]: the sum is taken in place", i, c.in_name(Op::x, i), i);
+    if (v->is_selected_rows()) {
+      c.check(Op::type == CAllreduceSum::type, "X[{}] ('{}') holds selected rows, which {} does not sum (c_allreduce_sum gathers them)", i,
+              c.in_name(Op::x, i), Op::type);
+      const Tensor& t = v->selected_rows().value;
+      c.check(!t.initialized() || t.place() == c.place(), "'{}' is on {}, not on the kernel's {}", c.in_name(Op::x, i), t.place().str(), c.place().str());
+      bytes += t.initialized() ? t.bytes() : 0;
+    } else {
+      const LoDTensor& t = c.in(Op::x, i);
+      c.check(t.dtype() == DType::f32 || t.dtype() == DType::f64, "X[{}] ('{}') is {}: the sum is taken over f32 or f64", i, c.in_name(Op::x, i),
+              name(t.dtype()));
+      bytes += t.bytes();
+    }
+    b.values.push_back(v);
+  }
+  b.what = a.what + " (" + std::to_string(bytes) + " bytes)";
+  return b;
 }
 }  // namespace collective_detail
 
@@ -109,29 +146,23 @@ inline void CBroadcast::eval_cpu(KernelContext& c, const Attrs& a) {
 
 inline void CAllreduceSum::eval_cpu(KernelContext& c, const Attrs& a) {
   auto comm = collective_detail::communicator_of(c, a.ring_id);
-  collective_detail::Bucket b;
-  b.names = &a.names;
-  size_t bytes = 0;
-  for (size_t i = 0; i < c.num_in(x); ++i) {
-    Value* v = c.in_value(x, i);
-    c.check(v != nullptr && v == c.out_value(out, i), "X[{}] ('{}') must be Out[{}]: the sum is taken in place", i, c.in_name(x, i), i);
-    if (v->is_selected_rows()) {
-      c.check(!v->selected_rows().value.initialized() || v->selected_rows().value.place().is_cpu(), "'{}' is not on the CPU", c.in_name(x, i));
-      bytes += v->selected_rows().value.initialized() ? v->selected_rows().value.bytes() : 0;
-    } else {
-      const LoDTensor& t = c.in(x, i);
-      c.check(t.dtype() == DType::f32 || t.dtype() == DType::f64, "X[{}] ('{}') is {}: the sum is taken over f32 or f64", i, c.in_name(x, i), name(t.dtype()));
-      bytes += t.bytes();
-    }
-    b.values.push_back(v);
-  }
+  collective_detail::Bucket b = collective_detail::bucket_of<CAllreduceSum>(c, a);
   if (b.values.empty()) return;
-  b.what = a.what + " (" + std::to_string(bytes) + " bytes)";
   if (a.use_calc_stream) {
     comm->run([&] { collective_detail::reduce_bucket(*comm, b); });
   } else {
     comm->queue([comm = comm.get(), b = std::move(b)] { collective_detail::reduce_bucket(*comm, b); });
   }
+}
+
+inline void CReduceSum::eval_cpu(KernelContext& c, const Attrs& a) {
+  auto comm = collective_detail::communicator_of(c, a.ring_id);
+  c.check(a.root_id < comm->size(), "root_id {} is not a rank of ring {} ({} ranks)", a.root_id, a.ring_id, comm->size());
+  collective_detail::Bucket b = collective_detail::bucket_of<CReduceSum>(c, a);
+  if (b.values.empty()) return;
+  auto job = [comm = comm.get(), b = std::move(b), root = a.root_id] { collective_detail::reduce_to(*comm, b, root); };
+  if (a.use_calc_stream) comm->run(std::move(job));
+  else comm->queue(std::move(job));
 }
 
 inline void CSyncCommStream::eval_cpu(KernelContext& c, const Attrs& a) { collective_detail::communicator_of(c, a.ring_id)->wait(); }

@@ -3,6 +3,7 @@
 // side is the .cu files of this folder, in the oar_cuda library.
 #pragma once
 #include "kernels/cuda/clip_norm.hpp"
+#include "kernels/cuda/collective.hpp"
 #include "kernels/cuda/amp.hpp"
 #include "kernels/cuda/conv.hpp"
 #include "kernels/cuda/elementwise.hpp"

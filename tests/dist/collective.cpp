@@ -122,6 +122,55 @@ TEST_CASE("dist: the collective pass scales the loss gradient and sums each buck
   CHECK(contains(error_of([&] { optim::append_collective(plain, a.loss, {}, {.nranks = 2}); }), "no backward pass"));
 }
 
+TEST_CASE("dist: with reduce_to_owner (ZeRO) each dense gradient is summed into its parameter's owner, in buckets per owner") {
+  Tape tape;
+  SparseNet n;
+  Model model(tape.program({n.cost, n.acc}));
+  Pass a = backward_of(model, model.name_of(n.cost));
+  const auto owner = optim::deal_out(a.p.global_block(), a.pg, 3);
+  optim::append_collective(a.p, a.loss, a.pg, {.nranks = 3, .ring_id = 2, .bucket_bytes = 300, .reduce_to_owner = true});
+  const Block& b = a.p.global_block();
+  std::map<std::string, std::string> param_of;
+  for (auto& pg : a.pg) param_of[pg.grad] = pg.param;
+  std::set<std::string> summed;
+  std::set<int> roots;
+  int gathered = 0;
+  for (size_t i = 0; i < b.num_ops(); ++i) {
+    const Operator& op = b.op(i);
+    if (op.type() == ops::CAllreduceSum::type) {  // only the sparse embedding's rows, gathered on every rank
+      ++gathered;
+      REQUIRE(op.input(ops::CAllreduceSum::x).size() == 1);
+      CHECK(b.op(last_writes(b, i).at(op.input(ops::CAllreduceSum::x)[0])).type() == "lookup_table_grad");
+      summed.insert(op.input(ops::CAllreduceSum::x)[0]);
+      continue;
+    }
+    if (op.type() != ops::CReduceSum::type) continue;
+    const int root = op.attr(ops::CReduceSum::root_id);
+    roots.insert(root);
+    CHECK(op.attr(ops::CollectiveOp::ring_id) == 2);
+    CHECK(op.input(ops::CReduceSum::x) == op.output(ops::CReduceSum::out));
+    auto w = last_writes(b, b.num_ops() - 1);
+    for (auto& g : op.input(ops::CReduceSum::x)) {
+      CHECK(summed.insert(g).second);
+      CHECK(owner.at(param_of.at(g)) == root);  // one owner per bucket: the owner of each of its gradients
+      CHECK(w[g] == i);
+    }
+  }
+  CHECK(gathered == 1);
+  CHECK(summed.size() == a.pg.size());
+  CHECK(roots == std::set<int>{0, 1, 2});  // eight parameters over three ranks: every rank owns dense ones
+  // deal_out: largest first, each to the rank with the fewest bytes so far; every rank's share within the
+  // largest parameter of the others'.
+  std::vector<int64_t> load(3, 0);
+  int64_t largest = 0;
+  for (auto& [p, r] : owner) {
+    const int64_t bytes = b.var(p).shape().numel() * 4;
+    load[size_t(r)] += bytes;
+    largest = std::max(largest, bytes);
+  }
+  CHECK(*std::max_element(load.begin(), load.end()) - *std::min_element(load.begin(), load.end()) <= largest);
+}
+
 TEST_CASE("dist: the broadcast program checks the ring and copies each variable from the root") {
   Program p = optim::broadcast_program({{"w", DType::f32, Shape{3, 2}}, {"b", DType::f32, Shape{2}}}, {.nranks = 2, .ring_id = 1}, 0);
   auto types = oar::test::op_types(p);

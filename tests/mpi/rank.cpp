@@ -11,6 +11,9 @@
 //                      other ranks must fail with an oar::Error naming rank 1 (printed as "FAILED-AS-EXPECTED").
 //   load DIR           the checkpoint of `stall` still loads in one process.
 //   mismatch           rank 1 gathers where rank 0 sums: both fail at once, saying the collectives differ.
+//                      With OAR_DIST_DEVICE=cuda each rank trains on the GPU of its local rank (NCCL), and so
+//                      does the reference (.ci/gpu runs it where a machine has two GPUs; conv then keeps
+//                      per-rank batch norm, since sync_batch_norm has no CUDA kernels).
 //   zero DIR           ZeRO stage 1 (sharded optimizer state) gives the parameters of plain data parallel, keeps
 //                      about 1 / N of its optimizer state per rank, and checkpoints all of it.
 #include <oar/oar.hpp>
@@ -163,11 +166,17 @@ double max_rel_diff(const std::vector<std::pair<std::string, Tensor>>& a, const 
   return worst;
 }
 
+/// Where `equal` trains: OAR_DIST_DEVICE=cuda puts each rank on the GPU of its local rank.
+Place device_of(const dist::Context& ctx) {
+  const char* d = std::getenv("OAR_DIST_DEVICE");
+  return d && std::string(d) == "cuda" ? cuda(ctx.local_rank()) : cpu();
+}
+
 /// One process, batch B: the reference.
-std::vector<std::pair<std::string, Tensor>> reference(Kind k, int epochs) {
+std::vector<std::pair<std::string, Tensor>> reference(Kind k, int epochs, Place place = cpu()) {
   Tape tape;
   Net n(k);
-  Model model(tape.program({n.cost, n.acc}), 7);
+  Model model(tape.program({n.cost, n.acc}), place, 7);
   Optimizer opt(model, n.cost, rule());
   auto train = dataset(k).shuffle(32, 5).batch(kGlobalBatch);
   opt.train(train, n.feeds, epochs);
@@ -198,11 +207,13 @@ int check(bool ok, const std::string& what, const dist::Context& ctx) {
 
 int equal(const dist::Context& ctx, Kind k) {
   const int epochs = 2;
-  auto want = reference(k, epochs);
+  const Place place = device_of(ctx);
+  auto want = reference(k, epochs, place);
   Tape tape;
   Net n(k);
-  Model model(tape.program({n.cost, n.acc}), 7);
-  Optimizer opt(model, n.cost, rule(), dist::data_parallel(ctx).bucket_bytes(1024).sync_batch_norm());  // small buckets: several per step
+  Model model(tape.program({n.cost, n.acc}), place, 7);
+  // Small buckets: several per step.
+  Optimizer opt(model, n.cost, rule(), dist::data_parallel(ctx).bucket_bytes(1024).sync_batch_norm(place.is_cpu()));
   auto train = dataset(k).shuffle(32, 5).shard(ctx.rank(), ctx.world_size()).batch(kGlobalBatch / ctx.world_size());
   SameBits same{ctx};
   double first = 0, last = 0;
@@ -282,11 +293,22 @@ int zero(const dist::Context& ctx, const fs::path& dir) {
   Model back(tc.program({nc.cost, nc.acc}), 99);
   Optimizer back_opt(back, nc.cost, rule());
   back_opt.resume(dir / "zero.ckpt");
+  // Its parameters are the sharded run's bit for bit, and all of its state (every rank's share) is the plain
+  // run's state, up to the order in which the reduce to each owner summed the gradients.
+  const double d_back_params = max_rel_diff(weights(params_of(back)), weights(params_of(sharded)));
   const double d_back = max_rel_diff(params_of(back), params_of(plain));
-  const bool ok = d_plain <= 1e-6 && d_one <= 1e-5 && total == full && double(mine) <= 1.3 * double(full) / ctx.world_size() && d_back == 0;
+  // The gradients went to their owners only: no dense c_allreduce_sum is left in the sharded program.
+  int reduces = 0, all_reduces = 0;
+  for (const Operator* op : sharded_opt->machine().program().global_block().ops()) {
+    if (op->type() == "c_reduce_sum") ++reduces;
+    if (op->type() == "c_allreduce_sum") ++all_reduces;
+  }
+  const bool ok = d_plain <= 1e-6 && d_one <= 1e-5 && total == full && double(mine) <= 1.3 * double(full) / ctx.world_size() && d_back_params == 0 &&
+                  d_back <= 1e-6 && reduces >= ctx.world_size() && all_reduces == 0;
   return check(ok, fmt::format("zero: against plain data parallel {:.3g}, against one process {:.3g}; optimizer state {} of {} bytes on this rank "
-                               "({:.2f} of it; all ranks together {}); the checkpoint resumes to {:.3g}",
-                               d_plain, d_one, mine, full, double(mine) / double(full), total, d_back),
+                               "({:.2f} of it; all ranks together {}); the checkpoint resumes to its parameters ({:.3g}) and the plain run's "
+                               "state ({:.3g}); {} c_reduce_sum and {} c_allreduce_sum",
+                               d_plain, d_one, mine, full, double(mine) / double(full), total, d_back_params, d_back, reduces, all_reduces),
                ctx);
 }
 

@@ -35,8 +35,14 @@ OAR_FUNC Optimizer::Optimizer(Model& model, std::string loss, optim::Rule rule, 
   OAR_CHECK(dp.comm != nullptr, "Optimizer: data parallel without a communicator (use oar::dist::data_parallel(ctx))");
   OAR_CHECK(dp.comm->size() == dp.collective.nranks, "Optimizer: data parallel over {} ranks, but the communicator has {} ({})", dp.collective.nranks,
             dp.comm->size(), dp.comm->describe());
-  OAR_CHECK(model.place().is_cpu() || dp.collective.nranks == 1, "Optimizer: data parallel on {} needs NCCL collectives, which oar does not have yet; "
-            "train on the CPU", model.place().str());
+  if (model.place().is_cuda() && dp.collective.nranks > 1) {  // the gradients are summed on the GPU, by NCCL
+    OAR_CHECK(!dp.collective.sync_batch_norm, "Optimizer: sync_batch_norm has no CUDA kernels yet: data parallel on {} keeps per-rank batch norm "
+              "statistics (leave .sync_batch_norm() off)", model.place().str());
+    OAR_CHECK(dp.on_device != nullptr, "Optimizer: data parallel on {} needs a GPU communicator (use oar::dist::data_parallel(ctx))", model.place().str());
+    dp.device_comm = dp.on_device(model.place());
+    OAR_CHECK(dp.device_comm && dp.device_comm->size() == dp.collective.nranks, "Optimizer: data parallel over {} ranks, but {}'s communicator has {}",
+              dp.collective.nranks, model.place().str(), dp.device_comm ? dp.device_comm->size() : 0);
+  }
   OAR_CHECK(!rule_.mixed_precision || dp.collective.nranks == 1, "Optimizer: mixed precision and data parallel together are not supported yet");
   if (dp.shard_state) {  // each rank clips only the gradients it owns: a global norm would be its share's
     OAR_CHECK(!rule_.clip || rule_.clip->kind != GradientClip::Kind::global_norm,
@@ -45,6 +51,7 @@ OAR_FUNC Optimizer::Optimizer(Model& model, std::string loss, optim::Rule rule, 
       OAR_CHECK(!v->param() || v->param()->gradient_clip != "global_norm",
                 "Optimizer: sharded optimizer state (ZeRO) does not support clipping by the global norm yet (parameter '{}')", v->name());
   }
+  dp.collective.reduce_to_owner = dp.shard_state;
   if (dp.collective.nranks > 1) dp_ = std::move(dp);
   build_machines(loss, 1);
   build_update();
@@ -328,21 +335,9 @@ OAR_FUNC void Optimizer::build_update() {
     }
   };
   if (dp_ && dp_->shard_state) {
-    // Parameters dealt out largest first, each to the rank with the fewest bytes so far (the same on every rank).
-    std::vector<std::pair<int64_t, size_t>> by_size;
+    // The owners the collective pass summed each gradient into.
     const auto& all = gm.params_grads();
-    for (size_t i = 0; i < all.size(); ++i) {
-      const Variable& v = src.var(all[i].param);
-      by_size.push_back({-v.shape().numel() * int64_t(size_of(v.dtype())), i});
-    }
-    std::stable_sort(by_size.begin(), by_size.end());
-    std::vector<int64_t> load(size_t(dp_->collective.nranks), 0);
-    owner_.clear();
-    for (auto& [neg, i] : by_size) {
-      const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
-      load[r] -= neg;
-      owner_[all[i].param] = int(r);
-    }
+    owner_ = optim::deal_out(src, all, dp_->collective.nranks);
     // Every rank's optimizer state, from the update program of all parameters (built, never run): the
     // accumulators are named <param>.<slot>.
     Program full, full_startup;

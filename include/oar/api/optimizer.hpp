@@ -44,6 +44,10 @@ struct DataParallel {
   std::shared_ptr<Communicator> comm;
   int rank = 0;
   optim::Collective collective;
+  /// The communicator for tensors on a GPU (NCCL's), made when an Optimizer on that GPU asks for it; the
+  /// Optimizer keeps it in `device_comm`. `comm` still carries the host's values (metrics, checkpoints).
+  std::function<std::shared_ptr<Communicator>(const Place&)> on_device;
+  std::shared_ptr<Communicator> device_comm;
 
   /// Gradients travel in buckets of at least `bytes` (default 25 MB).
   DataParallel& bucket_bytes(int64_t bytes) {

@@ -3,7 +3,9 @@
 #include "oar/device/communicator.hpp"
 
 #include <chrono>
+#include <cstring>
 #include <map>
+#include <tuple>
 
 namespace oar {
 
@@ -85,9 +87,42 @@ OAR_FUNC void Communicator::work() {
 }
 
 namespace detail {
+/// Calls fn(data, count) on the parts packed into one host buffer (one part: as it is), then unpacks them.
+template <class F>
+void with_packed(const std::vector<void*>& parts, const std::vector<int64_t>& counts, DType dtype, bool unpack, F&& fn) {
+  if (parts.size() == 1) return fn(parts[0], counts[0]);
+  thread_local std::vector<char> pack;  // a communicator's collectives run on its one thread
+  const size_t esz = size_of(dtype);
+  int64_t count = 0;
+  for (int64_t n : counts) count += n;
+  pack.resize(size_t(count) * esz);
+  size_t at = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (counts[k]) std::memcpy(pack.data() + at, parts[k], size_t(counts[k]) * esz);
+    at += size_t(counts[k]) * esz;
+  }
+  fn(static_cast<void*>(pack.data()), count);
+  if (!unpack) return;
+  at = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    if (counts[k]) std::memcpy(parts[k], pack.data() + at, size_t(counts[k]) * esz);
+    at += size_t(counts[k]) * esz;
+  }
+}
+}  // namespace detail
+
+OAR_FUNC void Communicator::all_reduce_sum(const std::vector<void*>& parts, const std::vector<int64_t>& counts, DType dtype, const std::string& what) {
+  detail::with_packed(parts, counts, dtype, true, [&](void* data, int64_t count) { all_reduce_sum(data, count, dtype, what); });
+}
+
+OAR_FUNC void Communicator::reduce_sum(const std::vector<void*>& parts, const std::vector<int64_t>& counts, DType dtype, int root, const std::string& what) {
+  detail::with_packed(parts, counts, dtype, rank() == root, [&](void* data, int64_t count) { reduce_sum(data, count, dtype, root, what); });
+}
+
+namespace detail {
 struct CommunicatorTable {
   std::mutex mu;
-  std::map<int, std::shared_ptr<Communicator>> by_ring;
+  std::map<std::tuple<int, int, int>, std::shared_ptr<Communicator>> by_ring;  // (ring, place kind, device)
 };
 inline CommunicatorTable& communicator_table() {
   static CommunicatorTable t;
@@ -96,16 +131,23 @@ inline CommunicatorTable& communicator_table() {
 }  // namespace detail
 
 OAR_FUNC void set_communicator(int ring_id, std::shared_ptr<Communicator> c) {
+  if (!c) return remove_communicators(ring_id);
   auto& t = detail::communicator_table();
+  const Place p = c->place();
   std::lock_guard<std::mutex> lock(t.mu);
-  if (c) t.by_ring[ring_id] = std::move(c);
-  else t.by_ring.erase(ring_id);
+  t.by_ring[{ring_id, int(p.kind), p.is_cpu() ? 0 : p.device}] = std::move(c);
 }
 
-OAR_FUNC std::shared_ptr<Communicator> find_communicator(int ring_id) {
+OAR_FUNC void remove_communicators(int ring_id) {
   auto& t = detail::communicator_table();
   std::lock_guard<std::mutex> lock(t.mu);
-  auto it = t.by_ring.find(ring_id);
+  std::erase_if(t.by_ring, [&](const auto& kv) { return std::get<0>(kv.first) == ring_id; });
+}
+
+OAR_FUNC std::shared_ptr<Communicator> find_communicator(int ring_id, const Place& place) {
+  auto& t = detail::communicator_table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.by_ring.find({ring_id, int(place.kind), place.is_cpu() ? 0 : place.device});
   return it == t.by_ring.end() ? nullptr : it->second;
 }
 

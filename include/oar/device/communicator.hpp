@@ -17,6 +17,7 @@
 
 #include "oar/config.hpp"
 #include "oar/core/dtype.hpp"
+#include "oar/core/place.hpp"
 
 namespace oar {
 
@@ -35,12 +36,24 @@ class Communicator {
   virtual int size() const = 0;
   /// "MPI, rank 1 of 3": for messages.
   virtual std::string describe() const = 0;
+  /// Where the memory of all_reduce_sum and broadcast lives: the host for MPI's communicator, one GPU for
+  /// NCCL's. all_gather always takes and returns host memory.
+  virtual Place place() const { return cpu(); }
 
   /// Sums `count` elements of `dtype` at `data` over the ranks, in place. `what` names the call in errors.
   virtual void all_reduce_sum(void* data, int64_t count, DType dtype, const std::string& what) = 0;
+  /// Sums `parts.size()` buffers (part i: `counts[i]` elements of `dtype`) over the ranks, in place, as one
+  /// message: a gradient bucket. This one packs them into a host buffer around all_reduce_sum; a GPU
+  /// communicator packs them in device memory.
+  virtual void all_reduce_sum(const std::vector<void*>& parts, const std::vector<int64_t>& counts, DType dtype, const std::string& what);
+  /// Sums `count` elements of `dtype` at `data` over the ranks into rank `root`'s `data`; the other ranks'
+  /// `data` stay as they were. ZeRO's gradients: only the rank that updates a parameter needs their sum.
+  virtual void reduce_sum(void* data, int64_t count, DType dtype, int root, const std::string& what) = 0;
+  /// The same for a bucket of `parts` (as all_reduce_sum above), packed into one message.
+  virtual void reduce_sum(const std::vector<void*>& parts, const std::vector<int64_t>& counts, DType dtype, int root, const std::string& what);
   /// Copies `bytes` at `data` on rank `root` to every other rank's `data`.
   virtual void broadcast(void* data, int64_t bytes, int root, const std::string& what) = 0;
-  /// Every rank's `bytes` at `data`, joined in rank order; `sizes` receives each rank's byte count.
+  /// Every rank's `bytes` at `data` (host memory), joined in rank order; `sizes` receives each rank's byte count.
   virtual std::vector<char> all_gather(const void* data, int64_t bytes, std::vector<int64_t>& sizes, const std::string& what) = 0;
 
   /// Runs `job` (which makes collective calls) on this communicator's thread after every job queued before
@@ -81,10 +94,12 @@ class Communicator {
   std::atomic<std::thread::id> worker_id_{};
 };
 
-/// Makes `c` the communicator of the collective ops whose ring_id is `ring_id` (nullptr removes it).
+/// Makes `c` the communicator of the collective ops whose ring_id is `ring_id` and that run on `c->place()`.
 void set_communicator(int ring_id, std::shared_ptr<Communicator> c);
-/// The communicator of `ring_id`, or nullptr.
-std::shared_ptr<Communicator> find_communicator(int ring_id);
+/// Removes ring `ring_id`'s communicators, on every place.
+void remove_communicators(int ring_id);
+/// The communicator of `ring_id` on `place` (the collective ops of a GPU program find NCCL's), or nullptr.
+std::shared_ptr<Communicator> find_communicator(int ring_id, const Place& place = cpu());
 
 }  // namespace oar
 

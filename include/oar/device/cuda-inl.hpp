@@ -7,6 +7,9 @@ namespace oar {
 // With CUDA, kernels/cuda/context.cpp defines these.
 #if !OAR_WITH_CUDA
 OAR_FUNC int cuda_device_count() { return 0; }
+OAR_FUNC std::shared_ptr<Communicator> make_nccl_communicator(int device, std::shared_ptr<Communicator>, std::chrono::milliseconds) {
+  throw Error(fmt::format("data parallel on cuda:{} needs NCCL, and this oar was built without CUDA", device));
+}
 OAR_FUNC CudaContext::CudaContext(int device, uint64_t seed) : DeviceContext(seed), device_(device) {
   throw Error(fmt::format("no CUDA device {}: oar was built without CUDA (configure with the CUDA toolkit present)", device));
 }

@@ -4,6 +4,7 @@
 // no devices and asking for one is an oar::Error. No CUDA header is needed to include this one.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <utility>
@@ -23,6 +24,13 @@ namespace oar {
 
 /// Number of usable CUDA devices; 0 without a driver, without a GPU, or in a build without CUDA.
 int cuda_device_count();
+
+class Communicator;  // device/communicator.hpp
+/// NCCL's communicator on `device` over the ranks of `control` (MPI's world, or a world of one), which carries
+/// NCCL's id from rank 0 and announces every collective first (kernels/cuda/nccl.cpp); collectives taking
+/// longer than `timeout` are an oar::Error. Every rank must call it at the same point. An oar::Error in a
+/// build without CUDA or NCCL, or without the device. oar::dist::Context::communicator(place) makes it.
+std::shared_ptr<Communicator> make_nccl_communicator(int device, std::shared_ptr<Communicator> control, std::chrono::milliseconds timeout);
 
 namespace detail {
 // The process-wide switches below: read by the kernels launched after a change.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "oar/core/error.hpp"
+#include "oar/device/cuda.hpp"
 #include "oar/device/thread_pool.hpp"
 
 #if OAR_WITH_MPI
@@ -31,7 +32,10 @@ class SoloCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string describe() const override { return "a world of one process (not started by mpirun)"; }
+  using Communicator::all_reduce_sum;
+  using Communicator::reduce_sum;
   void all_reduce_sum(void*, int64_t, DType, const std::string&) override {}
+  void reduce_sum(void*, int64_t, DType, int, const std::string&) override {}
   void broadcast(void*, int64_t, int, const std::string&) override {}
   std::vector<char> all_gather(const void* data, int64_t bytes, std::vector<int64_t>& sizes, const std::string&) override {
     sizes = {bytes};
@@ -82,6 +86,8 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string describe() const override { return fmt::format("MPI, rank {} of {}", rank_, size_); }
+  using Communicator::all_reduce_sum;
+  using Communicator::reduce_sum;
 
   /// Ring reduce-scatter, then ring all-gather: each element is summed by one rank in a fixed order and then
   /// copied to the others, so every rank holds the same bits (MPI_Allreduce does not promise that), and each
@@ -94,6 +100,46 @@ class MpiCommunicator final : public Communicator {
     // Each message is one chunk; chunks stay below 2^30 bytes for MPI's int counts.
     const int64_t piece = std::max<int64_t>(1, (int64_t(1) << 30) / esz) * size_;
     for (int64_t at = 0; at < count; at += piece) ring_all_reduce(static_cast<char*>(data) + at * esz, std::min(piece, count - at), dtype, what);
+  }
+
+  /// A chain that ends at the root: rank root + 1 sends its values to root + 2, which adds its own and sends
+  /// the sum on, and so on round to the root, which adds its own last. Each element is summed in the same order
+  /// whatever the algorithm, and each rank but the root sends the bucket once: (N - 1) / N of the bytes an
+  /// all-reduce sends per rank twice over.
+  void reduce_sum(void* data, int64_t count, DType dtype, int root, const std::string& what) override {
+    if (!on_own_thread()) return run([&] { reduce_sum(data, count, dtype, root, what); });
+    if (size_ == 1 || count == 0) return;
+    OAR_CHECK(dtype == DType::f32 || dtype == DType::f64, "{}: reduce sums f32 or f64, not {}", what, name(dtype));
+    OAR_CHECK(root >= 0 && root < size_, "{}: root {} is not a rank ({} ranks)", what, root, size_);
+    const int64_t esz = int64_t(size_of(dtype));
+    const int64_t piece = std::max<int64_t>(1, (int64_t(1) << 30) / esz);
+    const int first = (root + 1) % size_, left = (rank_ + size_ - 1) % size_, right = (rank_ + 1) % size_;
+    thread_local std::vector<char> partial;
+    Arrival arrival(*this, kReduce, count * esz);
+    for (int64_t at = 0; at < count; at += piece) {
+      const int64_t n = std::min(piece, count - at);
+      char* mine = static_cast<char*>(data) + at * esz;
+      if (rank_ == first) {  // the chain starts with this rank's own values
+        MPI_Request r;
+        check(MPI_Isend(mine, int(n * esz), MPI_BYTE, right, kDataTag, comm_, &r), what);
+        wait({r}, {right}, what, arrival);
+        continue;
+      }
+      partial.resize(size_t(n * esz));
+      MPI_Request r;
+      check(MPI_Irecv(partial.data(), int(n * esz), MPI_BYTE, left, kDataTag, comm_, &r), what);
+      wait({r}, {left}, what, arrival);
+      if (rank_ == root) {  // the sum of every rank's, this rank's added last
+        if (dtype == DType::f32) add(reinterpret_cast<float*>(mine), reinterpret_cast<const float*>(partial.data()), n);
+        else add(reinterpret_cast<double*>(mine), reinterpret_cast<const double*>(partial.data()), n);
+        continue;
+      }
+      if (dtype == DType::f32) add(reinterpret_cast<float*>(partial.data()), reinterpret_cast<const float*>(mine), n);
+      else add(reinterpret_cast<double*>(partial.data()), reinterpret_cast<const double*>(mine), n);
+      check(MPI_Isend(partial.data(), int(n * esz), MPI_BYTE, right, kDataTag, comm_, &r), what);
+      wait({r}, {right}, what, arrival);
+    }
+    arrival.finish(*this, what);
   }
 
   void broadcast(void* data, int64_t bytes, int root, const std::string& what) override {
@@ -146,7 +192,7 @@ class MpiCommunicator final : public Communicator {
   /// When a collective times out, the ranks whose message has not come are the ones that never reached it:
   /// the dead or stopped rank, not a neighbour that waits for it too. When the messages disagree, the ranks'
   /// programs do (one sums while another gathers): that is an error at once, not a hang.
-  enum Kind : int64_t { kAllReduce = 1, kBroadcast = 2, kAllGather = 3 };
+  enum Kind : int64_t { kAllReduce = 1, kBroadcast = 2, kAllGather = 3, kReduce = 4 };
   struct Arrival {
     int64_t mine[3];
     std::vector<int64_t> from;      // 3 per rank
@@ -182,7 +228,11 @@ class MpiCommunicator final : public Communicator {
       return out;
     }
     static std::string name_of(const int64_t* a) {
-      const char* k = a[1] == kAllReduce ? "an all-reduce" : a[1] == kBroadcast ? "a broadcast" : a[1] == kAllGather ? "an all-gather" : "an unknown collective";
+      const char* k = a[1] == kAllReduce  ? "an all-reduce"
+                      : a[1] == kBroadcast ? "a broadcast"
+                      : a[1] == kAllGather ? "an all-gather"
+                      : a[1] == kReduce    ? "a reduce"
+                                           : "an unknown collective";
       return a[2] >= 0 ? fmt::format("{} of {} bytes", k, a[2]) : std::string(k);
     }
     /// Once every rank has announced this collective: an oar::Error when one announced another.
@@ -360,8 +410,13 @@ OAR_FUNC void Context::start(int* argc, char*** argv) {
 }
 
 OAR_FUNC Context::~Context() {
-  set_communicator(0, nullptr);
-  const bool failed = comm_ && comm_->failed();
+  remove_communicators(0);
+  bool failed = comm_ && comm_->failed();
+  {
+    std::lock_guard<std::mutex> lock(devices_mu_);
+    for (auto& [d, c] : devices_) failed = failed || c->failed();
+    devices_.clear();  // NCCL's go first: MPI may not be finalized under them
+  }
   comm_.reset();
 #if OAR_WITH_MPI
   if (mpi_) {
@@ -372,6 +427,22 @@ OAR_FUNC Context::~Context() {
 #endif
   (void)failed;
   detail::context_exists() = false;
+}
+
+OAR_FUNC std::shared_ptr<Communicator> Context::communicator(const Place& place) const {
+  if (place.is_cpu()) return comm_;
+  std::lock_guard<std::mutex> lock(devices_mu_);
+  std::shared_ptr<Communicator>& c = devices_[place.device];
+  if (!c) {
+    try {
+      c = make_nccl_communicator(place.device, comm_, options_.timeout);
+    } catch (...) {
+      devices_.erase(place.device);
+      throw;
+    }
+    set_communicator(0, c);
+  }
+  return c;
 }
 
 OAR_FUNC void Context::barrier() const {
@@ -385,6 +456,7 @@ OAR_FUNC DataParallel data_parallel(const Context& ctx) {
   dp.rank = ctx.rank();
   dp.collective.nranks = ctx.world_size();
   dp.collective.ring_id = 0;
+  dp.on_device = [c = &ctx](const Place& p) { return c->communicator(p); };
   return dp;
 }
 

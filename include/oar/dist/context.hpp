@@ -13,7 +13,9 @@
 //   }
 #pragma once
 #include <chrono>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "oar/config.hpp"
@@ -53,6 +55,10 @@ class Context {
   const Options& options() const { return options_; }
   /// The communicator over every rank (ring 0).
   const std::shared_ptr<Communicator>& communicator() const { return comm_; }
+  /// The communicator over every rank for tensors on `place`: the one above for the CPU; for cuda(n), NCCL's
+  /// on that device, made at the first call (every rank must make it at the same point: an Optimizer on a
+  /// GPU model does) and registered as ring 0 of that place. An oar::Error without NCCL or without the device.
+  std::shared_ptr<Communicator> communicator(const Place& place) const;
   /// Returns once every rank has called it (oar::Error after the timeout).
   void barrier() const;
 
@@ -63,12 +69,15 @@ class Context {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool mpi_ = false;
   std::shared_ptr<Communicator> comm_;
+  mutable std::mutex devices_mu_;
+  mutable std::map<int, std::shared_ptr<Communicator>> devices_;  // NCCL's, by device
 };
 
 /// Data-parallel training over the ranks of `ctx`, for `oar::Optimizer(model, loss, rule, data_parallel(ctx))`:
 /// parameters broadcast from rank 0 at start; gradients averaged in buckets (DataParallel::bucket_bytes, 25 MB)
 /// that travel while the backward pass runs (DataParallel::overlap); identical parameters and optimizer state
-/// on every rank; `.sync_batch_norm()` for batch statistics over the global batch.
+/// on every rank; `.sync_batch_norm()` for batch statistics over the global batch. A model on a GPU trains over
+/// NCCL (each rank on its own GPU: `oar::cuda(ctx.local_rank())`), MPI carrying NCCL's id and the metrics.
 DataParallel data_parallel(const Context& ctx);
 
 }  // namespace oar::dist

@@ -4,6 +4,6 @@
 
 namespace oar {
 
-using CollectiveOps = op_list<ops::CCommInit, ops::CBroadcast, ops::CAllreduceSum, ops::CSyncCommStream>;
+using CollectiveOps = op_list<ops::CCommInit, ops::CBroadcast, ops::CAllreduceSum, ops::CReduceSum, ops::CSyncCommStream>;
 
 }  // namespace oar

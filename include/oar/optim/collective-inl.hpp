@@ -62,30 +62,42 @@ OAR_FUNC void append_collective(Program& program, const std::string& loss, const
   struct Insert {
     size_t after;
     std::vector<std::string> grads;
+    int root = -1;  // c_reduce_sum to this rank; -1: c_allreduce_sum
   };
   std::vector<Insert> inserts;
-  std::vector<std::string> bucket;
-  int64_t bytes = 0;
-  DType dtype = DType::f32;
-  size_t last_at = seed_at;
-  auto flush = [&] {
-    if (!bucket.empty()) inserts.push_back({last_at, std::move(bucket)});
-    bucket.clear();
-    bytes = 0;
+  // One open bucket per destination: every rank (-1), or with reduce_to_owner each parameter's owner.
+  std::map<std::string, int> owner;
+  if (c.reduce_to_owner) owner = deal_out(b, params_grads, c.nranks);
+  std::map<std::string, std::string> param_of;
+  for (auto& pg : params_grads) param_of[pg.grad] = pg.param;
+  struct Open {
+    std::vector<std::string> grads;
+    int64_t bytes = 0;
+    DType dtype = DType::f32;
+    size_t last_at = 0;
+  };
+  std::map<int, Open> open;
+  auto flush = [&](int root) {
+    Open& o = open[root];
+    if (!o.grads.empty()) inserts.push_back({o.last_at, std::move(o.grads), root});
+    o = Open{};
   };
   for (auto& p : ready) {
-    if (p.sparse) {
-      inserts.push_back({p.at, {p.grad}});
+    if (p.sparse) {  // gathered on every rank, sharded or not
+      inserts.push_back({p.at, {p.grad}, -1});
       continue;
     }
-    if (!bucket.empty() && p.dtype != dtype) flush();
-    bucket.push_back(p.grad);
-    dtype = p.dtype;
-    bytes += p.bytes;
-    last_at = p.at;
-    if (c.overlap && bytes >= c.bucket_bytes) flush();
+    const int root = c.reduce_to_owner ? owner.at(param_of.at(p.grad)) : -1;
+    Open& o = open[root];
+    if (!o.grads.empty() && p.dtype != o.dtype) flush(root);
+    Open& q = open[root];
+    q.grads.push_back(p.grad);
+    q.dtype = p.dtype;
+    q.bytes += p.bytes;
+    q.last_at = p.at;
+    if (c.overlap && q.bytes >= c.bucket_bytes) flush(root);
   }
-  flush();
+  for (auto& [root, o] : open) flush(root);
   if (!c.overlap)  // every bucket after the last gradient
     for (auto& in : inserts) in.after = b.num_ops() - 1;
 
@@ -99,10 +111,12 @@ OAR_FUNC void append_collective(Program& program, const std::string& loss, const
   b.append_op(std::move(sync));
   // From the back, so that the indexes found above stay valid.
   using A = ops::CAllreduceSum;
+  using R = ops::CReduceSum;
   std::stable_sort(inserts.begin(), inserts.end(), [](const Insert& x, const Insert& y) { return x.after > y.after; });
   for (auto& in : inserts) {
-    Operator op{std::string(A::type)};
+    Operator op{std::string(in.root < 0 ? A::type : R::type)};
     op.set_input(A::x, in.grads).set_output(A::out, in.grads).set_attr(A::ring_id, c.ring_id).set_attr(A::use_calc_stream, false);
+    if (in.root >= 0) op.set_attr(R::root_id, in.root);
     op.set_origin(b.op(in.after).origin());
     validate_op(op);
     b.insert_op(in.after + 1, std::move(op));
@@ -115,6 +129,24 @@ OAR_FUNC void append_collective(Program& program, const std::string& loss, const
   scale.set_origin(b.op(seed_at).origin());
   validate_op(scale);
   b.insert_op(seed_at + 1, std::move(scale));
+}
+
+OAR_FUNC std::map<std::string, int> deal_out(const Block& b, const std::vector<ParamGrad>& params_grads, int nranks) {
+  OAR_CHECK(nranks >= 1, "data parallel: nranks must be >= 1, got {}", nranks);
+  std::vector<std::pair<int64_t, size_t>> by_size;
+  for (size_t i = 0; i < params_grads.size(); ++i) {
+    const Variable& v = b.var(params_grads[i].param);
+    by_size.push_back({-std::max<int64_t>(v.shape().numel(), 0) * int64_t(size_of(v.dtype())), i});
+  }
+  std::stable_sort(by_size.begin(), by_size.end());
+  std::vector<int64_t> load(size_t(nranks), 0);
+  std::map<std::string, int> owner;
+  for (auto& [neg, i] : by_size) {
+    const size_t r = size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    load[r] -= neg;
+    owner[params_grads[i].param] = int(r);
+  }
+  return owner;
 }
 
 OAR_FUNC Program broadcast_program(const std::vector<BroadcastVar>& vars, const Collective& c, int root) {

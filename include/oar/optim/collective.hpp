@@ -1,12 +1,14 @@
 // oar/optim/collective.hpp: data-parallel training as program transformations, as Fluid's collective mode
 // writes it, so that a saved distributed program shows where the ranks communicate:
 // - append_collective: the loss's gradient scaled by 1/nranks (a `scale` after the backward pass's seed), a
-//   c_allreduce_sum after the op that finishes each bucket of gradients (so a bucket travels while the rest of
-//   the backward pass runs), and a c_sync_comm_stream at the end that waits for them all;
+//   c_allreduce_sum (or, for ZeRO, a c_reduce_sum to the parameters' owner) after the op that finishes each
+//   bucket of gradients (so a bucket travels while the rest of the backward pass runs), and a
+//   c_sync_comm_stream at the end that waits for them all;
 // - broadcast_program: c_comm_init and one c_broadcast per variable from the root (parameters at start).
 // The ops' kernels call the communicator of their ring (device/communicator.hpp); oar::dist makes it.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,7 @@
 
 namespace oar {
 class Program;
+class Block;
 }
 
 namespace oar::optim {
@@ -32,7 +35,14 @@ struct Collective {
   bool overlap = true;
   /// Turns the training program's batch_norm ops into sync_batch_norm: statistics over the global batch.
   bool sync_batch_norm = false;
+  /// ZeRO stage 1: each dense gradient is summed only into the rank that updates its parameter (deal_out),
+  /// with c_reduce_sum in buckets per owner, instead of into every rank with c_allreduce_sum.
+  bool reduce_to_owner = false;
 };
+
+/// ZeRO's owners: the parameters of `params_grads` (declared in `b`) dealt out largest first, each to the rank
+/// with the fewest bytes so far; the same on every rank.
+std::map<std::string, int> deal_out(const Block& b, const std::vector<ParamGrad>& params_grads, int nranks);
 
 /// Makes the backward pass of `loss` in `program` (append_backward's, giving `params_grads`) data-parallel
 /// over `c.nranks` ranks: each rank's gradients become the mean over the ranks of their mini-batches'.

@@ -10,6 +10,7 @@
 #include "oar/ops/control_flow.hpp"
 #include "oar/ops/dropout.hpp"
 #include "oar/ops/feed_fetch.hpp"
+#include "oar/ops/collective.hpp"
 #include "oar/ops/random.hpp"
 #include "oar/ops/recurrent.hpp"
 #include "oar/ops/registry.hpp"
@@ -1144,11 +1145,15 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
   if (place_.is_cuda()) {
     p.group(place_);
     // What a CUDA graph of the block must see unchanged, and whether one may be made of it at all: not with
-    // control flow, nor with a random op drawing its seed from the executor (its draw would be replayed).
+    // control flow, nor with a random op drawing its seed from the executor (its draw would be replayed), nor
+    // with collectives (their kernels hand work to the communicator's thread on the host).
     std::set<const Value*> seen;
     for (const PreparedBlock::Step& st : p.steps_) {
       const Operator& op = *st.op;
       if (op.sub_block() >= 0) p.graph_.off = true;
+      if (op.type() == ops::CAllreduceSum::type || op.type() == ops::CReduceSum::type || op.type() == ops::CBroadcast::type ||
+          op.type() == ops::CSyncCommStream::type)
+        p.graph_.off = true;
       if (op.type() == ops::Dropout::type && !op.attr_or(ops::Dropout::fix_seed, false)) p.graph_.off = true;
       if ((op.type() == ops::UniformRandom::type || op.type() == ops::GaussianRandom::type || op.type() == ops::TruncatedGaussianRandom::type) &&
           op.attr_or(ops::UniformRandom::seed, 0) == 0)

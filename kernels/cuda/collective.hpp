@@ -1,0 +1,52 @@
+// kernels/cuda/collective.hpp: eval_cuda of c_broadcast, c_allreduce_sum and c_reduce_sum. They call ring_id's communicator
+// on the kernel's GPU (NCCL's, kernels/cuda/nccl.cpp), whose thread first waits for a fence recorded here: the
+// collective reads what the stream has computed so far, while the stream goes on with the backward pass.
+// c_comm_init and c_sync_comm_stream serve every place with their CPU kernels (any_place).
+#pragma once
+#include "kernels/cpu/collective.hpp"  // the buckets and the sums of selected rows, shared with the CPU
+#include "kernels/cuda/host.hpp"
+#include "oar/device/cuda.hpp"
+
+namespace oar::ops {
+
+inline void CBroadcast::eval_cuda(KernelContext& c, const Attrs& a) {
+  auto comm = collective_detail::communicator_of(c, a.ring_id);
+  c.check(a.root < comm->size(), "root {} is not a rank of ring {} ({} ranks)", a.root, a.ring_id, comm->size());
+  c.check(c.in_value(x) == c.out_value(out), "Out ('{}') must be X ('{}'): the broadcast is in place", c.out_name(out), c.in_name(x));
+  LoDTensor& t = c.out(out);
+  c.check(t.initialized(), "X ('{}') holds no value to broadcast", c.in_name(x));
+  const Fence ready = c.cuda().record_fence();
+  comm->run([&] {
+    ready.wait();
+    comm->broadcast(t.raw(), int64_t(t.bytes()), a.root, a.what);
+  });
+}
+
+inline void CAllreduceSum::eval_cuda(KernelContext& c, const Attrs& a) {
+  auto comm = collective_detail::communicator_of(c, a.ring_id);
+  collective_detail::Bucket b = collective_detail::bucket_of<CAllreduceSum>(c, a);
+  if (b.values.empty()) return;
+  const Fence ready = c.cuda().record_fence();
+  auto job = [comm = comm.get(), b = std::move(b), ready] {
+    ready.wait();
+    collective_detail::reduce_bucket(*comm, b);
+  };
+  if (a.use_calc_stream) comm->run(std::move(job));
+  else comm->queue(std::move(job));
+}
+
+inline void CReduceSum::eval_cuda(KernelContext& c, const Attrs& a) {
+  auto comm = collective_detail::communicator_of(c, a.ring_id);
+  c.check(a.root_id < comm->size(), "root_id {} is not a rank of ring {} ({} ranks)", a.root_id, a.ring_id, comm->size());
+  collective_detail::Bucket b = collective_detail::bucket_of<CReduceSum>(c, a);
+  if (b.values.empty()) return;
+  const Fence ready = c.cuda().record_fence();
+  auto job = [comm = comm.get(), b = std::move(b), ready, root = a.root_id] {
+    ready.wait();
+    collective_detail::reduce_to(*comm, b, root);
+  };
+  if (a.use_calc_stream) comm->run(std::move(job));
+  else comm->queue(std::move(job));
+}
+
+}  // namespace oar::ops
