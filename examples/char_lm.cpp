@@ -6,92 +6,22 @@
 // non-zero above 2.3. `--device cuda` (or cuda:N) trains on a GPU (docs/cuda.md); the default is the CPU.
 #include <oar/oar.hpp>
 
+#include "fortunes.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
+using namespace fortunes;
+
 namespace {
 
-/// The Debian package's fortune files, or a copy named by $OAR_FORTUNES_DIR (a machine without the package).
-std::string fortunes_dir() {
-  const char* env = std::getenv("OAR_FORTUNES_DIR");
-  return env && *env ? std::string(env) + "/" : std::string("/usr/share/games/fortunes/");
-}
-// Held out whole, so validation text comes from subjects the model never trained on.
-const std::set<std::string> kValidFiles = {"science", "wisdom", "sports", "food"};
-
-// Ids: 0 for any other byte (a few Latin-1 and control bytes), 1 newline, 2 tab, 3.. the printable ASCII.
-constexpr int64_t kVocab = 3 + 95;
 constexpr int64_t kEmbed = 64, kHidden = 256;
-constexpr int64_t kChunk = 100, kBatch = 32;
 constexpr double kTarget = 2.3;  // bits per character
-
-int64_t char_id(unsigned char c) {
-  if (c == '\n') return 1;
-  if (c == '\t') return 2;
-  if (c >= 32 && c < 127) return 3 + (c - 32);
-  return 0;
-}
-
-/// The fortunes of one file (texts between lines holding only "%"), each followed by an empty line.
-std::string read_fortunes(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw oar::Error("cannot read " + path.string() + " (install the Debian package `fortunes`)");
-  std::string out, line;
-  while (std::getline(in, line)) out += line == "%" ? "\n" : line + '\n';
-  return out;
-}
-
-struct Corpus {
-  std::vector<int64_t> train, valid;  // character ids, the files one after the other
-};
-
-Corpus load() {
-  // The plain-text files are those without an extension (.dat is fortune's index, .u8 a UTF-8 copy).
-  const std::string dir = fortunes_dir();
-  std::set<std::filesystem::path> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    if (e.is_regular_file() && !e.path().has_extension()) files.insert(e.path());
-  if (files.empty()) throw oar::Error("no fortune files in " + dir + " (install the Debian package `fortunes`)");
-  Corpus c;
-  for (const auto& f : files) {
-    auto& dst = kValidFiles.count(f.filename().string()) ? c.valid : c.train;
-    for (char ch : read_fortunes(f)) dst.push_back(char_id(static_cast<unsigned char>(ch)));
-  }
-  std::printf("%zu files: %zu training characters, %zu validation characters (%s)\n", files.size(), c.train.size(), c.valid.size(),
-              "science, wisdom, sports, food");
-  return c;
-}
-
-/// Chunks starting at `starts`: ids text[s .. s + kChunk) as sequences of one LoD level, and the next
-/// characters text[s + 1 .. s + kChunk + 1) as labels; a chunk may be cut short by the end of the text.
-std::pair<oar::LoDTensor, oar::LoDTensor> make_batch(const std::vector<int64_t>& text, const std::vector<size_t>& starts) {
-  std::vector<int64_t> ids, next;
-  oar::Lengths lengths(1);
-  for (size_t s : starts) {
-    const size_t n = std::min<size_t>(kChunk, text.size() - 1 - s);
-    ids.insert(ids.end(), text.begin() + long(s), text.begin() + long(s + n));
-    next.insert(next.end(), text.begin() + long(s + 1), text.begin() + long(s + 1 + n));
-    lengths[0].push_back(n);
-  }
-  const auto rows = int64_t(ids.size());
-  return {oar::LoDTensor::from_lengths(oar::Tensor::from<int64_t>(ids, {rows, 1}), lengths),
-          oar::LoDTensor(oar::Tensor::from<int64_t>(next, {rows, 1}))};
-}
-
-double cpu_seconds() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
 
 }  // namespace
 
@@ -132,20 +62,7 @@ int main(int argc, char** argv) try {
   oar::Evaluator ev(scorer);
 
   // Validation: the held-out text cut into consecutive chunks, each from a zero state, every character scored once.
-  auto validate = [&] {
-    double nats_sum = 0;
-    int64_t count = 0;
-    std::vector<size_t> starts;
-    for (size_t s = 0; s + 1 < corpus.valid.size(); s += kChunk) starts.push_back(s);
-    for (size_t b = 0; b < starts.size(); b += 128) {
-      std::vector<size_t> part(starts.begin() + long(b), starts.begin() + long(std::min(b + 128, starts.size())));
-      auto [x, y] = make_batch(corpus.valid, part);
-      auto out = ev.forward({{model.name_of(ids), x}, {model.name_of(next), y}});
-      for (float v : out[0].span<float>()) nats_sum += v;
-      count += out[0].dim(0);
-    }
-    return nats_sum / double(count) / std::log(2.0);
-  };
+  auto validate = [&] { return fortunes::validate(ev, model.name_of(ids), model.name_of(next), corpus.valid); };
 
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<size_t> pick(0, corpus.train.size() - kChunk - 2);

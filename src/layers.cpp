@@ -9,6 +9,7 @@
 
 #include "oar/layers/op_layer-inl.hpp"
 #include "oar/layers/nn-inl.hpp"
+#include "oar/layers/attention-inl.hpp"
 #include "oar/layers/loss-inl.hpp"
 #include "oar/layers/metrics-inl.hpp"
 #include "oar/layers/tensor-inl.hpp"

@@ -38,6 +38,7 @@
 #include "oar/api/metrics.hpp"
 #include "oar/api/model.hpp"
 #include "oar/api/optimizer.hpp"
+#include "oar/api/sampling.hpp"
 #include "oar/autodiff/backward.hpp"
 #include "oar/dist/context.hpp"
 #include "oar/io/checkpoint.hpp"

@@ -2,6 +2,8 @@
 // ops keep theirs in kernels/cpu/all_nn_norm.hpp.
 #pragma once
 #include "kernels/cpu/all_nn_norm.hpp"
+#include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/conv2d.hpp"
 #include "kernels/cpu/conv2d_transpose.hpp"
 #include "kernels/cpu/pool2d.hpp"
+#include "kernels/cpu/position.hpp"

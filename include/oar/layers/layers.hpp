@@ -1,6 +1,7 @@
 // oar/layers/layers.hpp: every layer function (the user-facing builders).
 #pragma once
 #include "oar/layers/activations.hpp"
+#include "oar/layers/attention.hpp"
 #include "oar/layers/array.hpp"
 #include "oar/layers/compare.hpp"
 #include "oar/layers/control_flow.hpp"

@@ -1,0 +1,132 @@
+// kernels/cpu/position.hpp: add_position_encoding and rotary_position_embedding (and their gradients) on the
+// CPU. Both need each row's position in its sequence: its index t in a dense batch, its row within its LoD
+// sequence otherwise.
+#pragma once
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/sequence_pool.hpp"  // seq_last_level
+#include "oar/device/kernel_context.hpp"
+#include "oar/device/thread_pool.hpp"
+#include "oar/ops/position.hpp"
+
+namespace oar::cpu_kernels::position {
+
+/// The position of each row of X (rows: every dim but the last `inner` ones), from its LoD or, dense, from dim
+/// `time_dim` (rows of a dense X run b, [h,] t in order; `heads` > 1 repeats each position for the heads).
+inline std::vector<int64_t> row_positions(const KernelContext& c, Slot slot, const LoDTensor& x, bool dense, int64_t time_len, int64_t heads_inner) {
+  std::vector<int64_t> pos;
+  if (dense) {  // [.., T] rows: position = row % T
+    const int64_t rows = x.numel() / heads_inner;
+    pos.resize(size_t(rows));
+    for (int64_t r = 0; r < rows; ++r) pos[size_t(r)] = time_len > 0 ? r % time_len : 0;
+    return pos;
+  }
+  const std::span<const size_t> seq = seq_last_level(c, slot, x);
+  pos.resize(size_t(x.dim(0)));
+  for (size_t s = 0; s + 1 < seq.size(); ++s)
+    for (size_t r = seq[s]; r < seq[s + 1]; ++r) pos[r] = int64_t(r - seq[s]);
+  return pos;
+}
+
+/// Rotates each pair of `d` features of rows `rows` (each repeated `heads` times) by +angle or -angle.
+template <class T>
+void rotate(const T* x, T* y, const std::vector<int64_t>& pos, int64_t heads, int64_t d, double base, int64_t offset, double sign, bool time_inner_heads) {
+  std::vector<double> freq(size_t(d / 2));
+  for (int64_t i = 0; i < d / 2; ++i) freq[size_t(i)] = std::pow(base, -2.0 * double(i) / double(d));
+  const int64_t n = int64_t(pos.size());
+  parallel_for(0, n, std::max<int64_t>(1, 4096 / std::max<int64_t>(heads * d, 1)), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const double p = double(pos[size_t(r)] + offset);
+      for (int64_t h = 0; h < heads; ++h) {
+        // LoD: [N, H, d], the heads of a row together; dense: [B, H, T, d], rows are (b, h, t) already.
+        const int64_t at = time_inner_heads ? (r * heads + h) * d : r * d;
+        for (int64_t i = 0; i < d / 2; ++i) {
+          const double a = p * freq[size_t(i)];
+          const T cs = T(std::cos(a)), sn = T(sign * std::sin(a));
+          const T u = x[at + 2 * i], v = x[at + 2 * i + 1];
+          y[at + 2 * i] = u * cs - v * sn;
+          y[at + 2 * i + 1] = u * sn + v * cs;
+        }
+        if (!time_inner_heads) break;
+      }
+    }
+  });
+}
+
+}  // namespace oar::cpu_kernels::position
+
+namespace oar::ops {
+
+inline void AddPositionEncoding::eval_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& xt = c.in(x);
+  const bool dense = xt.rank() == 3;
+  c.check(dense || xt.rank() == 2, "X must be [B, T, D] or [N, D] with a LoD, got {}", xt.shape());
+  const int64_t D = xt.dim(xt.rank() - 1);
+  c.check(D % 2 == 0, "the feature size D of X {} must be even", xt.shape());
+  const std::vector<int64_t> pos = cpu_kernels::position::row_positions(c, x, xt, dense, dense ? xt.dim(1) : 0, D);
+  LoDTensor& ot = c.out(out);
+  ot.resize(xt.shape(), xt.dtype());
+  ot.set_lod(xt.lod());
+  const int64_t half = D / 2;
+  std::vector<double> freq(static_cast<size_t>(half));
+  for (int64_t k = 0; k < half; ++k) freq[size_t(k)] = std::pow(10000.0, -double(k) / double(half));
+  c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = xt.data<T>();
+    T* po = ot.data<T>();
+    const T al = T(a.alpha), be = T(a.beta);
+    parallel_for(0, int64_t(pos.size()), std::max<int64_t>(1, 4096 / std::max<int64_t>(D, 1)), [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        const double p = double(pos[size_t(r)]);
+        for (int64_t k = 0; k < half; ++k) {
+          const double w = p * freq[size_t(k)];
+          po[r * D + k] = al * px[r * D + k] + be * T(std::sin(w));
+          po[r * D + half + k] = al * px[r * D + half + k] + be * T(std::cos(w));
+        }
+      }
+    });
+  });
+}
+
+inline void AddPositionEncoding::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  const LoDTensor& g = c.in(out_grad);
+  LoDTensor& gx = c.out(x_grad);
+  gx.resize(g.shape(), g.dtype());
+  gx.set_lod(g.lod());
+  c.dispatch(type_list<float, double>{}, g.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pg = g.data<T>();
+    T* px = gx.data<T>();
+    const T al = T(a.alpha);
+    for (int64_t i = 0; i < g.numel(); ++i) px[i] = al * pg[i];
+  });
+}
+
+namespace detail {
+inline void rotary(KernelContext& c, const RotaryPositionEmbedding::Attrs& a, const LoDTensor& pos_of, const LoDTensor& in, LoDTensor& o, double sign) {
+  using R = RotaryPositionEmbedding;
+  const bool dense = pos_of.rank() == 4;
+  c.check(dense || pos_of.rank() == 3, "X must be [B, H, T, d] or [N, H, d] with a LoD, got {}", pos_of.shape());
+  c.check(in.numel() == pos_of.numel(), "Out@GRAD {} must have X's shape {}", in.shape(), pos_of.shape());
+  const int64_t d = pos_of.dim(pos_of.rank() - 1);
+  c.check(d % 2 == 0, "the head size d of X {} must be even", pos_of.shape());
+  const int64_t heads = dense ? 1 : pos_of.dim(1);
+  const std::vector<int64_t> pos =
+      cpu_kernels::position::row_positions(c, R::x, pos_of, dense, dense ? pos_of.dim(2) : 0, dense ? d : heads * d);
+  o.resize(pos_of.shape(), in.dtype());
+  o.set_lod(pos_of.lod());
+  c.dispatch(type_list<float, double>{}, in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cpu_kernels::position::rotate(in.data<T>(), o.data<T>(), pos, heads, d, double(a.base), int64_t(a.offset), sign, !dense);
+  });
+}
+}  // namespace detail
+
+inline void RotaryPositionEmbedding::eval_cpu(KernelContext& c, const Attrs& a) { detail::rotary(c, a, c.in(x), c.in(x), c.out(out), 1.0); }
+
+inline void RotaryPositionEmbedding::eval_grad_cpu(KernelContext& c, const Attrs& a) {
+  detail::rotary(c, a, c.in(x), c.in(out_grad), c.out(x_grad), -1.0);
+}
+
+}  // namespace oar::ops
