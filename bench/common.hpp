@@ -196,6 +196,10 @@ std::unique_ptr<Runner> resnet18(const Synthetic& d, int64_t batch, int threads,
 /// time-major [T, batch, input] tensor when all lengths are equal, else padded to the longest and run through
 /// pack_padded_sequence (enforce_sorted = false).
 std::unique_ptr<Runner> lstm(const Sequences& d, int threads);
+/// torch::nn::MultiheadAttention(d.input, heads) as self-attention on `d`'s sequences (sequence-first [S, B, E];
+/// unequal lengths padded to the longest, with a key_padding_mask), need_weights off: `train`: forward, the
+/// mean of every output, backward, SGD 0.1; otherwise a forward under NoGradGuard.
+std::unique_ptr<Runner> attention(const Sequences& d, int heads, int threads, bool train);
 /// Trains `m` with torch::nn::Embedding, torch::nn::LSTM and torch::nn::Linear at 1 thread (time-major
 /// [chunk, batch] inputs: every chunk of a batch has the same length) and scores the validation text.
 CharLmResult char_lm(const CharLm& m);

@@ -583,6 +583,90 @@ void bench_lstm() {
   }
 }
 
+// ---------------------------------------------------------------- attention
+
+/// oar's side of the attention group: multi_head_attention(x, heads, d_model) on LoD sequences (nothing padded),
+/// loss the mean of every output; `train`: Optimizer::step with SGD 0.1, else Evaluator::forward.
+struct OarAttention {
+  std::unique_ptr<oar::Model> model;
+  std::unique_ptr<oar::Optimizer> opt;
+  std::unique_ptr<oar::Evaluator> ev;
+  oar::FeedMap feeds;
+  OarAttention(const Sequences& d, int heads, bool train) {
+    oar::Tape tape;
+    auto x = oar::data("x", oar::f32, {-1, d.input}).lod_level(1);
+    auto y = oar::multi_head_attention(x, heads, d.input);
+    auto loss = oar::mean(y);
+    model = std::make_unique<oar::Model>(tape.program(train ? loss : y));
+    if (train) opt = std::make_unique<oar::Optimizer>(*model, loss, oar::optim::sgd(0.1));
+    else ev = std::make_unique<oar::Evaluator>(*model);
+    oar::Lengths lengths(1);
+    for (int64_t l : d.lengths) lengths[0].push_back(size_t(l));
+    feeds[model->name_of(x)] = oar::LoDTensor::from_lengths(oar::Tensor::from<float>(d.x, {d.rows(), d.input}), lengths);
+  }
+  void step() {
+    if (opt) opt->step(feeds);
+    else ev->forward(feeds);
+  }
+};
+
+constexpr int64_t kAttnBatch = 8, kAttnModel = 256;
+constexpr int kAttnHeads = 4;
+
+/// The attention group's batches: 8 sequences of T (t128, t512, t2048) or of lengths uniform in 16..512 (ragged).
+Sequences attention_batch(const std::string& shape) {
+  if (shape == "ragged") return make_sequences(kAttnBatch, kAttnModel, 0, 16, 512, 7);
+  const int64_t t = std::atoll(shape.c_str() + 1);
+  return make_sequences(kAttnBatch, kAttnModel, 0, t, t, 7);
+}
+
+bool run_child_mem(const std::string& netname, const std::string& fw, double& hwm_mb, double& oar_mb);
+
+/// Multi-head self-attention (d_model 256, 4 heads, batch 8), forward and training step, 1 and 2 threads, oar
+/// against torch::nn::MultiheadAttention; then each side's peak memory in a process of its own.
+void bench_attention() {
+  for (const char* shape : {"t128", "t512", "t2048", "ragged"}) {
+    const Sequences d = attention_batch(shape);
+    const double tokens = double(d.rows());
+    const bool ragged = std::string(shape) == "ragged";
+    for (bool train : {false, true}) {
+      OarAttention net(d, kAttnHeads, train);
+      for (int thr : {1, 2}) {
+        clock_for(thr);
+        OarRunner o(thr, [&] { net.step(); });
+        auto p = use_torch() ? torch_peer::attention(d, kAttnHeads, thr, train) : nullptr;
+        auto [to, tp] = interleave(o, p.get(), g_opt.reps, g_opt.min_time);
+        const std::string what = ragged ? "8 sequences, lengths uniform in 16..512 (" + std::to_string(d.rows()) + " tokens)"
+                                        : "8 sequences of " + std::string(shape).substr(1);
+        const std::string note = std::string("multi-head self-attention, d_model 256, 4 heads, ") + what + (train ? ", forward + backward + SGD 0.1 on the mean" : ", forward") +
+                                 "; oar: multi_head_attention on LoD input, no padding; libtorch: torch::nn::MultiheadAttention, need_weights off" +
+                                 (ragged ? ", padded with a key_padding_mask" : "") + ", " + torch_setting(thr) + "; " + clock_note(thr);
+        emit({std::string("attention_") + shape + (train ? "_train" : "_forward"), "tokens/s", tokens / to, p ? "libtorch" : "", p ? tokens / tp : 0, thr, note,
+              true});
+      }
+    }
+  }
+  // Peak memory of a training step: oar's tensor peak grows with T, not T^2 (the scores are never held whole).
+  double oar512 = 0, oar2048 = 0;
+  for (const char* shape : {"t512", "t2048"}) {
+    double hwm = 0, tensors = 0, peer = 0, dummy = 0;
+    if (!run_child_mem(std::string("attention-") + shape, "oar", hwm, tensors)) {
+      info(std::string("attention peak memory: the oar child failed at ") + shape);
+      continue;
+    }
+    (std::string(shape) == "t512" ? oar512 : oar2048) = tensors;
+    const bool peer_ok = use_torch() && run_child_mem(std::string("attention-") + shape, "libtorch", peer, dummy);
+    emit({std::string("attention_") + shape + "_train_peak_mem", "MB", tensors, peer_ok ? "libtorch" : "", peer, 1,
+          "3 training steps at 1 thread, each framework in its own process; oar: oar::memory_stats().peak (tensor bytes); libtorch: VmHWM - VmRSS at "
+          "start; one T x T score matrix of all heads and sequences: " +
+              fmt::format("{:.0f} MB", double(kAttnBatch * kAttnHeads) * std::pow(double(std::atoll(shape + 1)), 2) * 4 / (1 << 20)),
+          false});
+  }
+  if (oar512 > 0 && oar2048 > 0)
+    emit({"attention_peak_mem_growth_t512_to_t2048", "x", oar2048 / oar512, "", 0, 1, "oar's tensor peak at T = 2048 over T = 512: 4 is linear in T, 16 quadratic",
+          false});
+}
+
 // ---------------------------------------------------------------- char_lm
 
 /// oar's side of char_lm: examples/char_lm.cpp's model with named parameters (so that LibTorch can start
@@ -872,10 +956,30 @@ struct OarResnetRunner : OarRunner {
 
 // ---------------------------------------------------------------- peak memory (one process per framework)
 
-/// In a fresh process (`oar_bench --child-mem <mlp|conv|resnet18> <framework>`): trains 20 steps (resnet18: 3),
-/// prints "MEM <VmHWM - VmRSS at start, MB> <oar tensor peak, MB>". Frameworks: oar, libtorch (oneDNN on),
-/// libtorch-no-mkldnn (resnet18 only), dlib (not resnet18).
+/// In a fresh process (`oar_bench --child-mem <mlp|conv|resnet18|attention-SHAPE> <framework>`): trains 20 steps
+/// (resnet18 and attention: 3), prints "MEM <VmHWM - VmRSS at start, MB> <oar tensor peak, MB>". Frameworks: oar,
+/// libtorch (oneDNN on), libtorch-no-mkldnn (resnet18 only), dlib (not resnet18 nor attention).
 int child_mem(const std::string& netname, const std::string& fw) {
+  if (netname.rfind("attention-", 0) == 0) {
+    const Sequences d = attention_batch(netname.substr(10));
+    oar::set_num_threads(1);
+    const double base_kb = status_kb("VmRSS:");
+    oar::reset_peak_memory();
+    std::unique_ptr<OarAttention> net;
+    std::unique_ptr<Runner> r;
+    if (fw == "oar") {
+      net = std::make_unique<OarAttention>(d, kAttnHeads, true);
+      r = std::make_unique<OarRunner>(1, [&] { net->step(); });
+    } else if (fw == "libtorch") {
+      r = torch_peer::attention(d, kAttnHeads, 1, true);
+    }
+    if (!r) return 2;
+    r->enter();
+    for (int i = 0; i < 3; ++i) r->step();
+    r->leave();
+    std::printf("MEM %.3f %.3f\n", (status_kb("VmHWM:") - base_kb) / 1024.0, fw == "oar" ? double(oar::memory_stats().peak.load()) / (1 << 20) : 0.0);
+    return 0;
+  }
   const bool conv = netname == "conv", resnet = netname == "resnet18";
   Synthetic d = resnet ? make_synthetic(kResnetBatch, kResnetPixels, kResnetSeed, 1000) : make_synthetic(kBatch, 784, 11);
   oar::set_num_threads(1);
@@ -1353,6 +1457,7 @@ int main(int argc, char** argv) try {
                   "  --cuda-sync spin: the host spins while it waits for the GPU (rows *_spin, no CPU-time rows); block (default)\n"
                   "benchmarks: sgemm op_overhead nd mlp_forward conv_forward conv_layer mlp_train conv_train lstm char_lm (filter: substring);\n"
                   "  dist (2 ranks under mpirun against 1 process: conv net and ResNet-18; minutes; runs only when named)\n"
+                  "  attention (multi-head attention against LibTorch, T 128 / 512 / 2048 and ragged, peak memory; minutes; runs only when named)\n"
                   "  resnet18 (minutes; runs only when named: its own defaults 1 round of >= 5 s training blocks, 3 rounds per conv shape)\n"
                   "  mlp_forward and mlp_train also print gemm_bound: their large products alone on OpenBLAS, a rate no framework can pass\n");
       return 0;
@@ -1386,6 +1491,7 @@ int main(int argc, char** argv) try {
   }
   if (selected("lstm")) bench_lstm();
   if (selected("char_lm")) bench_char_lm();
+  if (!g_opt.filter.empty() && selected("attention")) bench_attention();
   if (!g_opt.filter.empty() && selected("resnet18")) bench_resnet18();
   if (!g_opt.filter.empty() && selected("dist")) bench_dist();
   info("load at the end " + loadavg());

@@ -25,6 +25,7 @@ std::unique_ptr<Runner> conv_layer(const ConvLayer&, bool, bool) { return nullpt
 std::unique_ptr<Runner> conv_layer_autograd(const ConvLayer&, bool) { return nullptr; }
 std::unique_ptr<Runner> resnet18(const Synthetic&, int64_t, int, bool) { return nullptr; }
 std::unique_ptr<Runner> lstm(const Sequences&, int) { return nullptr; }
+std::unique_ptr<Runner> attention(const Sequences&, int, int, bool) { return nullptr; }
 CharLmResult char_lm(const CharLm&) { return {}; }
 
 #else
@@ -353,6 +354,51 @@ struct LstmRunner : TorchRunner {
 }  // namespace
 
 std::unique_ptr<Runner> lstm(const Sequences& d, int threads) { return std::make_unique<LstmRunner>(d, threads); }
+
+namespace {
+
+struct AttentionRunner : TorchRunner {
+  torch::nn::MultiheadAttention mha{nullptr};
+  torch::Tensor x, pad;
+  bool padded = false, train = false;
+  std::unique_ptr<torch::optim::SGD> opt;
+  AttentionRunner(const Sequences& d, int heads, int threads_, bool train_) : train(train_) {
+    threads = threads_;
+    torch::manual_seed(1);
+    mha = torch::nn::MultiheadAttention(torch::nn::MultiheadAttentionOptions(d.input, heads));
+    const auto batch = int64_t(d.lengths.size());
+    const int64_t longest = *std::max_element(d.lengths.begin(), d.lengths.end());
+    padded = *std::min_element(d.lengths.begin(), d.lengths.end()) != longest;
+    x = torch::zeros({longest, batch, d.input});
+    pad = torch::ones({batch, longest}, torch::kBool);
+    auto acc = x.accessor<float, 3>();
+    auto pa = pad.accessor<bool, 2>();
+    int64_t row = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t t = 0; t < d.lengths[size_t(b)]; ++t, ++row) {
+        pa[b][t] = false;
+        for (int64_t k = 0; k < d.input; ++k) acc[t][b][k] = d.x[size_t(row * d.input + k)];
+      }
+    opt = std::make_unique<torch::optim::SGD>(mha->parameters(), torch::optim::SGDOptions(0.1));
+  }
+  torch::Tensor forward() { return std::get<0>(mha->forward(x, x, x, padded ? pad : torch::Tensor(), /*need_weights=*/false)); }
+  void step() override {
+    if (!train) {
+      torch::NoGradGuard no_grad;
+      forward();
+      return;
+    }
+    opt->zero_grad();
+    forward().mean().backward();
+    opt->step();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Runner> attention(const Sequences& d, int heads, int threads, bool train) {
+  return std::make_unique<AttentionRunner>(d, heads, threads, train);
+}
 
 namespace {
 

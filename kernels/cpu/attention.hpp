@@ -110,18 +110,15 @@ void forward_rows(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t i1)
     const int64_t j1 = std::min(j0 + kKeyTile, jend);
     scores(p, sh, i0, i1, j0, j1, s);
     for (int64_t a = 0; a < r; ++a) {
-      T* row = &s(a, 0);
-      T mx = ninf;
-      for (int64_t b = 0; b < j1 - j0; ++b) mx = std::max(mx, row[b]);
-      const T mnew = std::max(m[size_t(a)], mx);
+      auto row = s.row(a).array();  // Eigen's exp is vectorized: the T x T exponentials are most of the non-GEMM work
+      const T mnew = std::max(m[size_t(a)], row.maxCoeff());
       if (mnew == ninf) {  // nothing seen yet in this row
-        for (int64_t b = 0; b < j1 - j0; ++b) row[b] = 0;
+        row.setZero();
         continue;
       }
       const T shrink = std::exp(m[size_t(a)] - mnew);  // 0 when the row saw nothing before
-      T sum = 0;
-      for (int64_t b = 0; b < j1 - j0; ++b) sum += (row[b] = std::exp(row[b] - mnew));
-      l[size_t(a)] = l[size_t(a)] * shrink + sum;
+      row = (row - mnew).exp();
+      l[size_t(a)] = l[size_t(a)] * shrink + row.sum();
       m[size_t(a)] = mnew;
       if (shrink != T(1)) acc.row(a) *= shrink;
     }
@@ -167,8 +164,8 @@ void backward(const Problem<T>& p, const Shared& sh) {
       scores(p, sh, i0, i1, j0, j1, s);
       for (int64_t a = 0; a < r; ++a) {
         const T lse = p.lse[(i0 + a) * p.lse_stride];
-        T* row = &s(a, 0);
-        for (int64_t b = 0; b < n; ++b) row[b] = lse == ninf ? T(0) : std::exp(row[b] - lse);
+        if (lse == ninf) s.row(a).setZero();
+        else s.row(a).array() = (s.row(a).array() - lse).exp();
       }
       CMap<T> qt(p.q + i0 * p.qs, r, p.d, Eigen::OuterStride<>(p.qs));
       CMap<T> dot(p.dout + i0 * p.os, r, p.dv, Eigen::OuterStride<>(p.os));
@@ -181,10 +178,7 @@ void backward(const Problem<T>& p, const Shared& sh) {
       } else {
         dvt.noalias() += s.transpose() * dot;
       }
-      for (int64_t a = 0; a < r; ++a) {
-        const T dl = delta[size_t(i0 + a)];
-        for (int64_t b = 0; b < n; ++b) s(a, b) *= dp(a, b) - dl;  // dS = P (dP - delta)
-      }
+      for (int64_t a = 0; a < r; ++a) s.row(a).array() *= dp.row(a).array() - delta[size_t(i0 + a)];  // dS = P (dP - delta)
       s *= T(sh.scale);
       dq.middleRows(i0, r).noalias() += s * kt;
       dkt.noalias() += s.transpose() * qt;
