@@ -2,6 +2,7 @@
 // builds the kernel registry (src/kernels.cpp, or a header-only unit) when oar is built with CUDA. The device
 // side is the .cu files of this folder, in the oar_cuda library.
 #pragma once
+#include "kernels/cuda/attention.hpp"
 #include "kernels/cuda/clip_norm.hpp"
 #include "kernels/cuda/collective.hpp"
 #include "kernels/cuda/amp.hpp"

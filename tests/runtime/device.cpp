@@ -82,11 +82,8 @@ TEST_CASE("executor: an op without a kernel on the place is an oar::Error naming
 TEST_CASE("kernels: built with CUDA, every op with a CPU kernel has a CUDA one too (its own, or the CPU's serving every place)") {
   if (!OAR_WITH_CUDA) return;
   // sync_batch_norm has CPU kernels only: a data-parallel Optimizer refuses it on a GPU model
-  // (docs/distributed.md, "Not there yet"). Attention's and the position ops' CUDA kernels are not written yet
-  // (docs/attention.md).
-  const std::set<std::string> cpu_only{"sync_batch_norm", "sync_batch_norm_grad", "scaled_dot_product_attention", "scaled_dot_product_attention_grad",
-                                       "add_position_encoding", "add_position_encoding_grad", "rotary_position_embedding",
-                                       "rotary_position_embedding_grad"};
+  // (docs/distributed.md, "Not there yet").
+  const std::set<std::string> cpu_only{"sync_batch_norm", "sync_batch_norm_grad"};
   std::string missing;
   for (const OpDef* d : OpRegistry::instance().all(true)) {
     const KernelEntry* e = KernelRegistry::instance().find(d->type);

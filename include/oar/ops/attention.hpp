@@ -100,6 +100,8 @@ struct ScaledDotProductAttention {
 
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/attention.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/attention.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/attention.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/attention.hpp
 };
 
 }  // namespace oar::ops

@@ -41,6 +41,8 @@ struct AddPositionEncoding {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/position.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/position.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/attention.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/attention.hpp
 };
 
 /// Each pair (x[2i], x[2i + 1]) of a head's features rotated by the angle (pos + offset) * base^(-2i / d):
@@ -83,6 +85,8 @@ struct RotaryPositionEmbedding {
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/position.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/position.hpp
+  static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/attention.hpp
+  static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/attention.hpp
 };
 
 }  // namespace oar::ops
