@@ -284,6 +284,29 @@ void place_outputs(Plan<T>& pl, const LoDTensor& qt, T* o, T* lse) {
   }
 }
 
+/// The forward pass's dropout seed: the fixed one, a fresh draw of the device's stream, or 0 without dropout.
+inline uint64_t forward_seed(const KernelContext& c, const ops::ScaledDotProductAttention::Attrs& a) {
+  return a.fix_seed ? uint64_t(uint32_t(a.seed)) : (a.is_test || a.dropout_prob == 0.f ? 0 : c.device().next_seed());
+}
+
+/// The forward pass's plan with Out (Q's shape but dv, Q's LoD) and LSE sized on the kernel's place and each
+/// problem pointing into them: what both places' forward kernels start from.
+template <class T>
+Plan<T> forward_plan(KernelContext& c, const ops::ScaledDotProductAttention::Attrs& a, uint64_t seed) {
+  using Op = ops::ScaledDotProductAttention;
+  const LoDTensor& qt = c.in(Op::q);
+  Plan<T> pl = plan<T>(c, a, seed);
+  LoDTensor& ot = c.out(Op::out);
+  Shape os = qt.shape();
+  os[os.rank() - 1] = c.in(Op::v).dim(c.in(Op::v).rank() - 1);
+  ot.resize(os, qt.dtype());
+  ot.set_lod(qt.lod());
+  LoDTensor& lt = c.out(Op::lse);
+  lt.resize(qt.rank() == 4 ? Shape{qt.dim(0), qt.dim(1), qt.dim(2)} : Shape{qt.dim(0), qt.dim(1)}, qt.dtype());
+  place_outputs(pl, qt, ot.data<T>(), lt.data<T>());
+  return pl;
+}
+
 }  // namespace oar::cpu_kernels::attention
 
 namespace oar::ops {
@@ -291,21 +314,13 @@ namespace oar::ops {
 inline void ScaledDotProductAttention::eval_cpu(KernelContext& c, const Attrs& a) {
   namespace at = cpu_kernels::attention;
   const LoDTensor& qt = c.in(q);
-  const uint64_t s = a.fix_seed ? uint64_t(uint32_t(a.seed)) : (a.is_test || a.dropout_prob == 0.f ? 0 : c.device().next_seed());
+  const uint64_t s = at::forward_seed(c, a);
   LoDTensor& so = c.out(seed_out);
   so.resize(Shape{1}, DType::i64);
   so.data<int64_t>()[0] = int64_t(s);
   c.dispatch(type_list<float, double>{}, qt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    at::Plan<T> pl = at::plan<T>(c, a, s);
-    LoDTensor& ot = c.out(out);
-    Shape os = qt.shape();
-    os[os.rank() - 1] = c.in(v).dim(c.in(v).rank() - 1);
-    ot.resize(os, qt.dtype());
-    ot.set_lod(qt.lod());
-    LoDTensor& lt = c.out(lse);
-    lt.resize(qt.rank() == 4 ? Shape{qt.dim(0), qt.dim(1), qt.dim(2)} : Shape{qt.dim(0), qt.dim(1)}, qt.dtype());
-    at::place_outputs(pl, qt, ot.data<T>(), lt.data<T>());
+    at::Plan<T> pl = at::forward_plan<T>(c, a, s);
     // Work items: (problem, query tile), so that one long sequence still spreads over the threads.
     std::vector<std::pair<int32_t, int64_t>> items;
     for (size_t i = 0; i < pl.problems.size(); ++i)

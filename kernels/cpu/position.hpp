@@ -54,6 +54,28 @@ void rotate(const T* x, T* y, const std::vector<int64_t>& pos, int64_t heads, in
   });
 }
 
+/// What rotary_position_embedding's kernels on both places start from: X's layout checked, each row's
+/// position, and the result `o` sized as X with its LoD.
+struct RotaryLayout {
+  bool dense;
+  int64_t heads, d;
+  std::vector<int64_t> pos;
+};
+inline RotaryLayout rotary_layout(const KernelContext& c, const LoDTensor& pos_of, const LoDTensor& in, LoDTensor& o) {
+  using R = ops::RotaryPositionEmbedding;
+  RotaryLayout l;
+  l.dense = pos_of.rank() == 4;
+  c.check(l.dense || pos_of.rank() == 3, "X must be [B, H, T, d] or [N, H, d] with a LoD, got {}", pos_of.shape());
+  c.check(in.numel() == pos_of.numel(), "Out@GRAD {} must have X's shape {}", in.shape(), pos_of.shape());
+  l.d = pos_of.dim(pos_of.rank() - 1);
+  c.check(l.d % 2 == 0, "the head size d of X {} must be even", pos_of.shape());
+  l.heads = l.dense ? 1 : pos_of.dim(1);
+  l.pos = row_positions(c, R::x, pos_of, l.dense, l.dense ? pos_of.dim(2) : 0, l.dense ? l.d : l.heads * l.d);
+  o.resize(pos_of.shape(), in.dtype());
+  o.set_lod(pos_of.lod());
+  return l;
+}
+
 }  // namespace oar::cpu_kernels::position
 
 namespace oar::ops {
@@ -105,20 +127,10 @@ inline void AddPositionEncoding::eval_grad_cpu(KernelContext& c, const Attrs& a)
 
 namespace detail {
 inline void rotary(KernelContext& c, const RotaryPositionEmbedding::Attrs& a, const LoDTensor& pos_of, const LoDTensor& in, LoDTensor& o, double sign) {
-  using R = RotaryPositionEmbedding;
-  const bool dense = pos_of.rank() == 4;
-  c.check(dense || pos_of.rank() == 3, "X must be [B, H, T, d] or [N, H, d] with a LoD, got {}", pos_of.shape());
-  c.check(in.numel() == pos_of.numel(), "Out@GRAD {} must have X's shape {}", in.shape(), pos_of.shape());
-  const int64_t d = pos_of.dim(pos_of.rank() - 1);
-  c.check(d % 2 == 0, "the head size d of X {} must be even", pos_of.shape());
-  const int64_t heads = dense ? 1 : pos_of.dim(1);
-  const std::vector<int64_t> pos =
-      cpu_kernels::position::row_positions(c, R::x, pos_of, dense, dense ? pos_of.dim(2) : 0, dense ? d : heads * d);
-  o.resize(pos_of.shape(), in.dtype());
-  o.set_lod(pos_of.lod());
+  const cpu_kernels::position::RotaryLayout l = cpu_kernels::position::rotary_layout(c, pos_of, in, o);
   c.dispatch(type_list<float, double>{}, in.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cpu_kernels::position::rotate(in.data<T>(), o.data<T>(), pos, heads, d, double(a.base), int64_t(a.offset), sign, !dense);
+    cpu_kernels::position::rotate(in.data<T>(), o.data<T>(), l.pos, l.heads, l.d, double(a.base), int64_t(a.offset), sign, !l.dense);
   });
 }
 }  // namespace detail

@@ -57,22 +57,16 @@ inline void ScaledDotProductAttention::eval_cuda(KernelContext& c, const Attrs& 
   namespace at = cpu_kernels::attention;
   namespace ag = cuda_kernels::attention_gpu;
   const LoDTensor& qt = c.in(q);
-  const uint64_t s = a.fix_seed ? uint64_t(uint32_t(a.seed)) : (a.is_test || a.dropout_prob == 0.f ? 0 : c.device().next_seed());
+  const uint64_t s = at::forward_seed(c, a);
   LoDTensor& so = c.out(seed_out);
   so.resize(Shape{1}, DType::i64);
   const int64_t sv = int64_t(s);
   cpu_kernels::place_io::store(c, so, &sv);
   cuda_kernels::float_types(c, qt.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    at::Plan<T> pl = at::plan<T>(c, a, s);
+    at::Plan<T> pl = at::forward_plan<T>(c, a, s);
     LoDTensor& ot = c.out(out);
-    Shape os = qt.shape();
-    os[os.rank() - 1] = c.in(v).dim(c.in(v).rank() - 1);
-    ot.resize(os, qt.dtype());
-    ot.set_lod(qt.lod());
     LoDTensor& lt = c.out(lse);
-    lt.resize(qt.rank() == 4 ? Shape{qt.dim(0), qt.dim(1), qt.dim(2)} : Shape{qt.dim(0), qt.dim(1)}, qt.dtype());
-    at::place_outputs(pl, qt, ot.data<T>(), lt.data<T>());
     const LoDTensor* mt = c.has_in(mask) ? &c.in(mask) : nullptr;
     const void* m0 = mt ? mt->raw() : nullptr;
     auto ln = ag::upload_plan<T>(c, pl, qt.data<T>(), c.in(k).data<T>(), c.in(v).data<T>(), ot.data<T>(), lt.data<T>(), m0, mt && mt->dtype() == DType::boolean);
@@ -145,19 +139,10 @@ inline void AddPositionEncoding::eval_grad_cuda(KernelContext& c, const Attrs& a
 
 namespace detail {
 inline void rotary_cuda(KernelContext& c, const RotaryPositionEmbedding::Attrs& a, const LoDTensor& pos_of, const LoDTensor& in, LoDTensor& o, float sign) {
-  using R = RotaryPositionEmbedding;
-  const bool dense = pos_of.rank() == 4;
-  c.check(dense || pos_of.rank() == 3, "X must be [B, H, T, d] or [N, H, d] with a LoD, got {}", pos_of.shape());
-  c.check(in.numel() == pos_of.numel(), "Out@GRAD {} must have X's shape {}", in.shape(), pos_of.shape());
-  const int64_t d = pos_of.dim(pos_of.rank() - 1);
-  c.check(d % 2 == 0, "the head size d of X {} must be even", pos_of.shape());
-  const int64_t heads = dense ? 1 : pos_of.dim(1);
-  const std::vector<int64_t> pos = cpu_kernels::position::row_positions(c, R::x, pos_of, dense, dense ? pos_of.dim(2) : 0, dense ? d : heads * d);
-  const Tensor p = cpu_kernels::place_io::upload(c, pos);
-  o.resize(pos_of.shape(), in.dtype());
-  o.set_lod(pos_of.lod());
-  cuda_kernels::check(c, cuda_kernels::rotary(cuda_kernels::elem(c, in.dtype()), in.raw(), o.raw(), p.data<int64_t>(), int64_t(pos.size()), heads, d, a.base,
-                                              a.offset, sign, cuda_kernels::stream(c)));
+  const cpu_kernels::position::RotaryLayout l = cpu_kernels::position::rotary_layout(c, pos_of, in, o);
+  const Tensor p = cpu_kernels::place_io::upload(c, l.pos);
+  cuda_kernels::check(c, cuda_kernels::rotary(cuda_kernels::elem(c, in.dtype()), in.raw(), o.raw(), p.data<int64_t>(), int64_t(l.pos.size()), l.heads, l.d,
+                                              a.base, a.offset, sign, cuda_kernels::stream(c)));
 }
 }  // namespace detail
 
