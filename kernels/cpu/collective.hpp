@@ -85,6 +85,17 @@ inline void reduce_bucket(Communicator& comm, const Bucket& b) {
   }
 }
 
+/// c_broadcast's communicator and tensor, checked: the root is a rank, the broadcast is in place, X has a value.
+inline std::pair<std::shared_ptr<Communicator>, LoDTensor*> broadcast_of(KernelContext& c, const CBroadcast::Attrs& a) {
+  using Op = CBroadcast;
+  auto comm = communicator_of(c, a.ring_id);
+  c.check(a.root < comm->size(), "root {} is not a rank of ring {} ({} ranks)", a.root, a.ring_id, comm->size());
+  c.check(c.in_value(Op::x) == c.out_value(Op::out), "Out ('{}') must be X ('{}'): the broadcast is in place", c.out_name(Op::out), c.in_name(Op::x));
+  LoDTensor& t = c.out(Op::out);
+  c.check(t.initialized(), "X ('{}') holds no value to broadcast", c.in_name(Op::x));
+  return {std::move(comm), &t};
+}
+
 /// Sums the bucket's dense tensors into rank `root` (one message per run of one dtype). Runs on the
 /// communicator's thread.
 inline void reduce_to(Communicator& comm, const Bucket& b, int root) {
@@ -136,12 +147,8 @@ inline void CCommInit::eval_cpu(KernelContext& c, const Attrs& a) {
 }
 
 inline void CBroadcast::eval_cpu(KernelContext& c, const Attrs& a) {
-  auto comm = collective_detail::communicator_of(c, a.ring_id);
-  c.check(a.root < comm->size(), "root {} is not a rank of ring {} ({} ranks)", a.root, a.ring_id, comm->size());
-  c.check(c.in_value(x) == c.out_value(out), "Out ('{}') must be X ('{}'): the broadcast is in place", c.out_name(out), c.in_name(x));
-  LoDTensor& t = c.out(out);
-  c.check(t.initialized(), "X ('{}') holds no value to broadcast", c.in_name(x));
-  comm->run([&] { comm->broadcast(t.raw(), int64_t(t.bytes()), a.root, a.what); });
+  auto [comm, t] = collective_detail::broadcast_of(c, a);
+  comm->run([&] { comm->broadcast(t->raw(), int64_t(t->bytes()), a.root, a.what); });
 }
 
 inline void CAllreduceSum::eval_cpu(KernelContext& c, const Attrs& a) {

@@ -76,20 +76,33 @@ inline RotaryLayout rotary_layout(const KernelContext& c, const LoDTensor& pos_o
   return l;
 }
 
+/// What add_position_encoding's kernels on both places start from: X's layout checked, each row's position,
+/// the feature size D, and Out sized as X with its LoD.
+struct EncodingLayout {
+  int64_t D;
+  std::vector<int64_t> pos;
+};
+inline EncodingLayout encoding_layout(const KernelContext& c, const LoDTensor& xt, LoDTensor& ot) {
+  using P = ops::AddPositionEncoding;
+  const bool dense = xt.rank() == 3;
+  c.check(dense || xt.rank() == 2, "X must be [B, T, D] or [N, D] with a LoD, got {}", xt.shape());
+  EncodingLayout l;
+  l.D = xt.dim(xt.rank() - 1);
+  c.check(l.D % 2 == 0, "the feature size D of X {} must be even", xt.shape());
+  l.pos = row_positions(c, P::x, xt, dense, dense ? xt.dim(1) : 0, l.D);
+  ot.resize(xt.shape(), xt.dtype());
+  ot.set_lod(xt.lod());
+  return l;
+}
+
 }  // namespace oar::cpu_kernels::position
 
 namespace oar::ops {
 
 inline void AddPositionEncoding::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const bool dense = xt.rank() == 3;
-  c.check(dense || xt.rank() == 2, "X must be [B, T, D] or [N, D] with a LoD, got {}", xt.shape());
-  const int64_t D = xt.dim(xt.rank() - 1);
-  c.check(D % 2 == 0, "the feature size D of X {} must be even", xt.shape());
-  const std::vector<int64_t> pos = cpu_kernels::position::row_positions(c, x, xt, dense, dense ? xt.dim(1) : 0, D);
   LoDTensor& ot = c.out(out);
-  ot.resize(xt.shape(), xt.dtype());
-  ot.set_lod(xt.lod());
+  const auto [D, pos] = cpu_kernels::position::encoding_layout(c, xt, ot);
   const int64_t half = D / 2;
   std::vector<double> freq(static_cast<size_t>(half));
   for (int64_t k = 0; k < half; ++k) freq[size_t(k)] = std::pow(10000.0, -double(k) / double(half));

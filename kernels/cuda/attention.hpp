@@ -116,15 +116,9 @@ inline void ScaledDotProductAttention::eval_grad_cuda(KernelContext& c, const At
 
 inline void AddPositionEncoding::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const bool dense = xt.rank() == 3;
-  c.check(dense || xt.rank() == 2, "X must be [B, T, D] or [N, D] with a LoD, got {}", xt.shape());
-  const int64_t D = xt.dim(xt.rank() - 1);
-  c.check(D % 2 == 0, "the feature size D of X {} must be even", xt.shape());
-  const std::vector<int64_t> pos = cpu_kernels::position::row_positions(c, x, xt, dense, dense ? xt.dim(1) : 0, D);
-  const Tensor p = cpu_kernels::place_io::upload(c, pos);
   LoDTensor& ot = c.out(out);
-  ot.resize(xt.shape(), xt.dtype());
-  ot.set_lod(xt.lod());
+  const auto [D, pos] = cpu_kernels::position::encoding_layout(c, xt, ot);
+  const Tensor p = cpu_kernels::place_io::upload(c, pos);
   cuda_kernels::check(c, cuda_kernels::add_position_encoding(cuda_kernels::elem(c, xt.dtype()), xt.raw(), ot.raw(), p.data<int64_t>(), int64_t(pos.size()), D,
                                                              a.alpha, a.beta, cuda_kernels::stream(c)));
 }

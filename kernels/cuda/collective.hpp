@@ -10,15 +10,11 @@
 namespace oar::ops {
 
 inline void CBroadcast::eval_cuda(KernelContext& c, const Attrs& a) {
-  auto comm = collective_detail::communicator_of(c, a.ring_id);
-  c.check(a.root < comm->size(), "root {} is not a rank of ring {} ({} ranks)", a.root, a.ring_id, comm->size());
-  c.check(c.in_value(x) == c.out_value(out), "Out ('{}') must be X ('{}'): the broadcast is in place", c.out_name(out), c.in_name(x));
-  LoDTensor& t = c.out(out);
-  c.check(t.initialized(), "X ('{}') holds no value to broadcast", c.in_name(x));
+  auto [comm, t] = collective_detail::broadcast_of(c, a);
   const Fence ready = c.cuda().record_fence();
   comm->run([&] {
     ready.wait();
-    comm->broadcast(t.raw(), int64_t(t.bytes()), a.root, a.what);
+    comm->broadcast(t->raw(), int64_t(t->bytes()), a.root, a.what);
   });
 }
 
