@@ -5,5 +5,6 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/conv2d.hpp"
 #include "kernels/cpu/conv2d_transpose.hpp"
+#include "kernels/cpu/kv_cache.hpp"
 #include "kernels/cpu/pool2d.hpp"
 #include "kernels/cpu/position.hpp"

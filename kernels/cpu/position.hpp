@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/place_io.hpp"
 #include "kernels/cpu/sequence_pool.hpp"  // seq_last_level
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
@@ -13,19 +14,31 @@
 namespace oar::cpu_kernels::position {
 
 /// The position of each row of X (rows: every dim but the last `inner` ones), from its LoD or, dense, from dim
-/// `time_dim` (rows of a dense X run b, [h,] t in order; `heads` > 1 repeats each position for the heads).
+/// `time_dim` (rows of a dense X run b, [h,] t in order; `heads` > 1 repeats each position for the heads), plus
+/// the op's Offset of the row's sequence (or dense batch row) when it has one.
 inline std::vector<int64_t> row_positions(const KernelContext& c, Slot slot, const LoDTensor& x, bool dense, int64_t time_len, int64_t heads_inner) {
-  std::vector<int64_t> pos;
+  static constexpr Slot offset_slot{"Offset"};  // both position ops name it so
+  std::vector<int64_t> pos, first;
+  const size_t S = dense ? size_t(x.dim(0)) : seq_last_level(c, slot, x).size() - 1;
+  if (c.has_in(offset_slot)) {
+    const Tensor h = place_io::host(c, c.in(offset_slot));
+    c.check(h.dtype() == DType::i64 && size_t(h.numel()) == S, "Offset must be int64 with one value per {} ({}), got {} {}", dense ? "batch row" : "sequence", S,
+            name(h.dtype()), h.shape());
+    first.assign(h.data<int64_t>(), h.data<int64_t>() + S);
+  } else {
+    first.assign(S, 0);
+  }
   if (dense) {  // [.., T] rows: position = row % T
     const int64_t rows = x.numel() / heads_inner;
+    const int64_t per_b = S ? rows / int64_t(S) : 1;
     pos.resize(size_t(rows));
-    for (int64_t r = 0; r < rows; ++r) pos[size_t(r)] = time_len > 0 ? r % time_len : 0;
+    for (int64_t r = 0; r < rows; ++r) pos[size_t(r)] = (time_len > 0 ? r % time_len : 0) + first[size_t(r / std::max<int64_t>(per_b, 1))];
     return pos;
   }
   const std::span<const size_t> seq = seq_last_level(c, slot, x);
   pos.resize(size_t(x.dim(0)));
   for (size_t s = 0; s + 1 < seq.size(); ++s)
-    for (size_t r = seq[s]; r < seq[s + 1]; ++r) pos[r] = int64_t(r - seq[s]);
+    for (size_t r = seq[s]; r < seq[s + 1]; ++r) pos[r] = int64_t(r - seq[s]) + first[s];
   return pos;
 }
 

@@ -98,3 +98,32 @@ TEST_CASE("rotary_position_embedding: grad matches finite differences (f64), den
   const std::string msg = error_of([] { OpTest("rotary_position_embedding").input("X", random_tensor<float>({2, 3, 4})).build(); });
   CHECK(msg.find("with a LoD") != std::string::npos);
 }
+
+TEST_CASE("position ops: Offset starts each sequence (or dense batch row) at its own position; rotary's grad follows it") {
+  // LoD: sequence 0 starts at 5, sequence 1 (empty) at 2, sequence 2 at 1.
+  LoDTensor seq(random_tensor<double>({6, 4}, -1, 1, 12), {{0, 2, 2, 6}});
+  const Tensor off = Tensor::from<int64_t>({5, 2, 1});
+  auto o = OpTest("add_position_encoding").input("X", seq).input("Offset", off).run()["Out"];
+  const int64_t pos[] = {5, 6, 1, 2, 3, 4};
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t k = 0; k < 4; ++k) CHECK(o.get(r * 4 + k) == doctest::Approx(seq.get(r * 4 + k) + pe(pos[r], k, 4)).epsilon(1e-12));
+  // Dense [B, T, D]: batch row b starts at Offset[b].
+  auto xd = random_tensor<double>({2, 3, 4}, -1, 1, 13);
+  auto od = OpTest("add_position_encoding").input("X", xd).input("Offset", Tensor::from<int64_t>({4, 0})).run()["Out"];
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < 3; ++t)
+      for (int64_t k = 0; k < 4; ++k) {
+        const int64_t i = (b * 3 + t) * 4 + k;
+        CHECK(od.get(i) == doctest::Approx(xd.get(i) + pe(t + (b == 0 ? 4 : 0), k, 4)).epsilon(1e-12));
+      }
+  // Rotary with Offset = rotary with the offset attribute, sequence by sequence.
+  LoDTensor q(random_tensor<double>({3, 2, 4}, -1, 1, 14), {{0, 3}});
+  auto a = OpTest("rotary_position_embedding").input("X", q).input("Offset", Tensor::from<int64_t>({7}, Shape{1})).run()["Out"];
+  auto b = OpTest("rotary_position_embedding").input("X", q).attr("offset", 7).run()["Out"];
+  for (int64_t i = 0; i < a.numel(); ++i) CHECK(a.get(i) == doctest::Approx(b.get(i)).epsilon(1e-12));
+  OpTest("rotary_position_embedding").input("X", LoDTensor(random_tensor<double>({5, 2, 4}, -1, 1, 15), {{0, 2, 5}})).input("Offset", Tensor::from<int64_t>({3, 9}))
+      .check_grad({"X"}, {"Out"});
+  OpTest("rotary_position_embedding").input("X", random_tensor<double>({2, 1, 3, 4}, -1, 1, 16)).input("Offset", Tensor::from<int64_t>({3, 9})).check_grad({"X"}, {"Out"});
+  const std::string msg = error_of([&] { OpTest("add_position_encoding").input("X", seq).input("Offset", Tensor::from<int64_t>({1, 2})).run(); });
+  CHECK(msg.find("one value per sequence (3)") != std::string::npos);
+}

@@ -6,6 +6,8 @@
 
 #include "oar/api/fuse.hpp"
 #include "oar/core/error.hpp"
+#include "oar/ops/attention.hpp"
+#include "oar/ops/position.hpp"
 #include "oar/ops/registry.hpp"
 
 namespace oar {
@@ -18,8 +20,53 @@ OAR_FUNC Evaluator::Evaluator(const Model& model, std::vector<std::string> fetch
     FuseReport r = fuse_for_inference(test, std::set<std::string>(fetch_.begin(), fetch_.end()));
     fused_away_.insert(r.removed.begin(), r.removed.end());
   }
+  if (options.kv_cache) use_caches(test);
   program_ = std::make_shared<const Program>(std::move(test));
   prepared_ = exe_.prepare(program_, model.scope(), 0, PrepareOptions{.read_only_persistables = true});
+}
+
+OAR_FUNC void Evaluator::use_caches(Program& p) {
+  using K = ops::KvCache;
+  std::vector<std::string> counts;
+  std::vector<const Operator*> positions;
+  for (size_t b = 0; b < p.num_blocks(); ++b)
+    for (Operator* op : p.block(int(b)).ops()) {
+      if (op->type() == K::type) {
+        op->set_attr(K::use_cache, true);
+        (op->has_attr(K::count_only.name) && op->attr(K::count_only) ? counts : caches_).push_back(op->output(K::cache_out).at(0));
+      } else if ((op->type() == ops::AddPositionEncoding::type || op->type() == ops::RotaryPositionEmbedding::type) && op->input(ops::AddPositionEncoding::offset).empty()) {
+        positions.push_back(op);
+      }
+    }
+  if (caches_.empty())
+    throw Error("EvaluatorOptions::kv_cache: the model has no key-value cache (build its self-attention with the kv_cache option, "
+                "or oar::kv_cache)");
+  // Without an Offset a position op would number every run's new tokens from 0 again.
+  if (!positions.empty())
+    throw Error(fmt::format("EvaluatorOptions::kv_cache: this {} numbers the positions of each run's tokens from 0; give it the cached length "
+                            "(oar::cached_length(tokens), or the length of a kv_cache) as its offset",
+                            positions[0]->type()),
+                positions[0]->origin());
+  caches_.insert(caches_.end(), counts.begin(), counts.end());
+}
+
+OAR_FUNC void Evaluator::reset_cache() {
+  for (const std::string& n : caches_)
+    if (Value* v = prepared_->local_scope()->find(n); v && v->is_tensor()) v->tensor() = LoDTensor();
+}
+
+OAR_FUNC std::vector<int64_t> Evaluator::cached_lengths() const {
+  if (caches_.empty()) throw Error("cached_lengths: this Evaluator keeps no key-value cache (EvaluatorOptions::kv_cache)");
+  const Value* v = prepared_->local_scope()->find(caches_[0]);
+  if (!v || !v->is_tensor() || !v->tensor().initialized()) return {};
+  const LoDTensor& t = v->tensor();
+  std::vector<int64_t> n;
+  if (t.lod().empty()) {  // dense [B, H, T, d]
+    for (int64_t b = 0; b < t.dim(0); ++b) n.push_back(t.dim(2));
+  } else {
+    for (size_t s = 0; s + 1 < t.lod()[0].size(); ++s) n.push_back(int64_t(t.lod()[0][s + 1] - t.lod()[0][s]));
+  }
+  return n;
 }
 
 OAR_FUNC Evaluator::Evaluator(const Model& model, std::span<const Var> fetch, EvaluatorOptions options)

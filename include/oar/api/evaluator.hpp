@@ -22,6 +22,10 @@ struct EvaluatorOptions {
   /// Runs the program through fuse_for_inference (api/fuse.hpp), keeping the fetched variables: faster, the
   /// same values, but the fused-away intermediates are no activation() any more.
   bool fuse = false;
+  /// Incremental decoding (docs/attention.md): every kv_cache in the program keeps its rows between forward
+  /// calls, so each call feeds only the new tokens of each sequence (sequence s continuing the cache's sequence
+  /// s) and costs O(cached + new), not a rerun of the whole prefix. reset_cache() starts over.
+  bool kv_cache = false;
 };
 
 /// Runs a model forward: `oar::Evaluator ev(model); auto out = ev.forward({{"x", batch}}); ev.activation(hidden);`
@@ -66,6 +70,11 @@ class Evaluator {
     return test(std::move(reader), metrics, prediction, std::span<const Var>(feeds));
   }
 
+  /// Empties every key-value cache (EvaluatorOptions::kv_cache): the next forward starts new sequences.
+  void reset_cache();
+  /// The rows each sequence holds in the first key-value cache (empty before the first forward or after reset_cache).
+  std::vector<int64_t> cached_lengths() const;
+
   /// A test program shares the model's persistable variables with every other evaluator, so its ops may not
   /// write them: optional outputs that name persistables (batch_norm's running statistics) are dropped; any
   /// other write is refused when the program is prepared.
@@ -82,6 +91,8 @@ class Evaluator {
   std::shared_ptr<const Program> program_;
   Executor exe_;
   std::shared_ptr<PreparedBlock> prepared_;
+  void use_caches(Program& p);
+  std::vector<std::string> caches_;  ///< the kv_cache ops' cache variables, rows first, counts after
 };
 
 }  // namespace oar

@@ -13,8 +13,9 @@
 namespace oar {
 
 namespace detail {
-inline ReplayFn attention_replay(bool with_mask) {
-  return [with_mask](LayerHelper& h) {
+inline ReplayFn attention_replay() {
+  return [](LayerHelper& h) {
+    const bool with_mask = h.num_inputs() > 3;  // the fourth argument, or .mask(m)
     using A = ops::ScaledDotProductAttention;
     const Variable& q = h.input_var(0);
     Variable& out = h.create_tmp(q.dtype());
@@ -32,11 +33,69 @@ inline ReplayFn attention_replay(bool with_mask) {
 }  // namespace detail
 
 OAR_FUNC AttentionLayer scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, std::source_location loc) {
-  return AttentionLayer(record_layer("scaled_dot_product_attention", {q, k, v}, detail::attention_replay(false), loc)[0]);
+  return AttentionLayer(record_layer("scaled_dot_product_attention", {q, k, v}, detail::attention_replay(), loc)[0]);
 }
 
 OAR_FUNC AttentionLayer scaled_dot_product_attention(const Var& q, const Var& k, const Var& v, const Var& mask, std::source_location loc) {
-  return AttentionLayer(record_layer("scaled_dot_product_attention", {q, k, v, mask}, detail::attention_replay(true), loc)[0]);
+  return AttentionLayer(record_layer("scaled_dot_product_attention", {q, k, v, mask}, detail::attention_replay(), loc)[0]);
+}
+
+OAR_FUNC AttentionLayer& AttentionLayer::mask(const Var& m) {
+  if (creation().inputs.size() > 3) throw Error("scaled_dot_product_attention: a mask is given twice (an argument or .mask(m) before)", origin());
+  add_input(m, "mask");
+  return *this;
+}
+
+namespace detail {
+/// A position op with the Offset input (the layer's second input).
+inline ReplayFn position_replay(std::string_view type, std::map<std::string, Attribute> attrs) {
+  return [type, attrs](LayerHelper& h) {
+    const Variable& x = h.input_var(0);
+    Variable& out = h.create_tmp(x.dtype());
+    Operator op{std::string(type)};
+    op.set_input(ops::AddPositionEncoding::x, {h.input(0)}).set_input(ops::AddPositionEncoding::offset, {h.input(1)});
+    op.set_output(ops::AddPositionEncoding::out, {out.name()});
+    for (auto& [k, v] : attrs) op.set_attr(k, v);
+    h.append_op(std::move(op));
+    return std::vector<std::string>{h.append_activation(out.name())};
+  };
+}
+
+inline ReplayFn kv_cache_replay(bool count_only) {
+  return [count_only](LayerHelper& h) {
+    using K = ops::KvCache;
+    const Variable& x = h.input_var(0);
+    Variable& out = h.create_tmp(x.dtype());
+    Variable& cache = h.create_tmp(count_only ? DType::i64 : x.dtype(), true);
+    Variable& len = h.create_tmp(DType::i64, true);
+    Operator op{std::string(K::type)};
+    op.set_input(K::x, {h.input(0)}).set_input(K::cache, {cache.name()});
+    op.set_output(K::out, {out.name()}).set_output(K::cache_out, {cache.name()}).set_output(K::length, {len.name()});
+    op.set_attr(K::count_only, count_only);
+    h.append_op(std::move(op));
+    if (count_only) return std::vector<std::string>{len.name()};
+    return std::vector<std::string>{out.name(), len.name()};
+  };
+}
+}  // namespace detail
+
+OAR_FUNC CachedRows kv_cache(const Var& x, std::source_location loc) {
+  std::vector<Var> o = record_layer("kv_cache", {x}, detail::kv_cache_replay(false), loc, 2);
+  return {o[0], o[1]};
+}
+
+OAR_FUNC Var cached_length(const Var& x, std::source_location loc) { return record_layer("cached_length", {x}, detail::kv_cache_replay(true), loc)[0]; }
+
+OAR_FUNC Var add_position_encoding(const Var& x, double alpha, double beta, const Var& offset, std::source_location loc) {
+  using P = ops::AddPositionEncoding;
+  return record_layer("add_position_encoding", {x, offset},
+                      detail::position_replay(P::type, {{std::string(P::alpha.name), to_attribute(float(alpha))}, {std::string(P::beta.name), to_attribute(float(beta))}}),
+                      loc)[0];
+}
+
+OAR_FUNC Var rotary_position_embedding(const Var& x, const Var& offset, double base, std::source_location loc) {
+  using R = ops::RotaryPositionEmbedding;
+  return record_layer("rotary_position_embedding", {x, offset}, detail::position_replay(R::type, {{std::string(R::base.name), to_attribute(float(base))}}), loc)[0];
 }
 
 OAR_FUNC Var add_position_encoding(const Var& x, double alpha, double beta, std::source_location loc) {
@@ -85,7 +144,18 @@ inline Var attend(const Var& x, const Var* memory, int heads, int64_t d_model, c
   q = split_heads(q, dense, heads, dk, loc);
   k = split_heads(k, dense, heads, dk, loc);
   v = split_heads(v, dense, heads, dk, loc);
-  if (o.rotary) {
+  if (o.kv_cache) {
+    if (memory)
+      throw Error("multi_head_attention: kv_cache is for self-attention (the memory's keys and values do not grow while decoding)", Origin(loc, "multi_head_attention"));
+    // The values' cache gives the positions the new rows start at, before the keys are rotated and cached.
+    CachedRows vc = kv_cache(v, loc);
+    if (o.rotary) {
+      q = rotary_position_embedding(q, vc.length, 10000.0, loc);
+      k = rotary_position_embedding(k, vc.length, 10000.0, loc);
+    }
+    k = kv_cache(k, loc).rows;
+    v = vc.rows;
+  } else if (o.rotary) {
     q = rotary_position_embedding(q, 0, 10000.0, loc);
     k = rotary_position_embedding(k, 0, 10000.0, loc);
   }
@@ -124,7 +194,7 @@ inline Var transformer_layer(const Var& x, const Var* memory, bool causal, int h
     if (o.pre_norm) return elementwise_add(h, drop(f(norm(h))), -1, loc);
     return norm(elementwise_add(h, drop(f(h)), -1, loc));
   };
-  AttentionOptions self{.causal = causal, .dropout = o.attention_dropout, .rotary = o.rotary, .is_test = o.is_test};
+  AttentionOptions self{.causal = causal, .dropout = o.attention_dropout, .rotary = o.rotary, .is_test = o.is_test, .kv_cache = o.kv_cache};
   Var h = block(x, [&](const Var& in) { return multi_head_attention(in, heads, d_model, self, loc); });
   if (memory) {
     AttentionOptions cross{.dropout = o.attention_dropout, .is_test = o.is_test};

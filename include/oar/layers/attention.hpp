@@ -8,7 +8,7 @@
 
 namespace oar {
 
-/// scaled_dot_product_attention's result. Options: `.causal()`, `.scale(s)` (default 1 / sqrt(d)),
+/// scaled_dot_product_attention's result. Options: `.causal()`, `.mask(m)`, `.scale(s)` (default 1 / sqrt(d)),
 /// `.dropout(p)` on the attention weights, `.is_test()`, `.seed(s)` (a fixed dropout seed).
 class AttentionLayer : public LayerVar<AttentionLayer> {
  public:
@@ -21,6 +21,9 @@ class AttentionLayer : public LayerVar<AttentionLayer> {
   /// Query i sees key j only when j <= i + Tk - Tq (a decoder's self-attention; with cached keys the new
   /// queries see every key before them).
   AttentionLayer& causal(bool on = true) { return option(keys::causal, on); }
+  /// Dense input only: [Tq, Tk] or [B|1, H|1, Tq, Tk]; float: added to the scores; bool: false drops the key.
+  /// `m` must be recorded before the attention.
+  AttentionLayer& mask(const Var& m);
   /// Multiplies the scores instead of 1 / sqrt(d).
   AttentionLayer& scale(double s) { return option(keys::scale, float(s)); }
   /// Drops attention weights with probability p in training (scaled by 1 / (1 - p)).
@@ -48,9 +51,30 @@ AttentionLayer scaled_dot_product_attention(const Var& q, const Var& k, const Va
 /// x + fixed sinusoids of each row's position (add_position_encoding: the sines in the first half of the
 /// features, the cosines in the second): x dense [B, T, D] or LoD [N, D]; out = alpha x + beta PE.
 Var add_position_encoding(const Var& x, double alpha = 1.0, double beta = 1.0, std::source_location loc = std::source_location::current());
+/// The same with each sequence's first position from `offset` (int64 [S], one per sequence or dense batch row):
+/// in a decoder with a key-value cache, `oar::cached_length(tokens)`.
+Var add_position_encoding(const Var& x, double alpha, double beta, const Var& offset, std::source_location loc = std::source_location::current());
 /// Queries or keys rotated by their position (rotary_position_embedding): x dense [B, H, T, d] or LoD
-/// [N, H, d]; `offset` is the position of the first row (tokens already in a decoder's cache).
+/// [N, H, d]; `offset` is added to every position.
 Var rotary_position_embedding(const Var& x, int offset = 0, double base = 10000.0, std::source_location loc = std::source_location::current());
+/// The same with each sequence's first position from `offset` (int64 [S], one per sequence or dense batch row).
+Var rotary_position_embedding(const Var& x, const Var& offset, double base = 10000.0, std::source_location loc = std::source_location::current());
+
+/// kv_cache's results: the cached rows followed by the new ones, and each sequence's cached row count before them.
+struct CachedRows {
+  Var rows;    ///< LoD [cached + N, ...] (sequence by sequence) or dense [B, H, cached + T, d]
+  Var length;  ///< int64 [S]: the rows each sequence had cached before this run (the new rows' first position)
+};
+/// A decoder's key-value cache for incremental decoding (docs/attention.md): in an Evaluator built with
+/// `EvaluatorOptions{.kv_cache = true}`, each run appends x's rows to those of earlier runs, sequence s of x
+/// continuing cached sequence s, and `rows` is everything so far; elsewhere (training, other evaluators)
+/// `rows` is x and `length` zeros. x: LoD [N, ...] or dense [B, H, T, d]. multi_head_attention's `kv_cache`
+/// option puts one on its keys and values.
+CachedRows kv_cache(const Var& x, std::source_location loc = std::source_location::current());
+/// The rows each sequence of x had in earlier runs of a decoding Evaluator (int64 [S]; zeros elsewhere): the
+/// `offset` of the position ops below the cached attention. Keeps counts, not rows.
+///   h = oar::add_position_encoding(oar::embedding(ids, {vocab, 256}), 16.0, 1.0, oar::cached_length(ids));
+Var cached_length(const Var& x, std::source_location loc = std::source_location::current());
 
 /// Options of multi_head_attention.
 struct AttentionOptions {
@@ -59,6 +83,9 @@ struct AttentionOptions {
   bool fused_qkv = false;   ///< self-attention: one projection to 3 d_model, split (one product instead of three)
   bool rotary = false;      ///< rotary position embedding on the queries and keys
   bool is_test = false;     ///< inference: no dropout (Program::clone(true) sets it too)
+  /// Self-attention: keys and values go through kv_cache (a decoding Evaluator keeps them between runs) and the
+  /// rotary positions start at each sequence's cached length.
+  bool kv_cache = false;
 };
 
 /// Multi-head self-attention: x projected to queries, keys and values (fc, d_model each), split into `heads`
@@ -81,6 +108,7 @@ struct TransformerOptions {
   bool rotary = false;      ///< rotary position embedding in the self-attention
   bool is_test = false;
   bool relu = false;        ///< the feed-forward activation: gelu, or relu
+  bool kv_cache = false;    ///< the self-attention's keys and values cached for incremental decoding
 };
 
 /// x + self-attention, then + a two-layer feed-forward block, each with layer_norm (before or after) and

@@ -3,6 +3,7 @@
 // T x T score matrix is never held whole (FlashAttention's scheme); the backward pass recomputes the scores from
 // the saved log-sum-exp of each query row.
 #pragma once
+#include "oar/ops/assign.hpp"
 #include "oar/ops/op.hpp"
 
 namespace oar::ops {
@@ -102,6 +103,59 @@ struct ScaledDotProductAttention {
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/attention.hpp
   static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/attention.hpp
   static void eval_grad_cuda(KernelContext&, const Attrs&);  // kernels/cuda/attention.hpp
+};
+
+/// A decoder's key-value cache: the rows of X appended to the rows this op kept from earlier runs of the
+/// same prepared program, sequence by sequence, so that each run feeds only the new tokens.
+/// X: [N, ...] with one LoD level (sequence s of X continues cached sequence s; X may hold empty sequences),
+///   or dense [B, ..., T, d] (appended along T, the second-to-last dim).
+/// Out: the cached rows then X's, per sequence (LoD [N + cached, ...]) or dense [B, ..., cached + T, d].
+/// Length [S] (int64): each sequence's cached row count before this run (dense: [B], all equal); what the
+///   position ops take as their Offset.
+/// Cache (state) and CacheOut name one variable, the op's memory between runs.
+/// use_cache false (training, any evaluator not decoding): Out is X, Length zeros, the cache untouched. An
+/// Evaluator built with EvaluatorOptions::kv_cache sets it (api/evaluator.hpp) and clears the cache on
+/// reset_cache(). count_only: the cache keeps each sequence's row count, not its rows (Out is X): the
+/// positions of tokens that are not attended to again.
+struct KvCache {
+  static constexpr std::string_view type = "kv_cache";
+  static constexpr bool any_place = true;  // moves rows with copies queued on the place; the LoD is the host's
+  static constexpr Slot x{"X"}, cache{"Cache"}, out{"Out"}, cache_out{"CacheOut"}, length{"Length"}, x_grad{"X@GRAD"}, out_grad{"Out@GRAD"};
+  static constexpr Attr<bool> use_cache{"use_cache"}, count_only{"count_only"};
+  struct Attrs {
+    bool use_cache, count_only;
+    explicit Attrs(const AttrReader& r) : use_cache(r(KvCache::use_cache)), count_only(r(KvCache::count_only)) {}
+  };
+  static OpDef def() {
+    return OpDef(type, "Out = the rows cached by earlier runs then X's, per sequence; the cache keeps Out")
+        .in(x).in(cache, state, "the cache as the last run left it")
+        .out(out).out(cache_out, none, "the cache to keep (Cache's variable)").out(length, none, "each sequence's cached rows before this run")
+        .attr(use_cache, false, "append to the cache (an Evaluator decoding with EvaluatorOptions::kv_cache)")
+        .attr(count_only, false, "cache row counts only; Out is X");
+  }
+  static void infer_shape(InferShapeContext& c) {
+    const Shape& s = c.shape(x);
+    const bool dense = c.lod_level(x) == 0;
+    c.check(!dense || s.rank() >= 3 || (c.attr(count_only) && s.rank() >= 2), "X must be [N, ...] with a LoD or dense [B, ..., T, d], got {} (lod_level {})",
+            s.str(), c.lod_level(x));
+    c.check(dense || c.lod_level(x) == 1, "X must have one LoD level, got {}", c.lod_level(x));
+    Shape o = s;
+    if (!c.attr(count_only)) o[dense ? s.rank() - 2 : 0] = -1;  // grows with the cache
+    c.set_output(out, o, c.dtype(x));
+    c.share_lod(x, out);
+    c.set_output(cache_out, o, c.dtype(x));
+    c.set_output(length, Shape{dense ? s[0] : -1}, DType::i64);
+  }
+  /// Without the cache Out is X: X@GRAD = Out@GRAD (training never appends).
+  static std::vector<Operator> grad(const GradContext& g) {
+    auto dx = g.input_grad(x);
+    if (dx[0] == kEmptyVarName) return {};
+    Operator op{std::string(Assign::type)};
+    op.set_input(Assign::x, g.output_grad(out)).set_output(Assign::out, dx);
+    op.set_origin(g.fwd().origin());
+    return {op};
+  }
+  static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/kv_cache.hpp
 };
 
 }  // namespace oar::ops

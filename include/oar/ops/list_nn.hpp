@@ -12,6 +12,6 @@
 
 namespace oar {
 
-using NnOps = op_list_concat<op_list<ops::Conv2d, ops::Conv2dFusion, ops::Conv2dTranspose, ops::Pool2d, ops::ScaledDotProductAttention, ops::AddPositionEncoding, ops::RotaryPositionEmbedding>, NnNormOps>::type;
+using NnOps = op_list_concat<op_list<ops::Conv2d, ops::Conv2dFusion, ops::Conv2dTranspose, ops::Pool2d, ops::ScaledDotProductAttention, ops::AddPositionEncoding, ops::RotaryPositionEmbedding, ops::KvCache>, NnNormOps>::type;
 
 }  // namespace oar

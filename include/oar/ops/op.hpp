@@ -23,6 +23,9 @@ struct SlotDef {
   bool duplicable = false;    ///< takes a list of variables
   bool dispensable = false;   ///< may be left out
   bool intermediate = false;  ///< an output only kernels and grads read
+  /// An input its op wrote itself in an earlier run of the same prepared program (a decoder's key-value
+  /// cache): never a feed, uninitialized before the first run, never a recycled buffer.
+  bool state = false;
   std::string doc;
 };
 
@@ -35,7 +38,7 @@ struct AttrDef {
   std::string doc;
 };
 
-enum SlotFlags : unsigned { none = 0, duplicable = 1, dispensable = 2, intermediate = 4 };
+enum SlotFlags : unsigned { none = 0, duplicable = 1, dispensable = 2, intermediate = 4, state = 8 };
 
 using InferShapeFn = void (*)(InferShapeContext&);
 using GradMakerFn = std::vector<Operator> (*)(const GradContext&);
@@ -55,11 +58,11 @@ struct OpDef {
   explicit OpDef(std::string_view t, std::string d = {}) : type(t), doc(std::move(d)) {}
   explicit OpDef(const char* t, std::string d = {}) : type(t), doc(std::move(d)) {}
   OpDef& in(std::string name, unsigned flags = none, std::string d = {}) {
-    inputs.push_back({std::move(name), bool(flags & duplicable), bool(flags & dispensable), bool(flags & intermediate), std::move(d)});
+    inputs.push_back({std::move(name), bool(flags & duplicable), bool(flags & dispensable), bool(flags & intermediate), bool(flags & state), std::move(d)});
     return *this;
   }
   OpDef& out(std::string name, unsigned flags = none, std::string d = {}) {
-    outputs.push_back({std::move(name), bool(flags & duplicable), bool(flags & dispensable), bool(flags & intermediate), std::move(d)});
+    outputs.push_back({std::move(name), bool(flags & duplicable), bool(flags & dispensable), bool(flags & intermediate), bool(flags & state), std::move(d)});
     return *this;
   }
   /// An attribute with a default; the C++ type of `dflt` picks the AttrType (int -> INT, float -> FLOAT, ...).

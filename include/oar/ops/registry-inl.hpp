@@ -74,7 +74,7 @@ OAR_FUNC std::optional<OpDef> derive_grad_def(const OpDef& fwd) {
           duplicable = duplicable || it->second->duplicable;
         }
       auto same = std::find_if(into.begin(), into.end(), [&](const SlotDef& x) { return x.name == s.slot; });
-      if (same == into.end()) into.push_back({s.slot, duplicable, dispensable, false, {}});
+      if (same == into.end()) into.push_back({s.slot, duplicable, dispensable, false, false, {}});
     }
   };
   for (auto& g : made) {

@@ -15,6 +15,7 @@ OAR_FUNC std::string slot_flags_str(const SlotDef& s) {
   if (s.duplicable) f.push_back("duplicable");
   if (s.dispensable) f.push_back("dispensable");
   if (s.intermediate) f.push_back("intermediate");
+  if (s.state) f.push_back("state");
   return fmt::format("{}", fmt::join(f, ", "));
 }
 

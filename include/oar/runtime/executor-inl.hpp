@@ -1060,6 +1060,15 @@ OAR_FUNC std::shared_ptr<PreparedBlock> Executor::prepare_like(const PreparedBlo
   return p;
 }
 
+namespace detail {
+/// Whether `n` fills a state slot of `op` (its own value from an earlier run: never a feed).
+inline bool is_state_input(const OpDef& def, const Operator& op, const std::string& n) {
+  for (const SlotArgs& s : op.inputs())
+    if (const SlotDef* sd = def.find_input(s.slot); sd && sd->state && std::find(s.args.begin(), s.args.end(), n) != s.args.end()) return true;
+  return false;
+}
+}  // namespace detail
+
 OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock* proto) {
   if (p.scope_ && p.local_) p.scope_->drop(p.local_);
   p.steps_.clear();
@@ -1093,8 +1102,9 @@ OAR_FUNC void Executor::bind(PreparedBlock& p, Scope& scope, const PreparedBlock
       }
       continue;
     }
+    const OpDef* def = OpRegistry::instance().find(op->type());
     for (auto& n : op->input_names()) {
-      if (written.count(n) || n == "@EMPTY@") continue;
+      if (written.count(n) || n == "@EMPTY@" || (def && detail::is_state_input(*def, *op, n))) continue;
       const Variable* v = b.find_var(n);
       if (v && !v->persistable() && v->kind() == VarKind::lod_tensor && !scope.find(n) &&
           std::find(p.required_feeds_.begin(), p.required_feeds_.end(), n) == p.required_feeds_.end())

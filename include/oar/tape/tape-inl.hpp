@@ -12,6 +12,16 @@ OAR_FUNC detail::TapeState& Var::state() const {
   return *state_;
 }
 
+OAR_FUNC void Var::add_input(const Var& v, std::string_view option) {
+  detail::TapeState& s = state();
+  const Creation& c = s.creations[index_];
+  if (v.state_ != state_) throw Error(fmt::format("{}: .{}(...) takes a Var of the same tape", c.kind, option), c.origin);
+  if (v.index_ >= index_)
+    throw Error(fmt::format("{}: .{}(...) takes a Var recorded before the layer (here {} is recorded after it)", c.kind, option, v.kind()), v.origin());
+  ++s.version;
+  s.creations[index_].inputs.push_back(v);
+}
+
 OAR_FUNC const std::string& Topology::name_of(const Var& v) const {
   if (v.index() >= creation_outputs.size() || creation_outputs[v.index()].size() <= size_t(v.output()))
     throw Error(fmt::format("{} is not part of this program (it was recorded after the outputs, skipped or in another branch)", v.kind()), v.origin());

@@ -124,6 +124,11 @@ class Var {
   friend bool operator==(const Var& a, const Var& b) { return a.state_ == b.state_ && a.index_ == b.index_ && a.output_ == b.output_; }
   friend bool operator<(const Var& a, const Var& b) { return std::tie(a.index_, a.output_) < std::tie(b.index_, b.output_); }
 
+ protected:
+  /// Appends `v` to the recorded layer's inputs: an input that a fluent option gives (attention's `.mask(m)`).
+  /// `v` must come from the same tape and be recorded before this layer.
+  void add_input(const Var& v, std::string_view option);
+
  private:
   friend class Tape;
   Var(std::shared_ptr<detail::TapeState> s, size_t i, int o) : state_(std::move(s)), index_(i), output_(o) {}
