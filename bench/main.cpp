@@ -625,6 +625,16 @@ bool run_child_mem(const std::string& netname, const std::string& fw, double& hw
 /// Multi-head self-attention (d_model 256, 4 heads, batch 8), forward and training step, 1 and 2 threads, oar
 /// against torch::nn::MultiheadAttention; then each side's peak memory in a process of its own.
 void bench_attention() {
+  if (g_opt.profile) {  // where a step goes at T = 512, 1 thread, per op
+    for (bool train : {false, true}) {
+      OarAttention net(attention_batch("t512"), kAttnHeads, train);
+      oar::set_num_threads(1);
+      net.step();
+      oar::Profiler prof(true);
+      for (int i = 0; i < 10; ++i) net.step();
+      info(std::string("attention t512 ") + (train ? "training" : "forward") + ": oar::Profiler, 10 steps, 1 thread\n" + prof.report());
+    }
+  }
   for (const char* shape : {"t128", "t512", "t2048", "ragged"}) {
     const Sequences d = attention_batch(shape);
     const double tokens = double(d.rows());

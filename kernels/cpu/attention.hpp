@@ -12,6 +12,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/sequence_pool.hpp"  // seq_last_level
 #include "kernels/random_counter.hpp"
 #include "oar/device/kernel_context.hpp"
@@ -20,9 +21,9 @@
 
 namespace oar::cpu_kernels::attention {
 
-/// Query rows and keys per tile: a 64 x 128 tile of f32 scores is 32 KB, which stays in L1/L2 with its
-/// operands' rows.
-constexpr int64_t kQueryTile = 64, kKeyTile = 128;
+/// Query rows and keys per tile: a 128 x 256 tile of f32 scores is 128 KB, which stays in L2 with its operands'
+/// rows; larger tiles make the tile products larger GEMMs (nearer their peak rate).
+constexpr int64_t kQueryTile = 128, kKeyTile = 256;
 
 /// One problem: row-major matrices given by their first row and row stride (elements).
 template <class T>
@@ -62,11 +63,10 @@ inline int64_t key_limit(const Shared& sh, int64_t i, int64_t tq, int64_t tk) { 
 template <class T>
 void scores(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t i1, int64_t j0, int64_t j1, Mat<T>& s) {
   const int64_t r = i1 - i0, n = j1 - j0;
-  CMap<T> qt(p.q + i0 * p.qs, r, p.d, Eigen::OuterStride<>(p.qs));
-  CMap<T> kt(p.k + j0 * p.ks, n, p.d, Eigen::OuterStride<>(p.ks));
   s.resize(r, n);
-  s.noalias() = qt * kt.transpose();
-  s *= T(sh.scale);
+  // The tile products go to gemm_serial (OpenBLAS where its kernels are the wider ones): Eigen's product of
+  // these shapes ran at about half the rate (docs/attention.md).
+  oar::cpu_kernels::detail::gemm_serial<T>(false, true, r, n, p.d, T(sh.scale), p.q + i0 * p.qs, p.qs, p.k + j0 * p.ks, p.ks, T(0), s.data(), n);
   constexpr T ninf = -std::numeric_limits<T>::infinity();
   for (int64_t a = 0; a < r; ++a) {
     const int64_t i = i0 + a;
@@ -123,8 +123,7 @@ void forward_rows(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t i1)
       if (shrink != T(1)) acc.row(a) *= shrink;
     }
     if (sh.dropout > 0) drop(p, sh, i0, j0, s);
-    CMap<T> vt(p.v + j0 * p.vs, j1 - j0, p.dv, Eigen::OuterStride<>(p.vs));
-    acc.noalias() += s * vt;
+    oar::cpu_kernels::detail::gemm_serial<T>(false, false, r, p.dv, j1 - j0, T(1), s.data(), j1 - j0, p.v + j0 * p.vs, p.vs, T(1), acc.data(), p.dv);
   }
   MMap<T> ot(p.o + i0 * p.os, r, p.dv, Eigen::OuterStride<>(p.os));
   for (int64_t a = 0; a < r; ++a) {
@@ -155,8 +154,6 @@ void backward(const Problem<T>& p, const Shared& sh) {
     const int64_t j1 = std::min(j0 + kKeyTile, p.tk), n = j1 - j0;
     dkt.setZero(n, p.d);
     dvt.setZero(n, p.dv);
-    CMap<T> kt(p.k + j0 * p.ks, n, p.d, Eigen::OuterStride<>(p.ks));
-    CMap<T> vt(p.v + j0 * p.vs, n, p.dv, Eigen::OuterStride<>(p.vs));
     // The first query row that sees key j0: causal rows before it see none of this tile.
     const int64_t ifirst = sh.causal ? std::clamp<int64_t>(j0 - (p.tk - p.tq), 0, p.tq) : 0;
     for (int64_t i0 = ifirst; i0 < p.tq; i0 += kQueryTile) {
@@ -167,21 +164,20 @@ void backward(const Problem<T>& p, const Shared& sh) {
         if (lse == ninf) s.row(a).setZero();
         else s.row(a).array() = (s.row(a).array() - lse).exp();
       }
-      CMap<T> qt(p.q + i0 * p.qs, r, p.d, Eigen::OuterStride<>(p.qs));
-      CMap<T> dot(p.dout + i0 * p.os, r, p.dv, Eigen::OuterStride<>(p.os));
-      dp.noalias() = dot * vt.transpose();  // dO V^T: the gradient of the dropped weights
+      const T* dot = p.dout + i0 * p.os;
+      dp.resize(r, n);
+      oar::cpu_kernels::detail::gemm_serial<T>(false, true, r, n, p.dv, T(1), dot, p.os, p.v + j0 * p.vs, p.vs, T(0), dp.data(), n);  // dO V^T: the dropped weights' gradient
       if (sh.dropout > 0) {
         w = s;
         drop(p, sh, i0, j0, w);
-        dvt.noalias() += w.transpose() * dot;
+        oar::cpu_kernels::detail::gemm_serial<T>(true, false, n, p.dv, r, T(1), w.data(), n, dot, p.os, T(1), dvt.data(), p.dv);
         drop(p, sh, i0, j0, dp);  // through the same mask and factor
       } else {
-        dvt.noalias() += s.transpose() * dot;
+        oar::cpu_kernels::detail::gemm_serial<T>(true, false, n, p.dv, r, T(1), s.data(), n, dot, p.os, T(1), dvt.data(), p.dv);
       }
       for (int64_t a = 0; a < r; ++a) s.row(a).array() *= dp.row(a).array() - delta[size_t(i0 + a)];  // dS = P (dP - delta)
-      s *= T(sh.scale);
-      dq.middleRows(i0, r).noalias() += s * kt;
-      dkt.noalias() += s.transpose() * qt;
+      oar::cpu_kernels::detail::gemm_serial<T>(false, false, r, p.d, n, T(sh.scale), s.data(), n, p.k + j0 * p.ks, p.ks, T(1), p.dq + i0 * p.qs, p.qs);
+      oar::cpu_kernels::detail::gemm_serial<T>(true, false, n, p.d, r, T(sh.scale), s.data(), n, p.q + i0 * p.qs, p.qs, T(1), dkt.data(), p.d);
     }
     MMap<T>(p.dk + j0 * p.ks, n, p.d, Eigen::OuterStride<>(p.ks)) = dkt;
     MMap<T>(p.dv_ + j0 * p.vs, n, p.dv, Eigen::OuterStride<>(p.vs)) = dvt;
