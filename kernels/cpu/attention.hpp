@@ -21,9 +21,9 @@
 
 namespace oar::cpu_kernels::attention {
 
-/// Query rows and keys per tile: a 128 x 256 tile of f32 scores is 128 KB, which stays in L2 with its operands'
-/// rows; larger tiles make the tile products larger GEMMs (nearer their peak rate).
-constexpr int64_t kQueryTile = 128, kKeyTile = 256;
+/// Query rows and keys per tile: the tile products are GEMMs, nearer their peak rate the larger they are, and a
+/// 256 x 512 tile of f32 scores (512 KB) is still a fixed amount per thread, whatever T is.
+constexpr int64_t kQueryTile = 256, kKeyTile = 512;
 
 /// One problem: row-major matrices given by their first row and row stride (elements).
 template <class T>

@@ -274,8 +274,8 @@ TEST_CASE_TEMPLATE("scaled_dot_product_attention: dense forward matches a plain 
   struct Case {
     int64_t B, H, Tq, Tk, d, dv;
   };
-  // Tq != Tk, d != dv, T > 128 (several key tiles and query tiles), a single query, a single key.
-  const Case cases[] = {{2, 3, 5, 7, 4, 3}, {2, 3, 300, 300, 16, 8}, {1, 2, 1, 300, 8, 8}, {2, 1, 300, 129, 5, 7}, {1, 1, 129, 1, 3, 2}, {2, 3, 7, 5, 6, 6}};
+  // Tq != Tk, d != dv, several query tiles (Tq > 256) and key tiles (Tk > 512), a single query, a single key.
+  const Case cases[] = {{2, 3, 5, 7, 4, 3}, {2, 3, 300, 300, 16, 8}, {1, 2, 1, 300, 8, 8}, {2, 1, 300, 700, 5, 7}, {1, 1, 129, 1, 3, 2}, {2, 3, 7, 5, 6, 6}};
   uint64_t seed = 10;
   for (const Case& c : cases)
     for (bool causal : {false, true}) {
@@ -584,7 +584,7 @@ TEST_CASE_TEMPLATE("scaled_dot_product_attention: grads over several key and que
     check_close(to_f64(g[1]), ref.dk, at, rt, "K@GRAD");
     check_close(to_f64(g[2]), ref.dv, at, rt, "V@GRAD");
   };
-  const int64_t B = 1, H = 2, Tq = 150, Tk = 300, d = 8, dv = 4;  // 2 query tiles, 2 key tiles
+  const int64_t B = 1, H = 2, Tq = 300, Tk = 600, d = 8, dv = 4;  // 2 query tiles, 2 key tiles
   auto q = random_tensor<T>({B, H, Tq, d}, -2, 2, 211), k = random_tensor<T>({B, H, Tk, d}, -2, 2, 212), v = random_tensor<T>({B, H, Tk, dv}, -1, 1, 213);
   auto dout = random_tensor<T>({B, H, Tq, dv}, -1, 1, 214);
   const std::map<std::string, LoDTensor> in{{"Q", q}, {"K", k}, {"V", v}};
