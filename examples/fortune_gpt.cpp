@@ -141,7 +141,7 @@ int main(int argc, char** argv) try {
   }
   std::printf("sampling %zu characters: %.0f characters/s with the key-value cache, %.0f rerunning up to 100 characters for each\n", text.size(),
               double(text.size()) / cached_s, double(text.size()) / rerun_s);
-  std::printf("a sampled fortune:\n%s", text.c_str());
+  std::printf("a sampled fortune:\n%s%s", text.c_str(), text.ends_with('\n') ? "" : "\n");
   std::printf("validation_bits_per_char=%.4f\n", bpc);
   return 0;
 } catch (const std::exception& e) {

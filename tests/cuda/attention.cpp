@@ -4,6 +4,8 @@
 // draw the same counter stream). The GPU's sums run in another order (and dK, dV through atomics): f64 to 1e-10.
 #include <doctest/doctest.h>
 
+#include <oar/oar.hpp>
+
 #include "cuda/compare.hpp"
 
 using namespace oar;
@@ -75,4 +77,35 @@ TEST_CASE("cuda: add_position_encoding and rotary_position_embedding match the C
   rg.skip_inferred_check();
   rg.input("X", x).input("Out@GRAD", LoDTensor(random_tensor<double>({7, 2, 4}, -1, 1, 12), x.lod()));
   compare_on_cuda(rg, "rotary gradient LoD", 1e-12, 1e-12);
+}
+
+TEST_CASE("cuda: the position ops' Offset, and a decoding Evaluator's key-value cache, match the CPU") {
+  OpTest a("add_position_encoding");
+  a.input("X", LoDTensor(random_tensor<double>({7, 4}, -1, 1, 13), {{0, 3, 7}})).input("Offset", Tensor::from<int64_t>({5, 2}));
+  compare_on_cuda(a, "add_position_encoding LoD with Offset", 1e-12, 1e-12);
+  OpTest r("rotary_position_embedding");
+  r.input("X", random_tensor<double>({2, 3, 5, 8}, -1, 1, 14)).input("Offset", Tensor::from<int64_t>({4, 1}));
+  compare_on_cuda(r, "rotary dense with Offset", 1e-12, 1e-12);
+  if (!have_device()) {
+    ++g_skipped;
+    return;
+  }
+  // A two-layer decoder fed 3, then 1, then 2 tokens of two sequences on each place: the same rows.
+  std::vector<LoDTensor> rows[2];
+  const Place places[2] = {cpu(), cuda(0)};
+  for (int i = 0; i < 2; ++i) {
+    Tape tape;
+    auto ids = data("ids", i64, {-1, 1}).lod_level(1);
+    Var h = add_position_encoding(embedding(ids, {9, 16}), 4.0, 1.0, cached_length(ids));
+    for (int l = 0; l < 2; ++l) h = transformer_decoder_layer(h, 2, {.d_ff = 24, .rotary = l == 1, .kv_cache = true});
+    Model model(tape.program({h}), places[i], 5);
+    Evaluator dec(model, {}, {.kv_cache = true});
+    int64_t next = 1;
+    for (size_t n : {3u, 1u, 2u}) {
+      std::vector<int64_t> v;
+      for (size_t k = 0; k < 2 * n; ++k) v.push_back(next++ % 9);
+      rows[i].push_back(dec.forward({{"ids", LoDTensor(Tensor::from<int64_t>(v, Shape{int64_t(v.size()), 1}), {{0, n, 2 * n}})}})[0]);
+    }
+  }
+  for (size_t s = 0; s < rows[0].size(); ++s) check_close(rows[1][s].to(cpu()), rows[0][s], 1e-4, 1e-4, "decoding step " + std::to_string(s));
 }
