@@ -630,9 +630,11 @@ void bench_attention() {
       OarAttention net(attention_batch("t512"), kAttnHeads, train);
       oar::set_num_threads(1);
       net.step();
+      const int64_t allocs = oar::memory_stats().allocations;
       oar::Profiler prof(true);
       for (int i = 0; i < 10; ++i) net.step();
-      info(std::string("attention t512 ") + (train ? "training" : "forward") + ": oar::Profiler, 10 steps, 1 thread\n" + prof.report());
+      info(std::string("attention t512 ") + (train ? "training" : "forward") + ": oar::Profiler, 10 steps, 1 thread, " +
+           std::to_string(oar::memory_stats().allocations - allocs) + " tensor allocations\n" + prof.report());
     }
   }
   for (const char* shape : {"t128", "t512", "t2048", "ragged"}) {

@@ -83,14 +83,26 @@ OAR_FUNC void PreparedBlock::acquire(const Step& s, int64_t batch) {
     Temp& sl = slots_[size_t(k)];
     LoDTensor& t = sl.value->tensor();
     const size_t need = expected_bytes(sl, batch);
-    if (t.initialized() || need == 0) continue;
+    sl.lent = nullptr;
+    if (t.initialized() || need == 0 || sl.view) continue;
     size_t best = free_.size();
     for (size_t j = 0; j < free_.size(); ++j)
       if (free_[j]->bytes() >= need && (best == free_.size() || free_[j]->bytes() < free_[best]->bytes())) best = j;
     if (best == free_.size()) continue;
     t.adopt_storage(std::move(free_[best]));
+    sl.lent = t.storage().get();
     free_[best] = std::move(free_.back());
     free_.pop_back();
+  }
+}
+
+OAR_FUNC void PreparedBlock::settle(const Step& s) {
+  for (int k : s.acquire) {
+    Temp& sl = slots_[size_t(k)];
+    if (!sl.lent) continue;
+    const LoDTensor* t = sl.value->tensor_if();
+    if (t && t->storage() && t->storage().get() != sl.lent && t->storage().use_count() > 1) sl.view = true;
+    sl.lent = nullptr;
   }
 }
 
@@ -351,7 +363,30 @@ OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::s
   }
 }
 
+/// The outputs of `s` that share an input's storage without being that input (views), in `s.views`.
+OAR_FUNC void PreparedBlock::find_views(Step& s) {
+  s.views_known = true;
+  std::vector<const Value*> ins;
+  std::vector<const Storage*> in_storage;
+  for (const std::string& n : s.op->input_names())
+    if (const Value* v = s.ctx.scope().find(n)) {
+      ins.push_back(v);
+      if (const LoDTensor* t = v->tensor_if(); t && t->storage()) in_storage.push_back(t->storage().get());
+    }
+  for (const std::string& n : s.op->output_names()) {
+    Value* v = s.ctx.scope().find(n);
+    const LoDTensor* t = v ? v->tensor_if() : nullptr;
+    if (!t || !t->storage() || std::find(ins.begin(), ins.end(), v) != ins.end()) continue;
+    if (std::find(in_storage.begin(), in_storage.end(), t->storage().get()) != in_storage.end()) s.views.push_back(v);
+  }
+}
+
 OAR_FUNC void Executor::run_steps(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {
+  const bool drop_views = !p.recycle_ && place_.is_cpu();
+  if (drop_views)
+    for (auto& s : p.steps_)
+      for (Value* v : s.views)
+        if (LoDTensor* t = v->tensor_if()) t->release_storage();
   for (size_t i = 0; i < p.steps_.size(); ++i) {
     auto& s = p.steps_[i];
     if (!s.fn || s.grouped) {
@@ -362,7 +397,12 @@ OAR_FUNC void Executor::run_steps(PreparedBlock& p, const std::vector<const Valu
       if (p.recycle_) p.acquire(s, batch);
       if (s.group_fn) detail::timed_op(*s.op, [&] { s.group_fn(s.group); });
       else detail::timed_op(*s.op, [&] { s.fn(s.ctx); });
-      if (p.recycle_) p.release(s, fetched);
+      if (p.recycle_) {
+        p.settle(s);
+        p.release(s, fetched);
+      } else if (drop_views && !s.views_known) {
+        PreparedBlock::find_views(s);
+      }
     } catch (Error& e) {
       e.add_context(fmt::format("while running op #{} '{}' of block {}", i, s.op->type(), p.block_), s.op->origin());
       throw;

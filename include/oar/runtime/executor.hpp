@@ -72,17 +72,28 @@ class PreparedBlock {
     GroupFn group_fn = nullptr;          // set on the first op of a group run as one (KernelEntry::cuda_group)
     std::vector<KernelContext*> group;   // the group's contexts, this op's first
     bool grouped = false;                // a later op of a group: its first op's group_fn runs it
+    // Outputs the kernel made views of an input (reshape), found after its first run: without buffer recycling
+    // they let go of their storage when a run starts, so that the tensor they view is rewritten in place
+    // instead of reallocated because the last run's view still holds it.
+    std::vector<Value*> views;
+    bool views_known = false;
   };
   struct Temp {
     Value* value;
     const Variable* var;
     size_t bytes = 0;  // the storage it held when it died last run: what it will need next run
+    const Storage* lent = nullptr;  // the free buffer acquire() gave it this run
+    bool view = false;  // its op makes it a view of another tensor (reshape): lending it a buffer only loses it
   };
 
   /// Fills the steps' acquire / release lists from first writes and last uses (a no-op unless recycling),
   /// then groups the steps again where they were grouped.
   void plan();
   void plan_buffers();
+  /// After step `s`'s kernel: a temporary whose lent buffer the kernel replaced by a view of another tensor is
+  /// lent nothing from now on (the buffer went with the replacement).
+  void settle(const Step& s);
+  static void find_views(Step& s);
   /// Joins runs of consecutive steps whose op has a group kernel on `place`, the same type and equal
   /// attributes, and no temporaries to acquire or release, into one call of that kernel.
   void group(const Place& place);
