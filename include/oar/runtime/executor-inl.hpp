@@ -363,8 +363,11 @@ OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::s
   }
 }
 
-/// The outputs of `s` that share an input's storage without being that input (views), in `s.views`.
-OAR_FUNC void PreparedBlock::find_views(Step& s) {
+/// The outputs of step `i` that share an input's storage without being that input (views), in its `views`:
+/// only this run's own temporaries (in the local scope) that no step up to `i` reads, so that letting them go
+/// when a run starts loses nothing a step reads before it is made again (a loop body's carried value).
+OAR_FUNC void PreparedBlock::find_views(size_t i) {
+  Step& s = steps_[i];
   s.views_known = true;
   std::vector<const Value*> ins;
   std::vector<const Storage*> in_storage;
@@ -374,10 +377,16 @@ OAR_FUNC void PreparedBlock::find_views(Step& s) {
       if (const LoDTensor* t = v->tensor_if(); t && t->storage()) in_storage.push_back(t->storage().get());
     }
   for (const std::string& n : s.op->output_names()) {
-    Value* v = s.ctx.scope().find(n);
+    Value* v = local_->find_local(n);
     const LoDTensor* t = v ? v->tensor_if() : nullptr;
     if (!t || !t->storage() || std::find(ins.begin(), ins.end(), v) != ins.end()) continue;
-    if (std::find(in_storage.begin(), in_storage.end(), t->storage().get()) != in_storage.end()) s.views.push_back(v);
+    if (std::find(in_storage.begin(), in_storage.end(), t->storage().get()) == in_storage.end()) continue;
+    bool read_before = false;
+    for (size_t j = 0; j <= i && !read_before; ++j) {
+      const auto names = steps_[j].op->input_names();
+      read_before = std::find(names.begin(), names.end(), n) != names.end();
+    }
+    if (!read_before) s.views.push_back(v);
   }
 }
 
@@ -401,7 +410,7 @@ OAR_FUNC void Executor::run_steps(PreparedBlock& p, const std::vector<const Valu
         p.settle(s);
         p.release(s, fetched);
       } else if (drop_views && !s.views_known) {
-        PreparedBlock::find_views(s);
+        p.find_views(i);
       }
     } catch (Error& e) {
       e.add_context(fmt::format("while running op #{} '{}' of block {}", i, s.op->type(), p.block_), s.op->origin());

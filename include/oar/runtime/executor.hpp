@@ -93,7 +93,7 @@ class PreparedBlock {
   /// After step `s`'s kernel: a temporary whose lent buffer the kernel replaced by a view of another tensor is
   /// lent nothing from now on (the buffer went with the replacement).
   void settle(const Step& s);
-  static void find_views(Step& s);
+  void find_views(size_t i);
   /// Joins runs of consecutive steps whose op has a group kernel on `place`, the same type and equal
   /// attributes, and no temporaries to acquire or release, into one call of that kernel.
   void group(const Place& place);
