@@ -61,8 +61,8 @@ OAR_FUNC std::vector<int64_t> Evaluator::cached_lengths() const {
   if (!v || !v->is_tensor() || !v->tensor().initialized()) return {};
   const LoDTensor& t = v->tensor();
   std::vector<int64_t> n;
-  if (t.lod().empty()) {  // dense [B, H, T, d]
-    for (int64_t b = 0; b < t.dim(0); ++b) n.push_back(t.dim(2));
+  if (t.lod().empty()) {  // dense [B, ..., T, d]
+    for (int64_t b = 0; b < t.dim(0); ++b) n.push_back(t.dim(t.rank() - 2));
   } else {
     for (size_t s = 0; s + 1 < t.lod()[0].size(); ++s) n.push_back(int64_t(t.lod()[0][s + 1] - t.lod()[0][s]));
   }
