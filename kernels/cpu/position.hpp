@@ -17,7 +17,7 @@ namespace oar::cpu_kernels::position {
 /// `time_dim` (rows of a dense X run b, [h,] t in order; `heads` > 1 repeats each position for the heads), plus
 /// the op's Offset of the row's sequence (or dense batch row) when it has one.
 inline std::vector<int64_t> row_positions(const KernelContext& c, Slot slot, const LoDTensor& x, bool dense, int64_t time_len, int64_t heads_inner) {
-  static constexpr Slot offset_slot{"Offset"};  // both position ops name it so
+  const Slot offset_slot = ops::AddPositionEncoding::offset;  // rotary_position_embedding's Offset is the same slot
   std::vector<int64_t> pos, first;
   const size_t S = dense ? size_t(x.dim(0)) : seq_last_level(c, slot, x).size() - 1;
   if (c.has_in(offset_slot)) {
