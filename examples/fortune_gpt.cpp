@@ -4,8 +4,9 @@
 // layer_norm -> fc softmax over the characters. The 100-character chunks are fed as LoD sequences, so causal
 // attention runs within each chunk with nothing padded. Whole files are held out for validation (science,
 // wisdom, sports, food), as char_lm holds them out, and a fortune sampled from the model ends the run.
-// Usage: fortune_gpt [--steps N] [--lr LR] [--seconds S] [--layers L] [--width D] [--ff F] [--rotary]: --seconds stops training
-// at S seconds of CPU time (to compare with char_lm at equal time). The last line is
+// Usage: fortune_gpt [--steps N] [--lr LR] [--seconds S] [--layers L] [--width D] [--ff F] [--rotary] [--profile]: --seconds
+// stops training at S seconds of CPU time (to compare with char_lm at equal time); --profile prints the training steps' time
+// per op (oar::Profiler) to stderr. The last line is
 // `validation_bits_per_char=<value>`.
 #include <oar/oar.hpp>
 
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -25,7 +27,7 @@ using namespace fortunes;
 int main(int argc, char** argv) try {
   int64_t steps = 4000, layers = 2, width = 128, ff = 256;
   double lr = 2e-3, seconds = 0;
-  bool rotary = false;
+  bool rotary = false, profile = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--lr") == 0 && i + 1 < argc) lr = std::atof(argv[++i]);
@@ -34,8 +36,9 @@ int main(int argc, char** argv) try {
     else if (std::strcmp(argv[i], "--width") == 0 && i + 1 < argc) width = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--ff") == 0 && i + 1 < argc) ff = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--rotary") == 0) rotary = true;
+    else if (std::strcmp(argv[i], "--profile") == 0) profile = true;
     else {
-      std::printf("usage: fortune_gpt [--steps N (4000)] [--lr LR (2e-3)] [--seconds S (no limit)] [--layers L (2)] [--width D (128)] [--ff F (256)] [--rotary]\n");
+      std::printf("usage: fortune_gpt [--steps N (4000)] [--lr LR (2e-3)] [--seconds S (no limit)] [--layers L (2)] [--width D (128)] [--ff F (256)] [--rotary] [--profile]\n");
       return 2;
     }
   }
@@ -70,6 +73,8 @@ int main(int argc, char** argv) try {
   double loss_avg = 0, train_cpu = 0, bpc = 0;
   const double t0 = cpu_seconds();
   int64_t done = 0;
+  std::optional<oar::Profiler> prof;
+  if (profile) prof.emplace();
   for (int64_t step = 0; step < steps; ++step) {
     for (auto& s : starts) s = pick(rng);
     auto [x, y] = make_batch(corpus.train, starts);
@@ -91,6 +96,10 @@ int main(int argc, char** argv) try {
       std::fflush(stdout);
     }
     if (last) break;
+  }
+  if (prof) {
+    std::fprintf(stderr, "%s", prof->report().c_str());
+    prof.reset();
   }
   std::printf("training: %lld steps of %lld chunks x %lld characters, %.1f s CPU in Optimizer::step, %.1f s CPU in all\n", (long long)done,
               (long long)kBatch, (long long)kChunk, train_cpu, cpu_seconds() - t0);

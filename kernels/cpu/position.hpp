@@ -2,6 +2,7 @@
 // CPU. Both need each row's position in its sequence: its index t in a dense batch, its row within its LoD
 // sequence otherwise.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -42,26 +43,51 @@ inline std::vector<int64_t> row_positions(const KernelContext& c, Slot slot, con
   return pos;
 }
 
-/// Rotates each pair of `d` features of rows `rows` (each repeated `heads` times) by +angle or -angle.
+/// Rotates each pair of `d` features of rows `rows` (each repeated `heads` times) by +angle or -angle. The cosines
+/// and sines are taken once per distinct position (a table over the positions' range when it is no wider than
+/// the rows, else once per row), not once per head and row: libm's sin and cos cost far more than the rotation.
 template <class T>
 void rotate(const T* x, T* y, const std::vector<int64_t>& pos, int64_t heads, int64_t d, double base, int64_t offset, double sign, bool time_inner_heads) {
-  std::vector<double> freq(size_t(d / 2));
-  for (int64_t i = 0; i < d / 2; ++i) freq[size_t(i)] = std::pow(base, -2.0 * double(i) / double(d));
-  const int64_t n = int64_t(pos.size());
-  parallel_for(0, n, std::max<int64_t>(1, 4096 / std::max<int64_t>(heads * d, 1)), [&](int64_t lo, int64_t hi) {
+  const int64_t half = d / 2, n = int64_t(pos.size());
+  if (n == 0 || half == 0) return;
+  std::vector<double> freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) freq[size_t(i)] = std::pow(base, -2.0 * double(i) / double(d));
+  auto fill = [&](int64_t p, T* cs, T* sn) {
+    for (int64_t i = 0; i < half; ++i) {
+      const double a = double(p + offset) * freq[size_t(i)];
+      cs[i] = T(std::cos(a));
+      sn[i] = T(sign * std::sin(a));
+    }
+  };
+  const auto [lo_it, hi_it] = std::minmax_element(pos.begin(), pos.end());
+  const int64_t first = *lo_it, span = *hi_it - *lo_it + 1;
+  const bool table = span <= n;
+  std::vector<T> cos_t, sin_t;
+  if (table) {
+    cos_t.resize(size_t(span * half));
+    sin_t.resize(size_t(span * half));
+    for (int64_t p = 0; p < span; ++p) fill(first + p, cos_t.data() + p * half, sin_t.data() + p * half);
+  }
+  const int64_t reps = time_inner_heads ? heads : 1;  // LoD: [N, H, d], the heads of a row together; dense: [B, H, T, d], rows are (b, h, t)
+  parallel_for(0, n, std::max<int64_t>(1, 4096 / std::max<int64_t>(reps * d, 1)), [&](int64_t lo, int64_t hi) {
+    std::vector<T> own_c(table ? 0 : size_t(half)), own_s(table ? 0 : size_t(half));
     for (int64_t r = lo; r < hi; ++r) {
-      const double p = double(pos[size_t(r)] + offset);
-      for (int64_t h = 0; h < heads; ++h) {
-        // LoD: [N, H, d], the heads of a row together; dense: [B, H, T, d], rows are (b, h, t) already.
-        const int64_t at = time_inner_heads ? (r * heads + h) * d : r * d;
-        for (int64_t i = 0; i < d / 2; ++i) {
-          const double a = p * freq[size_t(i)];
-          const T cs = T(std::cos(a)), sn = T(sign * std::sin(a));
+      const T *cs = nullptr, *sn = nullptr;
+      if (table) {
+        cs = cos_t.data() + (pos[size_t(r)] - first) * half;
+        sn = sin_t.data() + (pos[size_t(r)] - first) * half;
+      } else {
+        fill(pos[size_t(r)], own_c.data(), own_s.data());
+        cs = own_c.data();
+        sn = own_s.data();
+      }
+      for (int64_t h = 0; h < reps; ++h) {
+        const int64_t at = (r * reps + h) * d;
+        for (int64_t i = 0; i < half; ++i) {
           const T u = x[at + 2 * i], v = x[at + 2 * i + 1];
-          y[at + 2 * i] = u * cs - v * sn;
-          y[at + 2 * i + 1] = u * sn + v * cs;
+          y[at + 2 * i] = u * cs[i] - v * sn[i];
+          y[at + 2 * i + 1] = u * sn[i] + v * cs[i];
         }
-        if (!time_inner_heads) break;
       }
     }
   });
