@@ -1,5 +1,5 @@
 // tools/oar_cli.cpp: the `oar` command: print a saved program, draw it as Graphviz DOT, show its protobuf
-// text form, or list the registered ops with their slots and attributes.
+// text form, list the registered ops with their slots and attributes, or serve a model repository.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -12,6 +12,12 @@
 #include "oar/ir/serialize.hpp"
 #include "oar/ops/schema_dump.hpp"
 
+#if OAR_CLI_SERVE
+namespace oar_cli {
+int serve_command(const std::vector<std::string>& args);
+}
+#endif
+
 namespace {
 
 constexpr std::string_view kUsage =
@@ -23,6 +29,7 @@ constexpr std::string_view kUsage =
     "  text FILE              the program in protobuf text form (framework.proto, package oar.proto)\n"
     "  ops [TYPE...]          registered ops: slots, attributes with type and default, grad\n"
     "  ops --proto [TYPE...]  the same as Fluid OpProto messages in protobuf text form\n"
+    "  serve REPO [options]   serve the models of REPO over HTTP (KServe v2); oar serve --help\n"
     "  --help                 this text\n"
     "\n"
     "FILE is a program saved with oar::save_program (a serialized ProgramDesc, e.g. a Fluid `__model__`).\n";
@@ -55,6 +62,9 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   if (cmd == "ops") return cmd_ops({args.begin() + 1, args.end()});
+#if OAR_CLI_SERVE
+  if (cmd == "serve") return oar_cli::serve_command({args.begin() + 1, args.end()});
+#endif
   if (cmd == "print" || cmd == "text" || cmd == "dot") {
     size_t max_args = cmd == "dot" ? 3 : 2;
     if (args.size() < 2) return usage_error(cmd + ": needs a FILE");
