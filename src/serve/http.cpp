@@ -95,7 +95,13 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void answer_and_close(int status, const std::string& message) {
     keep_alive_ = false;
-    HttpResponse r{status, "application/json", fmt::format("{{\"error\":\"{}\"}}", message)};
+    std::string quoted;  // the message as a JSON string (this layer has no JSON library)
+    for (unsigned char c : message) {
+      if (c == '"' || c == '\\') quoted += {'\\', char(c)};
+      else if (c < 0x20) quoted += fmt::format("\\u{:04x}", c);
+      else quoted += char(c);
+    }
+    HttpResponse r{status, "application/json", "{\"error\":\"" + quoted + "\"}"};
     write(std::move(r), nullptr);
   }
 
