@@ -121,42 +121,60 @@ ModelVersion::~ModelVersion() {
     stop_ = true;
   }
   cv_.notify_all();
+  window_cv_.notify_all();
   for (auto& t : threads_) t.join();
 }
 
 void ModelVersion::submit(InferJob job) {
   ++metrics_.in_flight;
+  bool wake_idle = false, wake_gatherer = false;
   {
     std::lock_guard lock(mu_);
+    queued_rows_ += job.rows;
     queue_.push_back(std::move(job));
+    // A worker gathering a batch takes what is queued when its window closes; it is woken early only when the
+    // queue fills its batch. An idle worker is woken only when nobody gathers: one batch, not several small.
+    wake_gatherer = gathering_ > 0 && gathered_rows_ + queued_rows_ >= config_.max_batch_size;
+    wake_idle = gathering_ == 0 && idle_ > 0;
   }
-  cv_.notify_all();
+  if (wake_gatherer) window_cv_.notify_all();
+  if (wake_idle) cv_.notify_one();
 }
 
 void ModelVersion::work(Evaluator& ev) {
   const auto window = std::chrono::microseconds(config_.window_us);
   const int64_t max_rows = config_.max_batch_size;
   std::vector<InferJob> batch;
+  auto take = [&] {
+    queued_rows_ -= queue_.front().rows;
+    batch.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  };
   for (;;) {
     {
       std::unique_lock lock(mu_);
+      ++idle_;
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      --idle_;
       if (queue_.empty()) return;  // stopping, nothing left
-      batch.push_back(std::move(queue_.front()));
-      queue_.pop_front();
+      take();
       int64_t rows = batch[0].rows;
       const auto deadline = batch[0].arrived + window;
       while (max_rows > 0 && rows < max_rows) {
-        if (queue_.empty()) {
-          if (stop_ || Clock::now() >= deadline) break;
-          cv_.wait_until(lock, deadline);
+        if (!queue_.empty()) {
+          if (rows + queue_.front().rows > max_rows) break;
+          rows += queue_.front().rows;
+          take();
           continue;
         }
-        if (rows + queue_.front().rows > max_rows) break;
-        rows += queue_.front().rows;
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
+        if (stop_ || Clock::now() >= deadline) break;
+        ++gathering_;
+        gathered_rows_ = rows;
+        window_cv_.wait_until(lock, deadline);
+        --gathering_;
       }
+      // Others may be waiting while this one gathered (nobody woke them): the rest of the queue is theirs.
+      if (!queue_.empty() && idle_ > 0) cv_.notify_one();
     }
     run(ev, batch);
     batch.clear();

@@ -90,8 +90,11 @@ class ModelVersion {
   std::vector<std::unique_ptr<Evaluator>> evaluators_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;         // idle workers: a first request
+  std::condition_variable window_cv_;  // a worker gathering a batch: enough queued to fill it
   std::deque<InferJob> queue_;
+  int64_t queued_rows_ = 0, gathered_rows_ = 0;  // rows queued; rows of the batch last being gathered
+  int idle_ = 0, gathering_ = 0;
   bool stop_ = false;
 };
 
