@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
@@ -83,7 +84,8 @@ struct Server::Impl {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::function<void()>> tasks;
-  bool started = false, stopping = false, stopped = false;
+  std::atomic<bool> started{false};  // every model of the repository loaded
+  bool stopping = false, stopped = false;
 
   Impl(fs::path r, ServerOptions o) : repo(std::move(r)), options(std::move(o)) {}
 
@@ -140,6 +142,8 @@ struct Server::Impl {
       if (!method("GET")) return;
       return answer(ok_json({{"name", "oar"}, {"version", fmt::format("{}.{}.{}", OAR_VERSION_MAJOR, OAR_VERSION_MINOR, OAR_VERSION_PATCH)}, {"extensions", {"binary_tensor_data", "model_repository"}}}));
     }
+    if (!started && seg.size() >= 2 && seg[0] == "v2" && (seg[1] == "repository" || seg[1] == "models"))
+      return error(503, "the server is loading its models");
     if (seg.size() >= 3 && seg[0] == "v2" && seg[1] == "repository") return repository(req, seg, std::move(reply));
     if (seg.size() >= 3 && seg[0] == "v2" && seg[1] == "models") return model(std::move(req), seg, std::move(reply));
     error(404, fmt::format("no endpoint {} {}", req.method, path));
@@ -239,12 +243,18 @@ void Server::route(std::string method, std::string path, Handler handler) {
 
 void Server::start() {
   OAR_CHECK(!impl_->http, "Server::start: already started");
-  impl_->store.load_all();
   impl_->manager = std::thread([this] { impl_->manage(); });
+  // Listening first: while the models load, /v2/health/live answers 200 and /v2/health/ready 503, as an
+  // orchestrator's probes expect of a server that is up but not ready.
   impl_->http = std::make_unique<HttpServer>(
       impl_->options.host, impl_->options.port, impl_->options.http_threads, impl_->options.limits,
       [this](HttpRequest&& req, Reply reply) { impl_->dispatch(std::move(req), std::move(reply)); }, [this](int code) { impl_->metrics.http_status(code); });
-  std::lock_guard lock(impl_->mu);
+  try {
+    impl_->store.load_all();
+  } catch (...) {
+    stop();
+    throw;
+  }
   impl_->started = true;
 }
 

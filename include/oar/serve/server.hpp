@@ -75,8 +75,9 @@ class Server {
   /// A user endpoint: `method` and an exact path, matched before the protocol's own (the query string is not
   /// part of the match). Call before start().
   void route(std::string method, std::string path, Handler handler);
-  /// Loads every model of the repository (an oar::Error naming the model and file when one fails), then
-  /// listens; returns once requests are accepted.
+  /// Listens, then loads every model of the repository (an oar::Error naming the model and file when one
+  /// fails, the server stopped); returns once every model is served. While they load, /v2/health/live
+  /// answers 200, /v2/health/ready and the model endpoints 503.
   void start();
   /// The port it listens on (the one chosen when ServerOptions::port was 0).
   uint16_t port() const;
