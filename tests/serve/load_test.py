@@ -27,7 +27,6 @@ Prints a summary table; exit status 0 when every check passed, 1 otherwise. The 
 PR_SET_PDEATHSIG, if the test itself is killed).
 """
 import argparse
-import ctypes
 import http.client
 import json
 import os
@@ -43,8 +42,12 @@ import threading
 import time
 import traceback
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_common  # noqa: E402
+from serve_common import TestTimeout, check, die_with_parent, fail, kill, killed, request, time_limit, verdict  # noqa: E402
+
 TEST_SECONDS = 85      # the whole test
-PORT_SECONDS = 30      # how long a server may take to write its port file
 WRK = "/usr/bin/wrk"
 RUN_SECONDS = 4        # each measured wrk run
 WARMUP_SECONDS = 1     # each warm-up wrk run (per model, per round)
@@ -55,87 +58,21 @@ RSS_TOLERANCE = 0.05
 SLOW_CLOSE_S = 4.0     # a slow socket is closed within this (the timeouts are 2 s)
 PROMPT_S = 1.0         # the normal client's requests during the slow-client check
 
-
-class TestTimeout(Exception):
-    pass
-
-
-failures = []
 children = []  # every process started: killed at the end
 servers = []   # every server started: reported on when one died
-
-
-def ok(what):
-    print(f"  ok   {what}", flush=True)
-
-
-def fail(what):
-    failures.append(what)
-    print(f"  FAIL {what}", flush=True)
-
-
-def check(cond, what, detail=""):
-    if cond:
-        ok(what)
-    else:
-        fail(what + (f": {detail}" if detail else ""))
-    return cond
-
-
-def die_with_parent():
-    # The kernel kills the child when this process dies, even by SIGKILL (ctest's timeout).
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-killed = set()  # the pids this test killed
-
-
-def kill(proc):
-    if proc.poll() is None:
-        killed.add(proc.pid)
-        proc.kill()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 # ---------------------------------------------------------------------------------------------------------
 # The server.
 
-class Server:
+class Server(serve_common.Server):
+    """A server that listens once constructed, killed at the end of the test (and reported on if it dies)."""
+
     def __init__(self, oar, repo, work, name, extra=()):
-        self.name = name
-        self.port_file = os.path.join(work, f"{name}.port")
-        self.log_path = os.path.join(work, f"{name}.log")
-        self.cmd = [oar, "serve", repo, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file] + list(extra)
-        env = dict(os.environ, OAR_CONV="im2col")  # the fixture's convolution kernel (ref.json "conv_algorithm")
-        self.log = open(self.log_path, "wb")
-        print(f"starting server {name}: {' '.join(self.cmd)}", flush=True)
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
+        super().__init__(oar, repo, work, name, extra)
         children.append(self.proc)
         servers.append(self)
-        self.port = self.wait_port()
-
-    def wait_port(self):
-        deadline = time.monotonic() + PORT_SECONDS
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server {self.name} exited with {self.proc.returncode} before listening:\n{self.output()}")
-            if os.path.exists(self.port_file):
-                text = open(self.port_file).read().strip()
-                if text.isdigit() and int(text) > 0:
-                    return int(text)
-            time.sleep(0.05)
-        raise RuntimeError(f"server {self.name} wrote no port file in {PORT_SECONDS} s:\n{self.output()}")
-
-    def output(self):
-        self.log.flush()
-        try:
-            return open(self.log_path, "rb").read().decode(errors="replace")
-        except OSError:
-            return ""
+        self.wait_port()
 
     def rss_kib(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -144,30 +81,17 @@ class Server:
                     return int(line.split()[1])
         raise RuntimeError("no VmRSS in /proc/PID/status")
 
-    def alive(self):
-        return self.proc.poll() is None
-
-
-def request(port, method, path, body=None, headers=None, timeout=10):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
-
 
 METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)$')
 
 
 def metrics(port):
     """{(name, frozenset of (label, value))): value} from GET /metrics."""
-    status, body = request(port, "GET", "/metrics")
-    if status != 200:
-        raise RuntimeError(f"GET /metrics: HTTP {status}")
+    r = request(port, "GET", "/metrics", timeout=10)
+    if r.status != 200:
+        raise RuntimeError(f"GET /metrics: HTTP {r.status}")
     out = {}
-    for line in body.decode().splitlines():
+    for line in r.body.decode().splitlines():
         if not line or line.startswith("#"):
             continue
         m = METRIC_LINE.match(line)
@@ -230,10 +154,10 @@ def load_fixture(data_dir):
 
 
 def check_answer(port, name, m):
-    status, body = request(port, "POST", f"/v2/models/{name}/infer", m["body"], {"Content-Type": "application/json"})
-    if not check(status == 200, f"{name}: a batch-1 JSON request answers 200", f"HTTP {status} {body[:300]!r}"):
+    r = request(port, "POST", f"/v2/models/{name}/infer", m["body"], {"Content-Type": "application/json"}, timeout=10)
+    if not check(r.status == 200, f"{name}: a batch-1 JSON request answers 200", repr(r)):
         return
-    outs = {o["name"]: o for o in json.loads(body)["outputs"]}
+    outs = {o["name"]: o for o in r.json()["outputs"]}
     got = [float(v) for v in outs[m["output"]]["data"]]
     if m["exact"]:
         # float32 bit for bit: the JSON number rounded to float32 against the reference's float32
@@ -381,13 +305,7 @@ def load_section(args, work, models, table):
     for name, m in models.items():
         check_answer(port, name, m)  # still right after the load
 
-    server.proc.send_signal(signal.SIGTERM)
-    try:
-        rc = server.proc.wait(timeout=10)
-        check(rc == 0, "SIGTERM: the server exits 0", f"exit status {rc}:\n{server.output()[-2000:]}")
-    except subprocess.TimeoutExpired:
-        fail("SIGTERM: the server did not exit within 10 s")
-        kill(server.proc)
+    server.terminate()
     return rss
 
 
@@ -484,7 +402,7 @@ def slow_section(args, work, models, table):
         table.append((f"slow {key}", closed_after, sent))
     table.append(("normal client", len(lat), max(lat) if lat else None))
     check(server.alive(), "the server is still running", server.output()[-2000:])
-    kill(server.proc)
+    server.kill()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -522,10 +440,7 @@ def main():
             return 77
         globals()["WRK"] = found
 
-    def on_alarm(signum, frame):
-        raise TestTimeout(f"the test ran over {TEST_SECONDS} s")
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_SECONDS)
+    time_limit(TEST_SECONDS)
     work = tempfile.mkdtemp(prefix="oar_load_")
     table, rss = [], {}
     try:
@@ -546,13 +461,7 @@ def main():
             kill(proc)
         shutil.rmtree(work, ignore_errors=True)
     summary(table, rss)
-    if failures:
-        print(f"\n{len(failures)} check(s) failed:", flush=True)
-        for f in failures:
-            print(f"  - {f}")
-        return 1
-    print("\nall checks passed", flush=True)
-    return 0
+    return verdict()
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ Prints the counts; exit status 0 when every check passed, 1 otherwise. The whole
 PR_SET_PDEATHSIG, if the test itself is killed).
 """
 import argparse
-import ctypes
 import http.client
 import json
 import os
@@ -35,15 +34,18 @@ import re
 import shutil
 import signal
 import struct
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import traceback
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serve_common  # noqa: E402
+from serve_common import TestTimeout, Server, check, fail, time_limit, verdict  # noqa: E402
+
 TEST_SECONDS = 85     # the whole test
-PORT_SECONDS = 30     # how long the server may take to write its port file
 CLIENTS = 8
 SWAP_SECONDS = 6.0    # phase 1: the clients' time
 SWAP_AT = 2.0         # phase 1: when the main thread loads version 2
@@ -53,85 +55,10 @@ SETTLE_S = 1.0        # the last version 1 answer comes at most this long after 
 REQUEST_TIMEOUT = 10  # one client request
 
 
-class TestTimeout(Exception):
-    pass
-
-
-failures = []
-
-
-def ok(what):
-    print(f"  ok   {what}", flush=True)
-
-
-def fail(what):
-    failures.append(what)
-    print(f"  FAIL {what}", flush=True)
-
-
-def check(cond, what, detail=""):
-    if cond:
-        ok(what)
-    else:
-        fail(what + (f": {detail}" if detail else ""))
-    return cond
-
-
-def die_with_parent():
-    # The kernel kills the server when this process dies, even by SIGKILL (ctest's timeout).
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-class Server:
-    def __init__(self, oar, repo, work):
-        self.port_file = os.path.join(work, "swap.port")
-        self.log_path = os.path.join(work, "swap.log")
-        self.cmd = [oar, "serve", repo, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file]
-        env = dict(os.environ, OAR_CONV="im2col")  # the fixture's convolution kernel (ref.json "conv_algorithm")
-        self.log = open(self.log_path, "wb")
-        print(f"starting server: {' '.join(self.cmd)}", flush=True)
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
-        self.port = None
-        deadline = time.monotonic() + PORT_SECONDS
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the server exited with {self.proc.returncode} before listening:\n{self.output()}")
-            if os.path.exists(self.port_file):
-                text = open(self.port_file).read().strip()
-                if text.isdigit() and int(text) > 0:
-                    self.port = int(text)
-                    return
-            time.sleep(0.05)
-        raise RuntimeError(f"the server wrote no port file in {PORT_SECONDS} s:\n{self.output()}")
-
-    def output(self):
-        self.log.flush()
-        try:
-            return open(self.log_path, "rb").read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-
-
-def request(port, method, path, body=None, headers=None, timeout=30):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        r = conn.getresponse()
-        return r.status, r.read()
-    finally:
-        conn.close()
+def request(port, method, path, body=None, headers=None):
+    """(status, body) of one request on a new connection, within 30 s."""
+    r = serve_common.request(port, method, path, body, headers, timeout=30)
+    return r.status, r.body
 
 
 def mlp_metrics(port):
@@ -233,35 +160,55 @@ def report_bad(records, what):
     check(not bad, f"{what}: no failed request ({len(records)} requests)", f"{len(bad)} failed, e.g. " + "; ".join(r[3] for r in bad[:5]))
 
 
+def post_under_load(port, body, refs, seconds, at, path, first=lambda: None):
+    """Runs the clients for `seconds`; `at` seconds in, the main thread calls first() and POSTs `path`, which must
+    answer 200. Returns the clients' records and the monotonic times the POST was sent and answered."""
+    clients = Clients(port, body, refs)
+    t_start = time.monotonic()
+    clients.start()
+    time.sleep(at)
+    first()
+    t0 = time.monotonic()
+    status, data = request(port, "POST", path)
+    t1 = time.monotonic()
+    check(status == 200, f"POST {path} under load: 200 ({t1 - t0:.3f} s)", f"HTTP {status} {data[:300]!r}")
+    time.sleep(max(0.0, seconds - (time.monotonic() - t_start)))
+    return clients.stop(), t0, t1
+
+
+def check_switch(records, phase, action, t0, t1, old, new):
+    """Checks that every answer read before `action` was asked (at t0) is of kind old[0] and that every request
+    sent after it answered (at t1) is of kind new[0]; old[1] and new[1] say those kinds in words."""
+    early = [r for r in records if r[1] < t0 and r[2] != old[0]]
+    check(not early, f"{phase}: every answer read before the {action} was asked is {old[1]}", f"{len(early)} are not: {[r[2:] for r in early[:5]]}")
+    late = [r for r in records if r[0] > t1]
+    late_bad = [r for r in late if r[2] != new[0]]
+    check(late and not late_bad, f"{phase}: every request sent after the {action} answered is {new[1]} ({len(late)} requests)",
+          f"{len(late_bad)} are not: {[r[2:] for r in late_bad[:5]]}" if late else f"no request was sent after the {action} answered")
+
+
+def metrics_delta(before, after):
+    """(version 1 successes, version 2 successes, failures) counted between two mlp_metrics()."""
+    successes = lambda version: after.get((version, "success"), 0) - before.get((version, "success"), 0)
+    failed = lambda m: sum(v for (ver, st), v in m.items() if st == "failure")
+    return successes("1"), successes("2"), failed(after) - failed(before)
+
+
 # ---------------------------------------------------------------------------------------------------------
 
 def swap_phase(server, fixture, repo, body, refs):
     print(f"\n== phase 1: {CLIENTS} clients for {SWAP_SECONDS} s, mlp version 2 loaded after {SWAP_AT} s", flush=True)
     port = server.port
     before = mlp_metrics(port)
-    clients = Clients(port, body, refs)
-    t_start = time.monotonic()
-    clients.start()
-    time.sleep(SWAP_AT)
-    shutil.copytree(os.path.join(fixture, "stage", "mlp", "2"), os.path.join(repo, "mlp", "2"))
-    t_load0 = time.monotonic()
-    status, data = request(port, "POST", "/v2/repository/models/mlp/load")
-    t_load1 = time.monotonic()
-    check(status == 200, f"POST /v2/repository/models/mlp/load under load: 200 ({t_load1 - t_load0:.3f} s)", f"HTTP {status} {data[:300]!r}")
-    time.sleep(max(0.0, SWAP_SECONDS - (time.monotonic() - t_start)))
-    records = clients.stop()
+    stage_v2 = lambda: shutil.copytree(os.path.join(fixture, "stage", "mlp", "2"), os.path.join(repo, "mlp", "2"))
+    records, t_load0, t_load1 = post_under_load(port, body, refs, SWAP_SECONDS, SWAP_AT, "/v2/repository/models/mlp/load", stage_v2)
     v1, v2 = count(records, "v1"), count(records, "v2")
     print(f"  answers: {len(records)} in all, {v1} version 1, {v2} version 2, {count(records, 'bad')} failed, {count(records, '404')} 404", flush=True)
     report_bad(records, "phase 1")
     after = mlp_metrics(port)
     check(count(records, "404") == 0, "phase 1: no 404 (the model is served throughout)", f"{count(records, '404')}")
     check(v1 > 0 and v2 > 0, f"phase 1: answers from both versions ({v1} v1, {v2} v2)")
-    early_v2 = [r for r in records if r[1] < t_load0 and r[2] != "v1"]
-    check(not early_v2, "phase 1: every answer read before the load was asked is version 1", f"{len(early_v2)} are not: {[r[2] for r in early_v2[:5]]}")
-    late = [r for r in records if r[0] > t_load1]
-    late_v1 = [r for r in late if r[2] != "v2"]
-    check(late and not late_v1, f"phase 1: every request sent after the load answered is version 2 ({len(late)} requests)",
-          f"{len(late_v1)} are not: {[r[2] for r in late_v1[:5]]}" if late else "no request was sent after the load answered")
+    check_switch(records, "phase 1", "load", t_load0, t_load1, ("v1", "version 1"), ("v2", "version 2"))
     last_v1 = max((r[1] for r in records if r[2] == "v1"), default=t_load0)
     check(last_v1 - t_load1 <= SETTLE_S, f"phase 1: the last version 1 answer {last_v1 - t_load1:+.3f} s after the load answered (at most {SETTLE_S} s)")
     in_window = [r for r in records if r[1] >= t_load0 and r[0] <= t_load1]
@@ -270,9 +217,7 @@ def swap_phase(server, fixture, repo, body, refs):
     status, data = request(port, "GET", "/v2/models/mlp")
     versions = json.loads(data).get("versions") if status == 200 else None
     check(status == 200 and versions == ["2"], f"GET /v2/models/mlp lists version \"2\" ({versions})", f"HTTP {status} {data[:300]!r}")
-    d1 = after.get(("1", "success"), 0) - before.get(("1", "success"), 0)
-    d2 = after.get(("2", "success"), 0) - before.get(("2", "success"), 0)
-    fails = sum(v for (ver, st), v in after.items() if st == "failure") - sum(v for (ver, st), v in before.items() if st == "failure")
+    d1, d2, fails = metrics_delta(before, after)
     check(d1 == v1 and d2 == v2, f"/metrics counts the answers the clients read: version 1 {d1} (clients {v1}), version 2 {d2} (clients {v2})")
     check(fails == 0, "/metrics counts no failed mlp request", f"{fails}")
     check(server.alive(), "the server is still running", server.output()[-2000:])
@@ -283,33 +228,18 @@ def unload_phase(server, body, refs):
     print(f"\n== phase 2: {CLIENTS} clients for {UNLOAD_SECONDS} s, mlp unloaded after {UNLOAD_AT} s", flush=True)
     port = server.port
     before = mlp_metrics(port)
-    clients = Clients(port, body, refs)
-    t_start = time.monotonic()
-    clients.start()
-    time.sleep(UNLOAD_AT)
-    t_un0 = time.monotonic()
-    status, data = request(port, "POST", "/v2/repository/models/mlp/unload")
-    t_un1 = time.monotonic()
-    check(status == 200, f"POST /v2/repository/models/mlp/unload under load: 200 ({t_un1 - t_un0:.3f} s)", f"HTTP {status} {data[:300]!r}")
-    time.sleep(max(0.0, UNLOAD_SECONDS - (time.monotonic() - t_start)))
-    records = clients.stop()
+    records, t_un0, t_un1 = post_under_load(port, body, refs, UNLOAD_SECONDS, UNLOAD_AT, "/v2/repository/models/mlp/unload")
     v1, v2, n404 = count(records, "v1"), count(records, "v2"), count(records, "404")
     print(f"  answers: {len(records)} in all, {v2} version 2, {n404} 404, {v1} version 1, {count(records, 'bad')} failed", flush=True)
     report_bad(records, "phase 2")
     after = mlp_metrics(port)
     check(v1 == 0, "phase 2: no version 1 answer", f"{v1}")
     check(v2 > 0 and n404 > 0, f"phase 2: version 2 answers, then 404s ({v2} v2, {n404} 404)")
-    early = [r for r in records if r[1] < t_un0 and r[2] != "v2"]
-    check(not early, "phase 2: every answer read before the unload was asked is version 2", f"{len(early)} are not: {[r[2:] for r in early[:5]]}")
-    late = [r for r in records if r[0] > t_un1]
-    late_bad = [r for r in late if r[2] != "404"]
-    check(late and not late_bad, f"phase 2: every request sent after the unload answered is 404 ({len(late)} requests)",
-          f"{len(late_bad)} are not: {[r[2:] for r in late_bad[:5]]}" if late else "no request was sent after the unload answered")
+    check_switch(records, "phase 2", "unload", t_un0, t_un1, ("v2", "version 2"), ("404", "404"))
     msgs = sorted({r[3] for r in records if r[2] == "404"})
     if msgs:
         print(f"  404 error: {msgs[0]}", flush=True)
-    d2 = after.get(("2", "success"), 0) - before.get(("2", "success"), 0)
-    fails = sum(v for (ver, st), v in after.items() if st == "failure") - sum(v for (ver, st), v in before.items() if st == "failure")
+    _, d2, fails = metrics_delta(before, after)
     check(d2 == v2, f"/metrics counts the version 2 answers the clients read: {d2} (clients {v2})")
     check(fails == 0, "/metrics counts no failed mlp request", f"{fails}")
 
@@ -330,10 +260,7 @@ def main():
     p.add_argument("--fixture-out", required=True)
     args = p.parse_args()
 
-    def on_alarm(signum, frame):
-        raise TestTimeout(f"the test ran over {TEST_SECONDS} s")
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_SECONDS)
+    time_limit(TEST_SECONDS)
     work = tempfile.mkdtemp(prefix="oar_swap_")
     server = None
     results = {}
@@ -353,19 +280,15 @@ def main():
                                        "data": data}]}).encode()
         repo = os.path.join(work, "repo")
         shutil.copytree(os.path.join(fixture, "repo"), repo)
-        server = Server(args.oar, repo, work)
+        server = Server(args.oar, repo, work, "swap", title="the server")
+        server.wait_port()
         status, reply = request(server.port, "POST", "/v2/models/mlp/infer", body, {"Content-Type": "application/json"})
         kind, detail = Clients(server.port, body, refs).classify(status, reply)
         if not check(kind == "v1", "mlp answers with version 1's output, bit for bit", detail):
             raise RuntimeError("the server does not answer as the fixture's version 1")
         results["swap"] = swap_phase(server, fixture, repo, body, refs)
         results["unload"] = unload_phase(server, body, refs)
-        server.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = server.proc.wait(timeout=10)
-            check(rc == 0, "SIGTERM: the server exits 0", f"exit status {rc}:\n{server.output()[-2000:]}")
-        except subprocess.TimeoutExpired:
-            fail("SIGTERM: the server did not exit within 10 s")
+        server.terminate()
     except TestTimeout as e:
         fail(str(e))
     except Exception as e:
@@ -387,13 +310,7 @@ def main():
     if "unload" in results:
         s = results["unload"]
         print(f"unload: {s['requests']} requests: {s['v2']} version 2, {s['404']} 404; the unload took {s['unload_s'] * 1e3:.0f} ms")
-    if failures:
-        print(f"\n{len(failures)} check(s) failed:", flush=True)
-        for f in failures:
-            print(f"  - {f}")
-        return 1
-    print("\nall checks passed", flush=True)
-    return 0
+    return verdict()
 
 
 if __name__ == "__main__":

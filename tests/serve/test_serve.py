@@ -19,7 +19,6 @@ killed when the test ends, however it ends (and by the kernel if the test itself
 """
 import argparse
 import concurrent.futures
-import ctypes
 import http.client
 import json
 import os
@@ -31,8 +30,11 @@ import sys
 import time
 import traceback
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_common import TestTimeout, Server, check, fail, failures, ok, request, time_limit, verdict  # noqa: E402
+
 TEST_SECONDS = 120   # the whole run against the servers
-PORT_SECONDS = 30    # how long a server may take to write its port file
 PIP_SECONDS = 150    # creating the venv and installing into it
 
 
@@ -75,27 +77,8 @@ def bootstrap(args):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Reporting: every check prints a line; failures are counted and the run goes on with the next section.
-
-failures = []
-
-
-def ok(what):
-    print(f"  ok   {what}", flush=True)
-
-
-def fail(what):
-    failures.append(what)
-    print(f"  FAIL {what}", flush=True)
-
-
-def check(cond, what, detail=""):
-    if cond:
-        ok(what)
-    else:
-        fail(what + (f": {detail}" if detail else ""))
-    return cond
-
+# Reporting: every check prints a line (serve_common); failures are counted and the run goes on with the next
+# section.
 
 def section(name, fn, *a):
     print(f"\n== {name}", flush=True)
@@ -110,92 +93,8 @@ def section(name, fn, *a):
         traceback.print_exc(file=sys.stdout)
 
 
-class TestTimeout(Exception):
-    pass
-
-
 # ---------------------------------------------------------------------------------------------------------
-# The servers.
-
-def die_with_parent():
-    # The kernel kills the server when this process dies, even by SIGKILL (ctest's timeout).
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
-class Server:
-    def __init__(self, oar, repo, work, name, extra):
-        self.name = name
-        self.port_file = os.path.join(work, f"{name}.port")
-        self.log_path = os.path.join(work, f"{name}.log")
-        for f in (self.port_file, self.port_file + ".tmp"):
-            if os.path.exists(f):
-                os.remove(f)
-        self.cmd = [oar, "serve", repo, "--host", "127.0.0.1", "--port", "0", "--port-file", self.port_file] + extra
-        env = dict(os.environ, OAR_CONV="im2col")  # the fixture's convolution kernel (ref.json "conv_algorithm")
-        self.log = open(self.log_path, "wb")
-        print(f"starting server {name}: {' '.join(self.cmd)}", flush=True)
-        self.proc = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent)
-        self.port = None
-
-    def wait_port(self):
-        deadline = time.monotonic() + PORT_SECONDS
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server {self.name} exited with {self.proc.returncode} before listening:\n{self.output()}")
-            if os.path.exists(self.port_file):
-                text = open(self.port_file).read().strip()
-                if text.isdigit() and int(text) > 0:
-                    self.port = int(text)
-                    return self.port
-            time.sleep(0.05)
-        raise RuntimeError(f"server {self.name} wrote no port file in {PORT_SECONDS} s:\n{self.output()}")
-
-    def output(self):
-        self.log.flush()
-        try:
-            return open(self.log_path, "rb").read().decode(errors="replace")
-        except OSError:
-            return ""
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Raw HTTP.
-
-class Reply:
-    def __init__(self, status, headers, body):
-        self.status, self.headers, self.body = status, headers, body
-
-    def header(self, name):
-        for k, v in self.headers:
-            if k.lower() == name.lower():
-                return v
-        return None
-
-    def json(self):
-        return json.loads(self.body)
-
-    def __repr__(self):
-        return f"HTTP {self.status} {self.body[:300]!r}"
-
-
-def request(port, method, path, body=None, headers=None, timeout=15):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        try:
-            conn.request(method, path, body=body, headers=headers or {})
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the server may answer (413) and close before reading all the body: read what it answered
-        r = conn.getresponse()
-        return Reply(r.status, r.getheaders(), r.read())
-    finally:
-        conn.close()
-
+# Raw HTTP (request() and its Reply: serve_common).
 
 def is_error_reply(reply):
     try:
@@ -748,37 +647,39 @@ def api_key(ctx):
     check(r.status == 200, "then a good request with the key: 200", repr(r))
 
 
-def timeouts(ctx):
+def answered_408_or_closed(port, timeout, talk, what, within, still_open):
+    """On a new connection (socket timeout `timeout`), talk(socket) returns what the server sent: checks that it is
+    nothing or a 408, within `within` seconds; fails with `still_open` when the socket times out first."""
     import socket
-    p = ctx.port_b
-    # --idle-timeout 1: a connection that sends nothing is closed.
-    s = socket.create_connection(("127.0.0.1", p), timeout=10)
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     t0 = time.monotonic()
     try:
-        data = s.recv(65536)
-        check(data == b"" or data.startswith(b"HTTP/1.1 408"), "an idle connection is closed (--idle-timeout 1)", data[:100])
-        check(time.monotonic() - t0 < 8, f"  within {time.monotonic() - t0:.1f} s")
+        data = talk(s)
+        check(data == b"" or data.startswith(b"HTTP/1.1 408"), what, data[:100])
+        check(time.monotonic() - t0 < within, f"  within {time.monotonic() - t0:.1f} s")
     except socket.timeout:
-        fail("an idle connection is still open after 10 s (--idle-timeout 1)")
+        fail(still_open)
     finally:
         s.close()
+
+
+def timeouts(ctx):
+    p = ctx.port_b
+    # --idle-timeout 1: a connection that sends nothing is closed.
+    answered_408_or_closed(p, 10, lambda s: s.recv(65536), "an idle connection is closed (--idle-timeout 1)", 8,
+                           "an idle connection is still open after 10 s (--idle-timeout 1)")
+
     # --request-timeout 2: a request whose body never arrives is answered 408 or closed.
-    s = socket.create_connection(("127.0.0.1", p), timeout=12)
-    t0 = time.monotonic()
-    try:
+    def stalled_body(s):
         s.sendall(b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer secret\r\nContent-Length: 1000\r\n\r\n{\"inputs\"")
         data = b""
         while True:
             chunk = s.recv(65536)
             if not chunk:
-                break
+                return data
             data += chunk
-        check(data == b"" or data.startswith(b"HTTP/1.1 408"), "a request whose body stops is answered 408 or closed (--request-timeout 2)", data[:100])
-        check(time.monotonic() - t0 < 10, f"  within {time.monotonic() - t0:.1f} s")
-    except socket.timeout:
-        fail("a request whose body stopped is still open after 12 s (--request-timeout 2)")
-    finally:
-        s.close()
+    answered_408_or_closed(p, 12, stalled_body, "a request whose body stops is answered 408 or closed (--request-timeout 2)", 10,
+                           "a request whose body stopped is still open after 12 s (--request-timeout 2)")
     r = request(p, "GET", "/v2/health/live")
     check(r.status == 200, "the server still answers", repr(r))
 
@@ -797,10 +698,7 @@ def stop(server, sig):
 def main(args):
     import tritonclient.http as th
 
-    def on_alarm(signum, frame):
-        raise TestTimeout(f"the test ran over {TEST_SECONDS} s")
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.alarm(TEST_SECONDS)
+    time_limit(TEST_SECONDS)
 
     data = os.path.abspath(args.data)
     ref_json = json.load(open(os.path.join(data, "ref.json")))
@@ -857,12 +755,7 @@ def main(args):
     if failures:
         for s in servers:
             print(f"\n-- server {s.name} output (last 3000 characters):\n{s.output()[-3000:]}")
-        print(f"\n{len(failures)} check(s) failed:")
-        for f in failures:
-            print(f"  - {f}")
-        return 1
-    print("\nall serve checks passed")
-    return 0
+    return verdict("all serve checks passed")
 
 
 if __name__ == "__main__":
