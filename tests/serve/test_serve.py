@@ -442,6 +442,40 @@ def errors(ctx):
     good_request(ctx, "garbage instead of HTTP")
 
 
+def pipelined(ctx):
+    """Three requests written at once on one connection (HTTP/1.1 pipelining) come back in their order, each
+    the right answer; then headers over the server's 16 KiB limit are answered 431."""
+    import socket
+    ref = ctx.refs["mlp_v1"]
+    x, want = ref.batches[1]
+    raw = b""
+    for rid in ("first", "second", "third"):
+        body, _ = infer_body_json([(ref.input["name"], x)], request_id=rid)
+        raw += (b"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    with socket.create_connection(("127.0.0.1", ctx.port), timeout=15) as s:
+        s.sendall(raw)
+        f = s.makefile("rb")
+        ids, firsts = [], []
+        for _ in range(3):
+            status = f.readline()
+            length = 0
+            while True:
+                line = f.readline()
+                if line in (b"\r\n", b""):
+                    break
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            j = json.loads(f.read(length))
+            ids.append(j.get("id"))
+            firsts.append(status.startswith(b"HTTP/1.1 200"))
+        check(all(firsts) and ids == ["first", "second", "third"], "pipelined requests are answered in their order", f"{ids} {firsts}")
+    big = {"X-Padding": "p" * 20000}
+    r = request(ctx.port, "GET", "/v2/health/live", None, big)
+    check(r.status == 431 and is_error_reply(r), "headers over 16 KiB: 431 with a JSON error", repr(r))
+    good_request(ctx, "the 431")
+
+
 def concurrency(ctx):
     import numpy as np
     p = ctx.port
@@ -734,6 +768,7 @@ def main(args):
         section("http: endpoints", raw_endpoints, ctx)
         section("http: inference", raw_infer, ctx)
         section("http: errors", errors, ctx)
+        section("pipelined requests, header limit", pipelined, ctx)
         section("concurrent requests", concurrency, ctx)
         section("metrics", metrics, ctx)
         section("unload, load, swap to version 2", load_unload, ctx)
