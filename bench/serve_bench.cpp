@@ -3,7 +3,7 @@
 // the book conv net, with and without dynamic batching. Next to each: (a) the same model in-process through an
 // Evaluator at the batch size the batcher formed (rows/s), (b) the HTTP stack alone: an empty handler of the same
 // server answering the same requests (requests/s). The figure of merit is requests/s over the lower of the two.
-// Usage: oar_serve_bench [--seconds S (3)] [--window-us T (500)] [--max-batch N (16)] [--conns 1,16,64,256]
+// Usage: oar_serve_bench [--seconds S (3)] [--window-us T (500)] [--max-batch N (16)] [--evaluators N (1)] [--conns 1,16,64,256]
 #include <oar/oar.hpp>
 #include <oar/serve/server.hpp>
 
@@ -127,19 +127,20 @@ double evaluator_rows_per_s(const fs::path& dir, const Net& net, int64_t b, doub
 
 int main(int argc, char** argv) try {
   double seconds = 3;
-  int64_t window_us = 500, max_batch = 16;
+  int64_t window_us = 500, max_batch = 16, evaluators = 1;
   std::vector<int> conns{1, 16, 64, 256};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (a == "--window-us" && i + 1 < argc) window_us = std::atoll(argv[++i]);
     else if (a == "--max-batch" && i + 1 < argc) max_batch = std::atoll(argv[++i]);
+    else if (a == "--evaluators" && i + 1 < argc) evaluators = std::atoll(argv[++i]);
     else if (a == "--conns" && i + 1 < argc) {
       conns.clear();
       std::stringstream ss(argv[++i]);
       for (std::string c; std::getline(ss, c, ',');) conns.push_back(std::atoi(c.c_str()));
     } else {
-      std::printf("usage: oar_serve_bench [--seconds S (3)] [--window-us T (500)] [--max-batch N (16)] [--conns 1,16,64,256]\n");
+      std::printf("usage: oar_serve_bench [--seconds S (3)] [--window-us T (500)] [--max-batch N (16)] [--evaluators N (1)] [--conns 1,16,64,256]\n");
       return 2;
     }
   }
@@ -157,7 +158,10 @@ int main(int argc, char** argv) try {
       if (n.name == "mlp") save_mlp(dir / "1");
       else save_conv(dir / "1");
       if (batched)
-        std::ofstream(dir / "config.json") << fmt::format(R"({{"dynamic_batching": {{"max_batch_size": {}, "window_us": {}}}}})", max_batch, window_us);
+        std::ofstream(dir / "config.json") << fmt::format(R"({{"evaluators": {}, "dynamic_batching": {{"max_batch_size": {}, "window_us": {}}}}})", evaluators,
+                                                          max_batch, window_us);
+      else
+        std::ofstream(dir / "config.json") << fmt::format(R"({{"evaluators": {}}})", evaluators);
     }
     // A batch-1 request in the binary tensor format, and the wrk script that sends it.
     int64_t numel = 1;
@@ -179,8 +183,8 @@ int main(int argc, char** argv) try {
   server.route("POST", "/empty", [](const oar::serve::HttpRequest&) { return oar::serve::HttpResponse{200, "application/json", "{}"}; });
   server.start();
   const std::string base = fmt::format("http://127.0.0.1:{}", server.port());
-  std::printf("# oar_serve_bench: %s, %g s per point, dynamic batching max %lld rows, window %lld us; wrk -t1; 1 HTTP thread, 1 evaluator per model\n",
-              base.c_str(), seconds, (long long)max_batch, (long long)window_us);
+  std::printf("# oar_serve_bench: %s, %g s per point, dynamic batching max %lld rows, window %lld us; wrk -t1; 1 HTTP thread, %lld evaluator(s) per model\n",
+              base.c_str(), seconds, (long long)max_batch, (long long)window_us, (long long)evaluators);
   std::printf("| model | batching | connections | requests/s | p50 ms | p99 ms | errors | mean batch | (a) Evaluator rows/s at that batch | (b) empty handler requests/s | "
               "requests/s / min(a, b) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::map<std::pair<std::string, int64_t>, double> eval_cache;
