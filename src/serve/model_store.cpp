@@ -95,20 +95,30 @@ ModelVersion::ModelVersion(std::string name, int64_t version, const fs::path& di
   if (config_.max_batch_size > 0 && !batched_)
     throw Error(fmt::format("model '{}': config.json asks for dynamic batching, but not every input and output has the batch (-1) as its first dim",
                             dir.string()));
-  FeedMap zeros;  // one row of zeros per input: the warm-up run
-  for (auto& t : inputs_) {
-    std::vector<int64_t> d = t.shape;
-    for (auto& x : d) x = x < 0 ? 1 : x;
-    Tensor z(Shape(d), t.dtype);
-    std::memset(z.raw(), 0, z.bytes());
-    zeros[t.var] = LoDTensor(std::move(z));
+  // Warm-up runs on zeros: one row, and with batching every batch size the batcher may form (each size once up
+  // to 32, then the powers of two), so that no request pays for preparing the program or for timing the
+  // convolution algorithms of a new shape (oar times them once per shape, docs/runtime.md).
+  std::vector<int64_t> sizes{1};
+  for (int64_t b = 2; b <= config_.max_batch_size; b = b < 32 ? b + 1 : b * 2) sizes.push_back(b);
+  if (config_.max_batch_size > 1 && sizes.back() != config_.max_batch_size) sizes.push_back(config_.max_batch_size);
+  std::vector<FeedMap> zeros;
+  for (int64_t rows : sizes) {
+    FeedMap f;
+    for (auto& t : inputs_) {
+      std::vector<int64_t> d = t.shape;
+      for (size_t k = 0; k < d.size(); ++k) d[k] = d[k] >= 0 ? d[k] : k == 0 && batched_ ? rows : 1;
+      Tensor z(Shape(d), t.dtype);
+      std::memset(z.raw(), 0, z.bytes());
+      f[t.var] = LoDTensor(std::move(z));
+    }
+    zeros.push_back(std::move(f));
   }
   for (int i = 0; i < config_.evaluators; ++i) {
     evaluators_.push_back(std::make_unique<Evaluator>(*model_));
     try {
-      evaluators_.back()->forward(zeros);
+      for (auto& f : zeros) evaluators_.back()->forward(f);
     } catch (Error& e) {
-      e.add_context(fmt::format("while running model '{}' once on zeros after loading it", dir.string()));
+      e.add_context(fmt::format("while running model '{}' on zeros after loading it", dir.string()));
       throw;
     }
   }
