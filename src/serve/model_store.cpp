@@ -340,6 +340,19 @@ void ModelStore::unload(const std::string& name) {
   }
 }
 
+void ModelStore::unload_all() {
+  std::lock_guard manage(manage_mu_);
+  std::vector<std::shared_ptr<ModelVersion>> old;  // released after the lock: their destructors join threads
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [n, e] : models_)
+      if (e.served) {
+        old.push_back(std::exchange(e.served, nullptr));
+        e.reason = "unloaded";
+      }
+  }
+}
+
 std::vector<ModelStatus> ModelStore::index() const {
   std::map<std::string, ModelStatus> all;
   std::error_code ec;

@@ -111,6 +111,8 @@ class ModelStore {
   void load_all();
   void load(const std::string& name);
   void unload(const std::string& name);
+  /// Stops serving every model (each version goes once its requests in flight are answered).
+  void unload_all();
   std::vector<ModelStatus> index() const;
   const std::filesystem::path& repo() const { return repo_; }
 

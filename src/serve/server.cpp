@@ -227,8 +227,7 @@ struct Server::Impl {
       HttpResponse resp = r.status == 200 ? infer_response(*mv, ir, r.outputs) : error_response(r.status, r.error);
       reply(std::move(resp), std::move(mv));  // the version is let go on the connection's thread, never on its own
     };
-    auto* target = mv.get();
-    target->submit(std::move(job));
+    mv->submit(std::move(job));
   }
 };
 
@@ -270,8 +269,7 @@ void Server::stop() {
   if (impl_->http) impl_->http->stop();
   if (impl_->manager.joinable()) impl_->manager.join();
   // The models go before the HTTP layer's event loop: their last answers are posted to it.
-  for (auto& s : impl_->store.index())
-    if (s.state == "READY") impl_->store.unload(s.name);
+  impl_->store.unload_all();
   impl_->http.reset();
   std::lock_guard lock(impl_->mu);
   impl_->stopped = true;
