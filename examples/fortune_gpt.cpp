@@ -4,7 +4,7 @@
 // layer_norm -> fc softmax over the characters. The 100-character chunks are fed as LoD sequences, so causal
 // attention runs within each chunk with nothing padded. Whole files are held out for validation (science,
 // wisdom, sports, food), as char_lm holds them out, and a fortune sampled from the model ends the run.
-// Usage: fortune_gpt [--steps N] [--lr LR] [--seconds S] [--layers L] [--width D] [--ff F] [--rotary] [--profile]: --seconds
+// Usage: fortune_gpt [--steps N] [--lr LR] [--warmup W] [--seconds S] [--layers L] [--width D] [--ff F] [--batch B] [--rotary] [--profile]: --seconds
 // stops training at S seconds of CPU time (to compare with char_lm at equal time); --profile prints the training steps' time
 // per op (oar::Profiler) to stderr. The last line is
 // `validation_bits_per_char=<value>`.
@@ -25,12 +25,14 @@
 using namespace fortunes;
 
 int main(int argc, char** argv) try {
-  int64_t steps = 4000, layers = 2, width = 128, ff = 256;
-  double lr = 2e-3, seconds = 0;
+  int64_t steps = 4000, layers = 2, width = 128, ff = 256, batch = kBatch;
+  double lr = 2e-3, seconds = 0, warmup = 0;
   bool rotary = false, profile = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--lr") == 0 && i + 1 < argc) lr = std::atof(argv[++i]);
+    else if (std::strcmp(argv[i], "--batch") == 0 && i + 1 < argc) batch = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) warmup = std::atof(argv[++i]);
     else if (std::strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (std::strcmp(argv[i], "--layers") == 0 && i + 1 < argc) layers = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--width") == 0 && i + 1 < argc) width = std::atoll(argv[++i]);
@@ -38,7 +40,7 @@ int main(int argc, char** argv) try {
     else if (std::strcmp(argv[i], "--rotary") == 0) rotary = true;
     else if (std::strcmp(argv[i], "--profile") == 0) profile = true;
     else {
-      std::printf("usage: fortune_gpt [--steps N (4000)] [--lr LR (2e-3)] [--seconds S (no limit)] [--layers L (2)] [--width D (128)] [--ff F (256)] [--rotary] [--profile]\n");
+      std::printf("usage: fortune_gpt [--steps N (4000)] [--lr LR (2e-3)] [--warmup W (0)] [--seconds S (no limit)] [--layers L (2)] [--width D (128)] [--ff F (256)] [--batch B (32)] [--rotary] [--profile]\n");
       return 2;
     }
   }
@@ -61,14 +63,14 @@ int main(int argc, char** argv) try {
   auto cost = oar::mean(nats);
   oar::Model model(tape.program(cost));
   oar::Model scorer(tape.program(nats));  // the same parameters, per-character losses out
-  // Adam decaying along a cosine to 0, the gradient clipped to a global norm of 1.
-  auto rule = oar::optim::adam(lr).with_schedule(oar::optim::cosine_decay(double(steps))).with_clip(oar::ClipByGlobalNorm(1));
+  // Adam rising linearly over --warmup steps, then decaying along a cosine to 0; the gradient clipped to a global norm of 1.
+  auto rule = oar::optim::adam(lr).with_schedule(oar::optim::cosine_decay(double(steps), warmup)).with_clip(oar::ClipByGlobalNorm(1));
   oar::Optimizer opt(model, cost, rule);
   oar::Evaluator ev(scorer);
 
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<size_t> pick(0, corpus.train.size() - kChunk - 2);
-  std::vector<size_t> starts(kBatch);
+  std::vector<size_t> starts(static_cast<size_t>(batch));
   std::vector<oar::LoDTensor> out;
   double loss_avg = 0, train_cpu = 0, bpc = 0;
   const double t0 = cpu_seconds();
@@ -87,7 +89,7 @@ int main(int argc, char** argv) try {
     const bool last = step + 1 == steps || (seconds > 0 && train_cpu >= seconds);
     if ((step + 1) % 100 == 0 || last) {
       std::printf("step %lld: train %.3f bits/char, %.0f chars/s, %.0f s CPU\n", (long long)step + 1, loss_avg / std::log(2.0),
-                  double((step + 1) * kBatch * kChunk) / train_cpu, cpu_seconds() - t0);
+                  double((step + 1) * batch * kChunk) / train_cpu, cpu_seconds() - t0);
       std::fflush(stdout);
     }
     if ((step + 1) % 1000 == 0 || last) {
@@ -102,7 +104,7 @@ int main(int argc, char** argv) try {
     prof.reset();
   }
   std::printf("training: %lld steps of %lld chunks x %lld characters, %.1f s CPU in Optimizer::step, %.1f s CPU in all\n", (long long)done,
-              (long long)kBatch, (long long)kChunk, train_cpu, cpu_seconds() - t0);
+              (long long)batch, (long long)kChunk, train_cpu, cpu_seconds() - t0);
 
   // A fortune, one character at a time (temperature 0.8, the 20 likeliest characters), after an empty line. The
   // decoding Evaluator keeps each layer's keys and values, so each character costs one row's work against the

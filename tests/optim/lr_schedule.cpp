@@ -112,6 +112,22 @@ TEST_CASE("lr_schedule: cosine decay over total_steps, then flat") {
   check_schedule(0.1, optim::cosine_decay(6), 9, [&](double s) { return lr * 0.5 * (1 + std::cos(std::numbers::pi * std::min(s, total) / total)); });
 }
 
+TEST_CASE("lr_schedule: cosine decay after a linear warmup") {
+  double lr = F(0.1), total = F(8), w = F(3);
+  check_schedule(0.1, optim::cosine_decay(8, 3), 11, [&](double s) {
+    if (s < w) return lr * (s + 1) / w;
+    return lr * 0.5 * (1 + std::cos(std::numbers::pi * std::min(s - w, total - w) / (total - w)));
+  });
+  // The peak is reached at the warmup's last step and held for one step, as the cosine starts at lr.
+  Scheduled m(0.1, optim::cosine_decay(8, 3));
+  Vec got;
+  for (int i = 0; i < 5; ++i) got.push_back(m.run());
+  CHECK(got[0] < got[1]);
+  CHECK(got[2] == doctest::Approx(F(0.1)).epsilon(1e-6));
+  CHECK(got[3] == doctest::Approx(F(0.1)).epsilon(1e-6));
+  CHECK(got[4] < got[3]);
+}
+
 TEST_CASE("lr_schedule: noam (warmup then inverse square root), step counted from 1") {
   double lr = F(2.0), d = F(64), w = F(3);
   check_schedule(2.0, optim::noam_decay(64, 3), 8, [&](double s) {
@@ -199,7 +215,8 @@ TEST_CASE("lr_schedule: bad schedules are errors when the update is appended") {
   CHECK_THROWS_WITH_AS(append(optim::piecewise_decay({2, 5}, {0.1f, 0.05f, 0.01f, 0.001f})), doctest::Contains("got 4 values and 2 boundaries"), Error);
   CHECK_THROWS_WITH_AS(append(optim::piecewise_decay({5, 2}, {0.1f, 0.05f, 0.01f})), doctest::Contains("ascending"), Error);
   CHECK_THROWS_WITH_AS(append(optim::exponential_decay(0, 0.5)), doctest::Contains("decay_steps > 0"), Error);
-  CHECK_THROWS_WITH_AS(append(optim::cosine_decay(0)), doctest::Contains("total_steps > 0"), Error);
+  CHECK_THROWS_WITH_AS(append(optim::cosine_decay(0)), doctest::Contains("total_steps > warmup_steps >= 0, got 0 and 0"), Error);
+  CHECK_THROWS_WITH_AS(append(optim::cosine_decay(10, 10)), doctest::Contains("got 10 and 10"), Error);
   CHECK_THROWS_WITH_AS(append(optim::noam_decay(64, 0)), doctest::Contains("warmup_steps > 0"), Error);
   CHECK_THROWS_WITH_AS(append(optim::Schedule{"sawtooth", {}}), doctest::Contains("kind"), Error);
   CHECK_NOTHROW(append(optim::piecewise_decay({2, 5}, {0.1f, 0.05f, 0.01f})));

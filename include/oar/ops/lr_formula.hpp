@@ -43,9 +43,10 @@ struct LrFormula {
           if (at < boundaries[i]) return values[i];
         return values[pieces];
       }
-      case LrKind::cosine: {  // lr/2 (1 + cos(pi min(step, T) / T))
-        const double t = total_steps;
-        return lr * 0.5 * (1 + std::cos(3.14159265358979323846 * std::fmin(at, t) / t));
+      case LrKind::cosine: {  // lr (step + 1) / W while step < W; then lr/2 (1 + cos(pi min(s, T - W) / (T - W))), s = step - W
+        const double w = warmup_steps, t = total_steps - w;
+        if (at < w) return lr * (at + 1) / w;
+        return lr * 0.5 * (1 + std::cos(3.14159265358979323846 * std::fmin(at - w, t) / t));
       }
       case LrKind::noam: {  // d^-0.5 min(s^-0.5, warmup^-1.5 s), s = step + 1
         const double s = at + 1, w = warmup_steps;

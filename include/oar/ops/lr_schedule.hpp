@@ -87,7 +87,9 @@ struct LrSchedule {
     }
     if (k == "exponential" || k == "natural_exp" || k == "inverse_time" || k == "polynomial")
       c.check(c.attr(decay_steps) > 0, "{} needs decay_steps > 0, got {}", k, c.attr(decay_steps));
-    if (k == "cosine") c.check(c.attr(total_steps) > 0, "cosine needs total_steps > 0, got {}", c.attr(total_steps));
+    if (k == "cosine")
+      c.check(c.attr(warmup_steps) >= 0 && c.attr(total_steps) > c.attr(warmup_steps), "cosine needs total_steps > warmup_steps >= 0, got {} and {}",
+              c.attr(total_steps), c.attr(warmup_steps));
     if (k == "noam")
       c.check(c.attr(warmup_steps) > 0 && c.attr(d_model) > 0, "noam needs warmup_steps > 0 and d_model > 0, got {} and {}", c.attr(warmup_steps),
               c.attr(d_model));

@@ -38,7 +38,10 @@ OAR_FUNC Schedule piecewise_decay(std::vector<float> boundaries, std::vector<flo
   return {"piecewise", {{S::boundaries, std::move(boundaries)}, {S::values, std::move(values)}}};
 }
 
-OAR_FUNC Schedule cosine_decay(double total_steps) { return {"cosine", {{ops::LrSchedule::total_steps, float(total_steps)}}}; }
+OAR_FUNC Schedule cosine_decay(double total_steps, double warmup_steps) {
+  using S = ops::LrSchedule;
+  return {"cosine", {{S::total_steps, float(total_steps)}, {S::warmup_steps, float(warmup_steps)}}};
+}
 
 OAR_FUNC Schedule noam_decay(double d_model, double warmup_steps) {
   using S = ops::LrSchedule;

@@ -32,8 +32,9 @@ Schedule inverse_time_decay(double decay_steps, double decay_rate, bool staircas
 Schedule polynomial_decay(double decay_steps, double end_lr = 1e-4, double power = 1.0, bool cycle = false);
 /// values[i] while step < boundaries[i], values.back() afterwards
 Schedule piecewise_decay(std::vector<float> boundaries, std::vector<float> values);
-/// lr / 2 (1 + cos(pi min(step, total) / total))
-Schedule cosine_decay(double total_steps);
+/// lr / 2 (1 + cos(pi min(step, total) / total)); with warmup W, first a linear rise lr (step + 1) / W over W
+/// steps, then the cosine over the remaining total - W (the usual schedule of a Transformer trained with Adam)
+Schedule cosine_decay(double total_steps, double warmup_steps = 0);
 /// lr d_model^-0.5 min(s^-0.5, warmup^-1.5 s), s = step + 1
 Schedule noam_decay(double d_model, double warmup_steps);
 /// start + (lr - start) step / warmup_steps, then lr
