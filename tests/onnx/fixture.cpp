@@ -1,0 +1,185 @@
+// tests/onnx/fixture.cpp: onnx_fixture OUT_DIR exports oar models to ONNX in the layout of ONNX's own node
+// tests: OUT_DIR/<case>/model.onnx and test_data_set_0/{input,output}_<k>.pb, the outputs being what oar's
+// Evaluator computes for those inputs. test_onnxruntime.py runs each case in ONNX Runtime and compares;
+// onnx_node_tests runs them back through oar's importer (a round trip). Every export passes ONNX's checker and
+// strict shape inference first (ExportOptions::check). The models are untrained: random weights, random
+// inputs, each from its own seed.
+#include <oar/oar.hpp>
+#include <oar/onnx/onnx.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+oar::Tensor random_tensor(oar::Shape shape, uint64_t seed, float lo = -1, float hi = 1) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(size_t(shape.numel()));
+  for (auto& x : v) x = u(rng);
+  return oar::Tensor::from<float>(v, shape);
+}
+
+oar::Tensor random_ids(oar::Shape shape, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> u(0, vocab - 1);
+  std::vector<int64_t> v(size_t(shape.numel()));
+  for (auto& x : v) x = u(rng);
+  return oar::Tensor::from<int64_t>(v, shape);
+}
+
+struct Case {
+  std::string name;
+  std::vector<oar::Var> feeds, fetches;
+  std::vector<oar::Tensor> inputs;
+};
+
+// Exports `model` and writes its inputs and oar's outputs beside it.
+void write_case(const fs::path& root, const oar::Model& model, const Case& c, int64_t opset = 17) {
+  const fs::path dir = root / c.name;
+  fs::remove_all(dir);
+  fs::create_directories(dir / "test_data_set_0");
+  oar::onnx::ExportOptions o;
+  o.opset = opset;
+  o.feeds = model.names_of(std::span<const oar::Var>(c.feeds));
+  o.fetches = model.names_of(std::span<const oar::Var>(c.fetches));
+  oar::onnx::export_model(model, dir / "model.onnx", o);
+  oar::Evaluator ev(model, o.fetches);
+  oar::FeedMap feeds;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    feeds[o.feeds[i]] = oar::LoDTensor(c.inputs[i]);
+    oar::onnx::write_tensor_proto(dir / "test_data_set_0" / fmt::format("input_{}.pb", i), c.inputs[i], o.feeds[i]);
+  }
+  auto out = ev.forward(feeds);
+  for (size_t i = 0; i < out.size(); ++i)
+    oar::onnx::write_tensor_proto(dir / "test_data_set_0" / fmt::format("output_{}.pb", i), out[i], o.fetches[i]);
+  std::printf("%s: %zu inputs, %zu outputs\n", c.name.c_str(), c.inputs.size(), out.size());
+}
+
+// The book MLP (examples/mnist_mlp.cpp's layers).
+void mlp(const fs::path& root) {
+  oar::Tape tape;
+  auto img = oar::data("img", oar::f32, {-1, 784});
+  auto h = oar::fc(oar::fc(img, 128).act(oar::relu), 64).act(oar::relu);
+  auto pred = oar::fc(h, 10).act(oar::softmax);
+  oar::Model model(tape.program(pred), 1);
+  write_case(root, model, {"mlp", {img}, {pred}, {random_tensor({3, 784}, 11, 0, 1)}});
+}
+
+// The book conv net: conv-pool, batch norm, conv-pool, fc softmax.
+void conv(const fs::path& root) {
+  oar::Tape tape;
+  auto img = oar::data("img", oar::f32, {-1, 1, 28, 28});
+  auto conv_pool = [](const oar::Var& x, int filters) { return oar::pool2d(oar::conv2d(x, filters, 5).act(oar::relu), 2).type(oar::PoolType::max).stride(2); };
+  auto h = oar::batch_norm(conv_pool(img, 20));
+  auto pred = oar::fc(conv_pool(h, 50), 10).act(oar::softmax);
+  oar::Model model(tape.program(pred), 2);
+  // Batch norm's running statistics away from 0 and 1, so that the export's use of them shows.
+  auto& mean = model.parameter(model.program().global_block().ops()[4]->input("Mean").at(0));
+  auto& var = model.parameter(model.program().global_block().ops()[4]->input("Variance").at(0));
+  for (int64_t i = 0; i < mean.numel(); ++i) mean.data<float>()[i] = 0.1f * float(i % 5), var.data<float>()[i] = 0.5f + 0.1f * float(i % 7);
+  write_case(root, model, {"conv", {img}, {pred}, {random_tensor({2, 1, 28, 28}, 12, 0, 1)}});
+}
+
+// ResNet-18 (torchvision's layout, bench/main.cpp's OarResnet18) on 64 x 64 images, 10 classes.
+void resnet18(const fs::path& root) {
+  oar::Tape tape;
+  auto conv_bn = [](const oar::Var& x, int64_t filters, int64_t k, int64_t stride, bool relu) {
+    auto bn = oar::batch_norm(oar::conv2d(x, filters, k).stride(stride).padding(k / 2).bias(false));
+    if (relu) bn.act(oar::relu);
+    return oar::Var(bn);
+  };
+  auto block = [&](const oar::Var& x, int64_t in, int64_t out, int64_t stride) {
+    oar::Var h = conv_bn(conv_bn(x, out, 3, stride, true), out, 3, 1, false);
+    oar::Var shortcut = stride != 1 || in != out ? conv_bn(x, out, 1, stride, false) : x;
+    return oar::relu(h + shortcut);
+  };
+  auto img = oar::data("img", oar::f32, {-1, 3, 64, 64});
+  oar::Var h = oar::pool2d(conv_bn(img, 64, 7, 2, true), 3).stride(2).padding(1);
+  int64_t in = 64;
+  for (int64_t width : {64, 128, 256, 512}) {
+    h = block(h, in, width, width == 64 ? 1 : 2);
+    h = block(h, width, width, 1);
+    in = width;
+  }
+  auto logits = oar::fc(oar::pool2d(h, 2).type(oar::PoolType::avg).global(), 10);
+  auto pred = oar::softmax(logits);
+  oar::Model model(tape.program(pred), 3);
+  // The logits too: an untrained net's softmax is nearly one-hot and would hide differences.
+  write_case(root, model, {"resnet18", {img}, {logits, pred}, {random_tensor({2, 3, 64, 64}, 13)}});
+}
+
+// A Transformer's feed-forward pieces: fc, layer_norm (over one and over two dims), gelu (exact and tanh).
+void ln_gelu(const fs::path& root, int64_t opset) {
+  oar::Tape tape;
+  auto x = oar::data("x", oar::f32, {-1, 4, 16});
+  auto h = oar::gelu(oar::layer_norm(oar::fc(x, 32).flatten_dims(2)));
+  auto h2 = oar::gelu.approximate()(oar::fc(h, 16).flatten_dims(2));
+  auto y = oar::layer_norm(h2).begin_norm_axis(1);
+  oar::Model model(tape.program(y), 4);
+  write_case(root, model, {fmt::format("ln_gelu_opset{}", opset), {x}, {y}, {random_tensor({3, 4, 16}, 14)}}, opset);
+}
+
+// Element-wise functions, their fused expressions, and the shape ops.
+void zoo(const fs::path& root) {
+  oar::Tape tape;
+  auto x = oar::data("x", oar::f32, {-1, 6});
+  auto z = oar::data("z", oar::f32, {-1, 6});
+  auto a = oar::fc(x, 6);
+  std::vector<oar::Var> parts = {
+      oar::leaky_relu.with("alpha", 0.1f)(a), oar::elu(a),   oar::relu6(oar::scale(a, 4.0)), oar::hard_sigmoid(a), oar::swish(a),
+      oar::softplus(a),                       oar::softsign(a), oar::tanh(a),                  oar::sigmoid(a),      oar::clip(a, -0.3, 0.4),
+      oar::pow(oar::abs(a), 1.5),             oar::sqrt(oar::abs(a)), oar::exp(a),            oar::log(oar::abs(a) + 1.0), oar::square(a),
+      oar::relu(a * z + 0.5) - oar::tanh(z) / (oar::abs(a) + 2.0),
+      oar::elementwise_max(a, z), oar::elementwise_min(a, z), oar::scale(a, 2.0, 0.5), oar::log_softmax(a)};
+  auto cat = oar::concat(parts, 1);                                              // [N, 120]
+  auto r = oar::transpose(oar::reshape(cat, {-1, 12, 10}), {0, 2, 1});         // [N, 10, 12]
+  auto m = oar::matmul(r, r, false, true, 0.5);                                  // [N, 10, 10]
+  auto s = oar::reduce_mean(oar::slice(m, {1, 2}, {1, 0}, {9, 8}), {2});         // [N, 8]
+  auto q = oar::reduce_sum(m, {1}, true);                                        // [N, 1, 10]
+  auto u = oar::squeeze(oar::unsqueeze(oar::flatten(q, 1), {1}), {1});           // [N, 10]
+  auto y = oar::concat({s, u, oar::reduce_max(r, {1}), oar::flatten(oar::stack({s, s}, 1) * 1.0, 1)}, 1);
+  auto out = oar::softmax(oar::dropout(oar::fc(oar::flatten(y, 1), 5), 0.25));
+  oar::Model model(tape.program(out), 5);
+  write_case(root, model, {"zoo", {x, z}, {out}, {random_tensor({3, 6}, 15), random_tensor({3, 6}, 16)}});
+}
+
+// An embedding bag: ids -> embedding (with a padding row) -> mean over the ids -> fc.
+void embed(const fs::path& root) {
+  oar::Tape tape;
+  auto ids = oar::data("ids", oar::i64, {-1, 1});
+  auto e = oar::embedding(ids, {50, 8}).padding_idx(0);
+  auto y = oar::fc(e, 4).act(oar::tanh);
+  oar::Model model(tape.program(y), 6);
+  oar::Tensor in = random_ids({7, 1}, 50, 17);
+  in.data<int64_t>()[2] = 0;  // the padding row
+  write_case(root, model, {"embedding", {ids}, {y}, {in}});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: onnx_fixture OUT_DIR\n");
+    return 2;
+  }
+  const fs::path root = argv[1];
+  fs::create_directories(root);
+  mlp(root);
+  conv(root);
+  resnet18(root);
+  ln_gelu(root, 17);
+  ln_gelu(root, 13);
+  zoo(root);
+  embed(root);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "error: %s\n", e.what());
+  return 1;
+}
