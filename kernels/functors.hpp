@@ -57,6 +57,8 @@ OAR_UNARY_FUNCTOR(Gelu,
                     return dy * (T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440))) +
                                  x * T(0.39894228040143267794) * std::exp(T(-0.5) * x * x));
                   })
+// erf, d/dx = 2/sqrt(pi) e^(-x^2)
+OAR_UNARY_FUNCTOR(Erf, return std::erf(x), return dy * T(1.12837916709551257390) * std::exp(-x * x))
 OAR_UNARY_FUNCTOR(LeakyRelu, return x > T(0) ? x : T(a) * x, return x > T(0) ? dy : T(a) * dy)
 OAR_UNARY_FUNCTOR(Elu, return x > T(0) ? x : T(a) * (std::exp(x) - T(1)), return x > T(0) ? dy : dy * (y + T(a)))
 OAR_UNARY_FUNCTOR(Relu6, return x < T(0) ? T(0) : (x > T(a) ? T(a) : x), return (x > T(0) && x < T(a)) ? dy : T(0))

@@ -224,7 +224,7 @@ class Exporter {
   std::string unary(const std::string& name, float p0, float p1, const std::string& x, DType dt, const Operator& src) {
     static const std::map<std::string, std::string> direct = {{"relu", "Relu"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"}, {"exp", "Exp"},
                                                               {"log", "Log"}, {"sqrt", "Sqrt"}, {"abs", "Abs"}, {"reciprocal", "Reciprocal"},
-                                                              {"softsign", "Softsign"}, {"neg", "Neg"}, {"sign", "Sign"}};
+                                                              {"softsign", "Softsign"}, {"neg", "Neg"}, {"sign", "Sign"}, {"erf", "Erf"}};
     if (auto it = direct.find(name); it != direct.end()) return apply(it->second, {x}, src);
     if (name == "square") return apply("Mul", {x, x}, src);
     if (name == "softplus") {  // log(1 + e^(beta x)) / beta; the threshold only guards e^x's overflow
@@ -330,7 +330,7 @@ class Exporter {
       return;
     }
     static const std::set<std::string> unary_ops = {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "square", "reciprocal", "softplus",
-                                                    "softsign", "gelu", "leaky_relu", "elu", "relu6", "hard_sigmoid", "swish", "pow", "clip", "sign"};
+                                                    "softsign", "gelu", "erf", "leaky_relu", "elu", "relu6", "hard_sigmoid", "swish", "pow", "clip", "sign"};
     if (unary_ops.count(t)) {
       // The parameters in the order of ops/unary_list.hpp (through the fused grammar's token table).
       float p[2] = {0, 0};

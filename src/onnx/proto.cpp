@@ -46,7 +46,7 @@ DType oar_dtype(int32_t elem_type, const std::string& what) {
     case TP::BOOL: return DType::boolean;
     default: break;
   }
-  throw Error(fmt::format("{}: ONNX element type {} ({}) has no oar dtype", what, onnx_type_name(elem_type), elem_type));
+  throw UnsupportedError(fmt::format("{}: ONNX element type {} ({}) has no oar dtype", what, onnx_type_name(elem_type), elem_type));
 }
 
 const char* onnx_type_name(int32_t elem_type) {
@@ -78,7 +78,7 @@ Tensor from_proto(const TP& p, const std::string& what) {
   if (p.data_location() == TP::EXTERNAL) throw Error(fmt::format("{}: tensors with external data are not supported", what));
   if (!p.has_data_type()) throw Error(fmt::format("{}: the tensor has no data_type", what));
   const DType dt = oar_dtype(p.data_type(), what);
-  if (p.dims_size() > 64) throw Error(fmt::format("{}: {} dims (at most 64)", what, p.dims_size()));
+  if (p.dims_size() > Shape::kMaxRank) throw Error(fmt::format("{}: {} dims (oar's tensors have at most {})", what, p.dims_size(), Shape::kMaxRank));
   Shape shape;
   int64_t n = 1;
   for (int i = 0; i < p.dims_size(); ++i) {

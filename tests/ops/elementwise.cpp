@@ -29,6 +29,7 @@ const Row rows[] = {
     {"reciprocal", [](double x) { return 1 / x; }, 0.5, 2},
     {"softplus", [](double x) { return std::log1p(std::exp(x)); }, -3, 3},
     {"softsign", [](double x) { return x / (1 + std::abs(x)); }, -3, 3},
+    {"erf", [](double x) { return std::erf(x); }, -2, 2},
     {"gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, -3, 3},
     {"gelu", gelu_tanh_ref, -3, 3, {{"approximate", true}}},
     {"softplus", [](double x) { return softplus_ref(x, 2, 20); }, -3, 3, {{"beta", 2.0f}}},

@@ -19,6 +19,13 @@ namespace oar::onnx {
 /// The opsets export writes and import reads (of the default domain "" / ai.onnx).
 inline constexpr int64_t kMinOpset = 7, kMaxOpset = 17;
 
+/// What import_model throws for a node, attribute or type oar cannot run (as opposed to a malformed model,
+/// which is a plain oar::Error): the node-test driver counts these as unsupported, not failed.
+class UnsupportedError : public Error {
+ public:
+  using Error::Error;
+};
+
 struct ExportOptions {
   int64_t opset = 17;  ///< the ai.onnx opset the model declares (13..17)
   /// Graph inputs and outputs by variable name; empty: the model's feeds and outputs.

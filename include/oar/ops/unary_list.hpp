@@ -32,6 +32,7 @@
   X(fusable,    softplus,     Softplus,    "beta",        1.0f,  "threshold", 20.0f) /* log(1 + e^(beta x)) / beta; x past threshold */ \
   X(fusable,    softsign,     Softsign,    "",            0.f,   "",          0.f)   /* x / (1 + |x|) */                                \
   X(fusable,    gelu,         Gelu,        "approximate", false, "",          0.f)   /* x Phi(x); approximate: its tanh form */         \
+  X(fusable,    erf,          Erf,         "",            0.f,   "",          0.f)   /* the error function (ONNX's Erf) */              \
   X(activation, leaky_relu,   LeakyRelu,   "alpha",       0.02f, "",          0.f)   /* x > 0 ? x : alpha x (alpha 0.02) */             \
   X(activation, elu,          Elu,         "alpha",       1.0f,  "",          0.f)   /* x > 0 ? x : alpha (e^x - 1) */                  \
   X(activation, relu6,        Relu6,       "threshold",   6.0f,  "",          0.f)   /* min(max(x, 0), threshold) */                    \

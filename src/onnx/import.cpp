@@ -1,0 +1,932 @@
+// src/onnx/import.cpp: an ONNX graph as an oar program. Each node becomes one oar op or a few (element-wise
+// math on floats as one fused_elementwise expression, whose broadcast is numpy's as ONNX's is); initializers
+// become parameters (floats, trainable) or persistable constants; nodes whose inputs are all known at import
+// time (the shape arithmetic of exported PyTorch models: Shape, Gather, Concat, Unsqueeze ...) are computed
+// here and become constants. A node oar cannot run is an UnsupportedError naming it, its op type and the
+// opset; any other bad input is an oar::Error naming the node.
+#include <onnx/onnx_pb.h>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <ranges>
+#include <set>
+
+#include "oar/core/error.hpp"
+#include "oar/core/file.hpp"
+#include "oar/ops/fused_elementwise.hpp"
+#include "oar/ops/registry.hpp"
+#include "oar/onnx/onnx.hpp"
+#include "src/onnx/proto.hpp"
+
+namespace oar::onnx {
+
+namespace {
+
+using ::onnx::NodeProto;
+using TP = ::onnx::TensorProto;
+
+/// A tensor's values as int64 (for shapes, axes, indices known at import time).
+std::vector<int64_t> as_i64(const Tensor& t) {
+  std::vector<int64_t> v(size_t(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[size_t(i)] = int64_t(t.get(i));
+  return v;
+}
+
+Tensor i64_tensor(const std::vector<int64_t>& v, Shape s) { return Tensor::from<int64_t>(v, std::move(s)); }
+
+class Importer {
+ public:
+  Importer(const ::onnx::ModelProto& m, std::string what, const ImportOptions& o) : m_(m), what_(std::move(what)), opt_(o) {}
+
+  Model run(Place place) {
+    for (const auto& imp : m_.opset_import())
+      if (imp.domain().empty() || imp.domain() == "ai.onnx") opset_ = imp.version();
+    if (opset_ < kMinOpset || opset_ > kMaxOpset)
+      throw UnsupportedError(fmt::format("{}: ai.onnx opset {} is outside the opsets oar reads ({}..{})", what_, opset_, kMinOpset, kMaxOpset));
+    const auto& g = m_.graph();
+    for (const auto& t : g.initializer()) {
+      if (t.name().empty()) throw Error(fmt::format("{}: an initializer has no name", what_));
+      const_[t.name()] = detail::from_proto(t, fmt::format("{}: initializer '{}'", what_, t.name()));
+      initializer_.insert(t.name());
+    }
+    for (const auto& t : g.sparse_initializer()) throw UnsupportedError(fmt::format("{}: sparse initializer '{}'", what_, t.values().name()));
+    Topology topo;
+    for (const auto& vi : g.input()) {
+      if (const_.count(vi.name())) continue;  // an initializer listed among the inputs (IR < 4): a constant
+      if (!vi.type().has_tensor_type()) throw UnsupportedError(fmt::format("{}: input '{}' is not a tensor", what_, vi.name()));
+      const auto& tt = vi.type().tensor_type();
+      const DType dt = oar_dtype_or_unsupported(tt.elem_type(), fmt::format("{}: input '{}'", what_, vi.name()));
+      Shape s;
+      if (!tt.has_shape()) throw UnsupportedError(fmt::format("{}: input '{}' has no shape (not even its rank)", what_, vi.name()));
+      for (const auto& d : tt.shape().dim()) s.push_back(d.has_dim_value() ? d.dim_value() : -1);
+      const std::string n = new_var(vi.name());
+      b_.create_var(n, VarSpec{.dtype = dt, .shape = s, .persistable = false, .stop_gradient = true});
+      var_[vi.name()] = n;
+      topo.feeds.push_back(n);
+    }
+    for (int i = 0; i < g.node_size(); ++i) {
+      node_ = &g.node(i);
+      index_ = i;
+      const auto it = handlers().find(node_->op_type());
+      if (!node_->domain().empty() && node_->domain() != "ai.onnx")
+        throw UnsupportedError(fmt::format("{}: {} is in domain '{}', not ai.onnx", what_, where(), node_->domain()));
+      if (it == handlers().end()) throw UnsupportedError(fmt::format("{}: {}: oar has no {} op", what_, where(), node_->op_type()));
+      try {
+        (this->*(it->second))();
+      } catch (UnsupportedError&) {
+        throw;
+      } catch (Error& e) {
+        if (e.origin().known()) throw;  // from an op just added: the origin names the file and node
+        throw Error(e.message().starts_with(what_) ? e.message() : fmt::format("{}: {}: {}", what_, where(), e.message()));
+      }
+    }
+    for (const auto& vi : g.output()) {
+      if (!var_.count(vi.name()) && const_.count(vi.name())) {  // an output known at import time
+        node_ = nullptr;
+        materialize(vi.name());
+      }
+      if (!var_.count(vi.name())) throw Error(fmt::format("{}: graph output '{}' is computed by no node", what_, vi.name()));
+      topo.outputs.push_back(var_[vi.name()]);
+    }
+    topo.main = std::move(prog_);
+    infer_program_shapes(topo.main);
+    Model model(std::move(topo), place);
+    for (auto& [n, t] : values_) model.scope().var(n).tensor() = LoDTensor(t.to(place));
+    return model;
+  }
+
+  using Handler = void (Importer::*)();
+  static const std::map<std::string, Handler>& handlers();
+
+ private:
+  const ::onnx::ModelProto& m_;
+  std::string what_;
+  ImportOptions opt_;
+  int64_t opset_ = 1;
+  Program prog_;
+  Block& b_ = prog_.global_block();
+  std::map<std::string, std::string> var_;              // ONNX value -> oar variable holding it
+  std::map<std::string, Tensor> const_;                 // ONNX value -> its value, when known at import time
+  std::set<std::string> initializer_;
+  std::vector<std::pair<std::string, Tensor>> values_;  // persistables for the scope
+  std::set<std::string> taken_;
+  const NodeProto* node_ = nullptr;
+  int index_ = 0;
+  int tmp_ = 0;
+
+  // ---- where and why
+
+  std::string where() const {
+    if (!node_) return "the graph";
+    return node_->name().empty() ? fmt::format("node {} ({}, opset {})", index_, node_->op_type(), opset_)
+                                 : fmt::format("node {} '{}' ({}, opset {})", index_, node_->name(), node_->op_type(), opset_);
+  }
+  /// Where an op made from the current node came from, for errors when the model runs: the model file and
+  /// the node, counted from 1 in the place of a line.
+  Origin origin() const {
+    if (!node_) return Origin(what_, 0, "graph");
+    return Origin(what_, index_ + 1, node_->name().empty() ? node_->op_type() : fmt::format("{} '{}'", node_->op_type(), node_->name()));
+  }
+  [[noreturn]] void unsupported(const std::string& why) const { throw UnsupportedError(fmt::format("{}: {}: {}", what_, where(), why)); }
+  [[noreturn]] void fail(const std::string& why) const { throw Error(fmt::format("{}: {}: {}", what_, where(), why)); }
+  DType oar_dtype_or_unsupported(int32_t t, const std::string& what) const {
+    try {
+      return detail::oar_dtype(t, what);
+    } catch (Error& e) {
+      throw UnsupportedError(e.message());
+    }
+  }
+
+  // ---- names
+
+  std::string new_var(const std::string& onnx_name) {
+    std::string base;
+    for (char c : onnx_name) base += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '/' || c == '-' || c == ':' ? c : '_';
+    if (base.empty()) base = "v";
+    std::string n = base;
+    for (int k = 1; taken_.count(n) || b_.has_var(n); ++k) n = fmt::format("{}_{}", base, k);
+    taken_.insert(n);
+    return n;
+  }
+  std::string tmp() { return new_var(fmt::format("onnx_tmp_{}", tmp_++)); }
+
+  // ---- inputs and outputs of the node
+
+  int num_in() const { return node_->input_size(); }
+  bool has_in(int i) const { return i < node_->input_size() && !node_->input(i).empty(); }
+  const std::string& in_name(int i) const {
+    if (!has_in(i)) fail(fmt::format("has no input {}", i));
+    return node_->input(i);
+  }
+  /// Input i's value when it is known at import time, else nullptr.
+  const Tensor* const_in(int i) const {
+    if (!has_in(i)) return nullptr;
+    auto it = const_.find(node_->input(i));
+    return it == const_.end() ? nullptr : &it->second;
+  }
+  const Tensor& need_const(int i, const char* what) const {
+    if (const Tensor* t = const_in(i)) return *t;
+    unsupported(fmt::format("its {} (input {}) is computed at run time; oar needs it known when the model is imported", what, i));
+  }
+  bool all_const() const {
+    for (int i = 0; i < num_in(); ++i)
+      if (has_in(i) && !const_in(i)) return false;
+    return true;
+  }
+  /// The oar variable holding value `n` (a known constant becomes a persistable variable the first time an
+  /// op reads it: a trainable parameter when it is a float initializer).
+  std::string materialize(const std::string& n) {
+    if (auto it = var_.find(n); it != var_.end()) return it->second;
+    auto c = const_.find(n);
+    if (c == const_.end()) fail(fmt::format("reads '{}', which no earlier node computes and which is neither an input nor an initializer", n));
+    const std::string v = new_var(n);
+    const Tensor& t = c->second;
+    if (opt_.trainable && initializer_.count(n) && is_float(t.dtype()) && t.rank() > 0) {
+      ParamInfo info;
+      info.initializer = "onnx";
+      b_.create_parameter(v, t.dtype(), t.shape(), info);
+    } else {
+      b_.create_var(v, VarSpec{.dtype = t.dtype(), .shape = t.shape(), .persistable = true, .stop_gradient = true});
+    }
+    values_.push_back({v, t});
+    var_[n] = v;
+    return v;
+  }
+  std::string in(int i) { return materialize(in_name(i)); }
+  const Variable& var(const std::string& v) const { return b_.var(v); }
+  DType dtype(const std::string& v) const { return var(v).dtype(); }
+  const Shape& shape(const std::string& v) const { return var(v).shape(); }
+  int rank(const std::string& v) const { return shape(v).rank(); }
+  DType in_dtype(int i) const {
+    if (const Tensor* t = const_in(i)) return t->dtype();
+    auto it = var_.find(in_name(i));
+    if (it == var_.end()) fail(fmt::format("reads '{}', which no earlier node computes", in_name(i)));
+    return dtype(it->second);
+  }
+  Shape in_shape(int i) const {
+    if (const Tensor* t = const_in(i)) return t->shape();
+    auto it = var_.find(in_name(i));
+    if (it == var_.end()) fail(fmt::format("reads '{}', which no earlier node computes", in_name(i)));
+    return shape(it->second);
+  }
+  int num_out() const { return node_->output_size(); }
+  bool has_out(int i) const { return i < node_->output_size() && !node_->output(i).empty(); }
+  /// A new oar variable for output i.
+  std::string out(int i) {
+    if (!has_out(i)) fail(fmt::format("has no output {}", i));
+    const std::string& n = node_->output(i);
+    if (var_.count(n) || const_.count(n)) fail(fmt::format("assigns '{}' a second time", n));
+    const std::string v = new_var(n);
+    var_[n] = v;
+    return v;
+  }
+  void only_outputs(int n) const {
+    for (int i = n; i < num_out(); ++i)
+      if (has_out(i)) unsupported(fmt::format("its output {} ('{}') is not supported (only the first {})", i, node_->output(i), n));
+  }
+  void set_const(int i, Tensor t) {
+    if (!has_out(i)) return;
+    const_[node_->output(i)] = std::move(t);
+  }
+
+  // ---- attributes
+
+  const ::onnx::AttributeProto* attr(const char* k) const {
+    for (const auto& a : node_->attribute())
+      if (a.name() == k) return &a;
+    return nullptr;
+  }
+  int64_t ai(const char* k, int64_t d) const {
+    auto* a = attr(k);
+    return a ? a->i() : d;
+  }
+  float af(const char* k, float d) const {
+    auto* a = attr(k);
+    return a ? a->f() : d;
+  }
+  std::string as(const char* k, std::string d) const {
+    auto* a = attr(k);
+    return a ? a->s() : d;
+  }
+  std::vector<int64_t> ais(const char* k, std::vector<int64_t> d = {}) const {
+    auto* a = attr(k);
+    return a ? std::vector<int64_t>(a->ints().begin(), a->ints().end()) : d;
+  }
+  static int64_t norm_axis(int64_t a, int r) { return a < 0 ? a + r : a; }
+  int64_t axis_in(int64_t a, int r) const {
+    const int64_t n = norm_axis(a, r);
+    if (n < 0 || n >= std::max(r, 1)) fail(fmt::format("axis {} is out of range for rank {}", a, r));
+    return n;
+  }
+  static std::vector<int32_t> i32(const std::vector<int64_t>& v) {
+    std::vector<int32_t> o;
+    for (auto x : v) o.push_back(int32_t(std::clamp<int64_t>(x, std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max())));
+    return o;
+  }
+
+  // ---- appending ops
+
+  Operator& add(const std::string& type, std::vector<SlotArgs> ins, std::vector<SlotArgs> outs, const std::map<std::string, Attribute>& attrs = {}) {
+    Operator op(type);
+    for (auto& s : ins) op.set_input(s.slot, s.args);
+    for (auto& s : outs) op.set_output(s.slot, s.args);
+    for (auto& [k, v] : attrs) op.set_attr(k, v);
+    op.set_origin(origin());
+    return add_op(b_, std::move(op));
+  }
+  void need_float(const std::string& v) const {
+    const DType t = dtype(v);
+    if (t != DType::f32 && t != DType::f64) unsupported(fmt::format("its input is {}; oar runs this op on f32 and f64 tensors only", name(t)));
+  }
+  /// A fused_elementwise expression over `xs` into `out` (floats; numpy's broadcast, as ONNX's).
+  void fused(const std::vector<std::string>& xs, const std::string& expr, const std::string& out) {
+    for (auto& x : xs) need_float(x);
+    for (auto& x : xs)
+      if (dtype(x) != dtype(xs[0])) fail(fmt::format("mixes {} and {}", name(dtype(xs[0])), name(dtype(x))));
+    add("fused_elementwise", {{"X", xs}}, {{"Out", {out}}}, {{"expression", Attribute(expr)}});
+  }
+  std::string fused_tmp(const std::vector<std::string>& xs, const std::string& expr) {
+    std::string o = tmp();
+    fused(xs, expr, o);
+    return o;
+  }
+  void unary_op(const std::string& type, const std::map<std::string, Attribute>& attrs = {}) {
+    const std::string x = in(0);
+    need_float(x);
+    add(type, {{"X", {x}}}, {{"Out", {out(0)}}}, attrs);
+  }
+  void reshape_to(const std::string& x, const std::vector<int64_t>& s, const std::string& o) {
+    add("reshape", {{"X", {x}}}, {{"Out", {o}}}, {{"shape", Attribute(i32(s))}});
+  }
+
+  // ---- handlers: element-wise
+
+  void h_unary() {
+    static const std::map<std::string, std::string> tok = {{"Relu", "relu"},         {"Sigmoid", "sigmoid"},   {"Tanh", "tanh"}, {"Exp", "exp"},
+                                                           {"Log", "log"},           {"Sqrt", "sqrt"},         {"Abs", "abs"},   {"Reciprocal", "reciprocal"},
+                                                           {"Softsign", "softsign"}, {"Softplus", "softplus"}, {"Erf", "erf"},   {"Neg", "neg"}};
+    only_outputs(1);
+    fused({in(0)}, "x0 " + tok.at(node_->op_type()), out(0));
+  }
+  void h_binary() {
+    static const std::map<std::string, std::string> tok = {{"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"}};
+    const std::string& t = tok.at(node_->op_type());
+    if (all_const() && is_integer(in_dtype(0)) && is_integer(in_dtype(1)) && t != "pow") return fold_int_binary(t);
+    if (node_->op_type() == "Pow" && const_in(1) && const_in(1)->numel() == 1 && is_float(in_dtype(0))) {
+      const double e = const_in(1)->get(0);
+      if (e == 2) return fused({in(0)}, "x0 square", out(0));
+      return add("pow", {{"X", {in(0)}}}, {{"Out", {out(0)}}}, {{"factor", Attribute(float(e))}}), void();
+    }
+    std::string a = in(0), b = in(1);
+    if (node_->op_type() == "Pow" && dtype(b) != dtype(a)) b = cast_to(b, dtype(a));
+    const DType dt = dtype(a);
+    if (dt == DType::f32 || dt == DType::f64) return fused({a, b}, "x0 x1 " + t, out(0));
+    if (t == "pow" && (dt == DType::i32 || dt == DType::i64)) {  // in f64, exact for the integers a power can reach
+      std::string p = fused_tmp({cast_to(a, DType::f64), cast_to(b, DType::f64)}, "x0 x1 pow");
+      add("cast", {{"X", {p}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(DType::f64))}, {"out_dtype", Attribute(int32_t(dt))}});
+      return;
+    }
+    fluid_binary(a, b, "elementwise_" + t, t == "add" || t == "mul", "", t == "div" || t == "pow" ? kFloats : kNumbers, true);
+  }
+  static constexpr std::initializer_list<DType> kFloats = {DType::f32, DType::f64};
+  static constexpr std::initializer_list<DType> kNumbers = {DType::f32, DType::f64, DType::i32, DType::i64};
+  static constexpr std::initializer_list<DType> kBools = {DType::boolean};
+  /// A binary op of Fluid's broadcast (Y over X's trailing dims), used where fused_elementwise does not
+  /// reach: integer math, comparisons, logic. Numpy's broadcast is that one when Y's dims are X's last
+  /// dims or Y holds one value; else X and Y swap when the op allows (`commutes`, or `flipped` names the
+  /// op with its operands swapped), else the node is unsupported.
+  void fluid_binary(std::string a, std::string b, const std::string& type, bool commutes, const std::string& flipped,
+                    std::initializer_list<DType> dtypes, bool broadcasts) {
+    if (std::find(dtypes.begin(), dtypes.end(), dtype(a)) == dtypes.end())
+      unsupported(fmt::format("its inputs are {}; oar's {} runs on {}", name(dtype(a)), type, fmt::join(dtypes | std::views::transform(name), ", ")));
+    if (!broadcasts && shape(a) != shape(b)) unsupported(fmt::format("{} and {} differ in shape; oar's {} broadcasts nothing", shape(a).str(), shape(b).str(), type));
+    auto fits = [&](const Shape& x, const Shape& y) {
+      if (y.known() && y.numel() == 1) return true;
+      if (y.rank() > x.rank()) return false;
+      for (int i = 1; i <= y.rank(); ++i)
+        if (y[y.rank() - i] != x[x.rank() - i] || y[y.rank() - i] < 0) return false;
+      return true;
+    };
+    std::string op = type;
+    if (!fits(shape(a), shape(b))) {
+      if (!fits(shape(b), shape(a)) || (!commutes && flipped.empty()))
+        unsupported(fmt::format("{} over {} and {} with numpy's broadcast (oar broadcasts Y over X's last dims)", name(dtype(a)),
+                                shape(a).str(), shape(b).str()));
+      std::swap(a, b);
+      if (!commutes) op = flipped;
+    }
+    if (dtype(a) != dtype(b)) fail(fmt::format("mixes {} and {}", name(dtype(a)), name(dtype(b))));
+    std::map<std::string, Attribute> attrs;
+    if (broadcasts) attrs["axis"] = Attribute(int32_t(-1));
+    add(op, {{"X", {a}}, {"Y", {b}}}, {{"Out", {out(0)}}}, attrs);
+  }
+  void h_compare() {
+    static const std::map<std::string, std::pair<std::string, std::string>> ops = {{"Equal", {"equal", "equal"}},
+                                                                                 {"Less", {"less_than", "greater_than"}},
+                                                                                 {"Greater", {"greater_than", "less_than"}},
+                                                                                 {"LessOrEqual", {"less_equal", "greater_equal"}},
+                                                                                 {"GreaterOrEqual", {"greater_equal", "less_equal"}}};
+    const auto& [type, flipped] = ops.at(node_->op_type());
+    fluid_binary(in(0), in(1), type, type == "equal", flipped, kNumbers, true);
+  }
+  void h_logical() {
+    static const std::map<std::string, std::string> ops = {{"And", "logical_and"}, {"Or", "logical_or"}, {"Xor", "logical_xor"}};
+    fluid_binary(in(0), in(1), ops.at(node_->op_type()), true, "", kBools, false);
+  }
+  void h_not() { add("logical_not", {{"X", {in(0)}}}, {{"Out", {out(0)}}}); }
+  void fold_int_binary(const std::string& t) {
+    const Tensor &a = *const_in(0), &b = *const_in(1);
+    Shape s;
+    if (!ops::fused::broadcast(a.shape(), b.shape(), s)) fail(fmt::format("cannot broadcast {} with {}", a.shape().str(), b.shape().str()));
+    auto av = as_i64(a), bv = as_i64(b);
+    std::vector<int64_t> o(size_t(s.numel()));
+    // numpy broadcast by index arithmetic (constants here are small: shapes and indices)
+    auto index = [&](const Shape& from, int64_t flat) {
+      int64_t idx = 0, stride = 1;
+      for (int d = s.rank() - 1, fd = from.rank() - 1; d >= 0; --d, --fd) {
+        const int64_t coord = flat % s[d];
+        flat /= s[d];
+        if (fd >= 0) {
+          if (from[fd] != 1) idx += coord * stride;
+          stride *= from[fd];
+        }
+      }
+      return idx;
+    };
+    for (int64_t i = 0; i < s.numel(); ++i) {
+      const int64_t x = av[size_t(index(a.shape(), i))], y = bv[size_t(index(b.shape(), i))];
+      if (t == "div" && y == 0) fail("divides by zero");
+      o[size_t(i)] = t == "add" ? x + y : t == "sub" ? x - y : t == "mul" ? x * y : x / y;
+    }
+    set_const(0, cast_const(i64_tensor(o, s), a.dtype()));
+  }
+  static Tensor cast_const(const Tensor& t, DType to) {
+    if (t.dtype() == to) return t;
+    Tensor o(t.shape(), to);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double v = t.get(i);
+      visit_dtype(to, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_arithmetic_v<T>) o.data<T>()[i] = static_cast<T>(v);
+        else throw Error(fmt::format("no constant conversion to {}", name(to)));
+      });
+    }
+    return o;
+  }
+  std::string cast_to(const std::string& x, DType to) {
+    std::string o = tmp();
+    add("cast", {{"X", {x}}}, {{"Out", {o}}}, {{"in_dtype", Attribute(int32_t(dtype(x)))}, {"out_dtype", Attribute(int32_t(to))}});
+    return o;
+  }
+  void h_variadic() {  // Sum, Mean, Max, Min over any number of inputs
+    static const std::map<std::string, std::string> tok = {{"Sum", "add"}, {"Mean", "add"}, {"Max", "max"}, {"Min", "min"}};
+    std::vector<std::string> xs;
+    std::string e = "x0";
+    for (int i = 0; i < num_in(); ++i) {
+      xs.push_back(in(i));
+      if (i > 0) e += fmt::format(" x{} {}", i, tok.at(node_->op_type()));
+    }
+    if (xs.empty()) fail("has no inputs");
+    if (node_->op_type() == "Mean") e += fmt::format(" c:{} div", xs.size());
+    fused(xs, e, out(0));
+  }
+  void h_leaky_relu() { unary_op("leaky_relu", {{"alpha", Attribute(af("alpha", 0.01f))}}); }
+  void h_elu() { unary_op("elu", {{"alpha", Attribute(af("alpha", 1.0f))}}); }
+  void h_hard_sigmoid() { unary_op("hard_sigmoid", {{"slope", Attribute(af("alpha", 0.2f))}, {"offset", Attribute(af("beta", 0.5f))}}); }
+  void h_selu() {  // gamma (x > 0 ? x : alpha (e^x - 1))
+    const std::string x = in(0);
+    need_float(x);
+    std::string e = tmp();
+    add("elu", {{"X", {x}}}, {{"Out", {e}}}, {{"alpha", Attribute(af("alpha", 1.67326319217681884765625f))}});
+    add("scale", {{"X", {e}}}, {{"Out", {out(0)}}}, {{"scale", Attribute(af("gamma", 1.05070102214813232421875f))}});
+  }
+  void h_hard_swish() {  // x hard_sigmoid(x) with alpha 1/6, beta 1/2
+    const std::string x = in(0);
+    need_float(x);
+    std::string h = tmp();
+    add("hard_sigmoid", {{"X", {x}}}, {{"Out", {h}}}, {{"slope", Attribute(1.0f / 6)}, {"offset", Attribute(0.5f)}});
+    fused({x, h}, "x0 x1 mul", out(0));
+  }
+  void h_prelu() { fused({in(0), in(1)}, "x0 relu x1 x0 neg relu mul sub", out(0)); }
+  void h_clip() {
+    const std::string x = in(0);
+    need_float(x);
+    float lo = -std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::max();
+    if (opset_ < 11) {
+      lo = af("min", lo), hi = af("max", hi);
+    } else {
+      if (has_in(1)) lo = float(need_const(1, "min").get(0));
+      if (has_in(2)) hi = float(need_const(2, "max").get(0));
+    }
+    add("clip", {{"X", {x}}}, {{"Out", {out(0)}}}, {{"min", Attribute(lo)}, {"max", Attribute(hi)}});
+  }
+  void h_identity() {
+    if (const Tensor* t = const_in(0)) return set_const(0, *t);
+    add("assign", {{"X", {in(0)}}}, {{"Out", {out(0)}}});
+  }
+  void h_dropout() {  // inference: the identity (a mask output or training_mode is not supported)
+    only_outputs(1);
+    if (has_in(2) && need_const(2, "training_mode").get(0) != 0) unsupported("training_mode is true");
+    add("assign", {{"X", {in(0)}}}, {{"Out", {out(0)}}});
+  }
+
+  // ---- handlers: matrices, convolution, pooling, normalization
+
+  void h_matmul() {
+    const std::string a = in(0), b = in(1);
+    need_float(a);
+    add("matmul", {{"X", {a}}, {"Y", {b}}}, {{"Out", {out(0)}}});
+  }
+  void h_gemm() {  // alpha op(A) op(B) + beta C
+    const std::string a = in(0), b = in(1);
+    need_float(a);
+    const float alpha = af("alpha", 1), beta = af("beta", 1);
+    const bool c = has_in(2);
+    std::string ab = c ? tmp() : out(0);
+    add("matmul", {{"X", {a}}, {"Y", {b}}}, {{"Out", {ab}}},
+        {{"transpose_X", Attribute(ai("transA", 0) != 0)}, {"transpose_Y", Attribute(ai("transB", 0) != 0)}, {"alpha", Attribute(alpha)}});
+    if (c) fused({ab, in(2)}, beta == 1 ? "x0 x1 add" : fmt::format("x0 x1 c:{} mul add", double(beta)), out(0));
+  }
+  /// Symmetric 2-D paddings [ph, pw] from ONNX's pads / auto_pad, for input spatial dims `in` and window `k`.
+  std::vector<int32_t> pads2d(const Shape& xs, const std::vector<int64_t>& k, const std::vector<int64_t>& strides, const std::vector<int64_t>& dil) {
+    const std::string ap = as("auto_pad", "NOTSET");
+    std::vector<int64_t> p = ais("pads", {0, 0, 0, 0});
+    if (ap == "SAME_UPPER" || ap == "SAME_LOWER") {
+      p.assign(4, 0);
+      for (int d = 0; d < 2; ++d) {
+        const int64_t in = xs[2 + d];
+        if (in < 0) unsupported("auto_pad SAME over a spatial dim of unknown size");
+        const int64_t o = (in + strides[size_t(d)] - 1) / strides[size_t(d)];
+        const int64_t total = std::max<int64_t>(0, (o - 1) * strides[size_t(d)] + (k[size_t(d)] - 1) * dil[size_t(d)] + 1 - in);
+        p[size_t(d)] = ap == "SAME_UPPER" ? total / 2 : total - total / 2;
+        p[size_t(d) + 2] = total - p[size_t(d)];
+      }
+    } else if (ap == "VALID") {
+      p.assign(4, 0);
+    } else if (ap != "NOTSET") {
+      fail(fmt::format("auto_pad '{}' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID", ap));
+    }
+    if (p.size() != 4) unsupported(fmt::format("pads [{}] (oar pads two spatial dims)", fmt::join(p, ", ")));
+    if (p[0] != p[2] || p[1] != p[3]) unsupported(fmt::format("asymmetric pads [{}]", fmt::join(p, ", ")));
+    return {int32_t(p[0]), int32_t(p[1])};
+  }
+  void h_conv() {
+    const std::string x = in(0), w = in(1);
+    need_float(x);
+    const Shape xs = shape(x), ws = shape(w);
+    if (xs.rank() != 4) unsupported(fmt::format("a {}-D convolution (oar has 2-D)", xs.rank() - 2));
+    const auto k = ais("kernel_shape", {ws[2], ws[3]});
+    const auto s = ais("strides", {1, 1}), d = ais("dilations", {1, 1});
+    auto p = pads2d(xs, k, s, d);
+    const std::map<std::string, Attribute> attrs = {
+        {"strides", Attribute(i32(s))}, {"paddings", Attribute(p)}, {"dilations", Attribute(i32(d))}, {"groups", Attribute(int32_t(ai("group", 1)))}};
+    if (!has_in(2)) return add("conv2d", {{"Input", {x}}, {"Filter", {w}}}, {{"Output", {out(0)}}}, attrs), void();
+    std::string c = tmp();
+    add("conv2d", {{"Input", {x}}, {"Filter", {w}}}, {{"Output", {c}}}, attrs);
+    add("elementwise_add", {{"X", {c}}, {"Y", {in(2)}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(int32_t(1))}});
+  }
+  void h_pool() {
+    const bool max = node_->op_type() == "MaxPool";
+    only_outputs(1);
+    const std::string x = in(0);
+    need_float(x);
+    const Shape xs = shape(x);
+    if (xs.rank() != 4) unsupported(fmt::format("{}-D pooling (oar has 2-D)", xs.rank() - 2));
+    const auto k = ais("kernel_shape");
+    if (k.size() != 2) fail("needs a kernel_shape of two dims");
+    const auto s = ais("strides", {1, 1}), d = ais("dilations", {1, 1});
+    if (d != std::vector<int64_t>{1, 1}) unsupported(fmt::format("dilations [{}]", fmt::join(d, ", ")));
+    if (ai("storage_order", 0) != 0) unsupported("storage_order 1");
+    auto p = pads2d(xs, k, s, d);
+    add("pool2d", {{"X", {x}}}, {{"Out", {out(0)}}},
+        {{"pooling_type", Attribute(std::string(max ? "max" : "avg"))},
+         {"ksize", Attribute(i32(k))},
+         {"strides", Attribute(i32(s))},
+         {"paddings", Attribute(p)},
+         {"ceil_mode", Attribute(ai("ceil_mode", 0) != 0)},
+         {"exclusive", Attribute(ai("count_include_pad", 0) == 0)}});
+  }
+  void h_global_pool() {
+    const std::string x = in(0);
+    need_float(x);
+    if (rank(x) != 4) unsupported(fmt::format("{}-D pooling (oar has 2-D)", rank(x) - 2));
+    add("pool2d", {{"X", {x}}}, {{"Out", {out(0)}}},
+        {{"pooling_type", Attribute(std::string(node_->op_type() == "GlobalMaxPool" ? "max" : "avg"))},
+         {"ksize", Attribute(std::vector<int32_t>{1, 1})},
+         {"global_pooling", Attribute(true)}});
+  }
+  void h_batch_norm() {
+    only_outputs(1);
+    if (ai("training_mode", 0) != 0) unsupported("training_mode 1");
+    const std::string x = in(0);
+    need_float(x);
+    add("batch_norm", {{"X", {x}}, {"Scale", {in(1)}}, {"Bias", {in(2)}}, {"Mean", {in(3)}}, {"Variance", {in(4)}}}, {{"Y", {out(0)}}},
+        {{"epsilon", Attribute(af("epsilon", 1e-5f))}, {"momentum", Attribute(af("momentum", 0.9f))}, {"is_test", Attribute(true)}});
+  }
+  void h_layer_norm() {
+    only_outputs(1);
+    const std::string x = in(0);
+    need_float(x);
+    const Shape xs = shape(x);
+    const int64_t axis = axis_in(ai("axis", -1), xs.rank());
+    // oar's Scale and Bias are flat: [prod(normalized dims)].
+    auto flat = [&](int i) -> std::string {
+      if (const Tensor* t = const_in(i)) {
+        if (t->rank() == 1) return in(i);
+        const_[in_name(i) + "/flat"] = t->view(Shape{t->numel()});
+        return materialize(in_name(i) + "/flat");
+      }
+      std::string o = tmp();
+      reshape_to(in(i), {-1}, o);
+      return o;
+    };
+    std::vector<SlotArgs> ins = {{"X", {x}}, {"Scale", {flat(1)}}};
+    if (has_in(2)) ins.push_back({"Bias", {flat(2)}});
+    add("layer_norm", ins, {{"Y", {out(0)}}, {"Mean", {tmp()}}, {"Variance", {tmp()}}}, {{"begin_norm_axis", Attribute(int32_t(axis))}, {"epsilon", Attribute(af("epsilon", 1e-5f))}});
+  }
+  void h_softmax() {
+    const bool log = node_->op_type() == "LogSoftmax";
+    const std::string x = in(0);
+    need_float(x);
+    const Shape xs = shape(x);
+    const std::string type = log ? "log_softmax" : "softmax";
+    if (opset_ >= 13) {
+      const int64_t axis = axis_in(ai("axis", -1), xs.rank());
+      return add(type, {{"X", {x}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(int32_t(axis))}}), void();
+    }
+    // Before opset 13: over X flattened to 2-D at axis (default 1).
+    const int64_t axis = axis_in(ai("axis", 1), xs.rank());
+    if (axis == xs.rank() - 1) return add(type, {{"X", {x}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(int32_t(-1))}}), void();
+    for (int i = 1; i < xs.rank(); ++i)
+      if (xs[i] < 0) unsupported("softmax over flattened dims of unknown size (before opset 13)");
+    std::string f = tmp(), s = tmp();
+    add("flatten", {{"X", {x}}}, {{"Out", {f}}}, {{"axis", Attribute(int32_t(axis))}});
+    add(type, {{"X", {f}}}, {{"Out", {s}}}, {{"axis", Attribute(int32_t(-1))}});
+    std::vector<int64_t> back(xs.begin(), xs.end());
+    back[0] = xs[0] < 0 ? -1 : xs[0];
+    reshape_to(s, back, out(0));
+  }
+
+  // ---- handlers: shapes and indexing
+
+  void h_constant() {
+    if (auto* a = attr("value")) return set_const(0, detail::from_proto(a->t(), fmt::format("{}: {}", what_, where())));
+    if (auto* a = attr("value_float")) return set_const(0, Tensor::from<float>({a->f()}, Shape{}));
+    if (auto* a = attr("value_int")) return set_const(0, Tensor::from<int64_t>({a->i()}, Shape{}));
+    if (auto* a = attr("value_floats")) {
+      std::vector<float> v(a->floats().begin(), a->floats().end());
+      return set_const(0, Tensor::from<float>(v, Shape{int64_t(v.size())}));
+    }
+    if (auto* a = attr("value_ints")) {
+      std::vector<int64_t> v(a->ints().begin(), a->ints().end());
+      return set_const(0, Tensor::from<int64_t>(v, Shape{int64_t(v.size())}));
+    }
+    unsupported("a Constant other than value, value_float(s) or value_int(s)");
+  }
+  void h_shape() {
+    const Shape s = in_shape(0);
+    if (!s.known()) unsupported(fmt::format("the shape {} is not known when the model is imported", s.str()));
+    const int r = s.rank();
+    int64_t start = norm_axis(ai("start", 0), r), end = attr("end") ? norm_axis(ai("end", r), r) : r;
+    start = std::clamp<int64_t>(start, 0, r), end = std::clamp<int64_t>(end, 0, r);
+    std::vector<int64_t> v;
+    for (int64_t i = start; i < end; ++i) v.push_back(s[int(i)]);
+    set_const(0, i64_tensor(v, Shape{int64_t(v.size())}));
+  }
+  void h_size() {
+    const Shape s = in_shape(0);
+    if (!s.known()) unsupported(fmt::format("the size of {} is not known when the model is imported", s.str()));
+    set_const(0, Tensor::from<int64_t>({s.numel()}, Shape{}));
+  }
+  void h_constant_of_shape() {
+    const auto dims = as_i64(need_const(0, "shape"));
+    Shape s(dims);
+    Tensor fill = Tensor::from<float>({0.f}, Shape{1});
+    if (auto* a = attr("value")) fill = detail::from_proto(a->t(), fmt::format("{}: {}", what_, where()));
+    if (s.numel() > (int64_t(1) << 24)) unsupported("a constant of over 16M elements");
+    Tensor t(s, fill.dtype());
+    const size_t es = size_of(fill.dtype());
+    for (int64_t i = 0; i < t.numel(); ++i) std::memcpy(static_cast<char*>(t.raw()) + size_t(i) * es, fill.raw(), es);
+    set_const(0, t);
+  }
+  void h_reshape() {
+    auto s = as_i64(need_const(1, "shape"));
+    if (ai("allowzero", 0) != 0 && std::count(s.begin(), s.end(), 0) > 0) unsupported("allowzero with a 0 in the shape");
+    if (const Tensor* t = const_in(0)) {  // a constant reshaped: computed here
+      const Shape& in = t->shape();
+      int64_t known = 1, minus = -1;
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == 0) s[i] = in[int(i)];
+        if (s[i] == -1) minus = int64_t(i);
+        else known *= s[i];
+      }
+      if (minus >= 0) s[size_t(minus)] = known ? t->numel() / known : 0;
+      return set_const(0, t->clone().view(Shape(s)));
+    }
+    reshape_to(in(0), s, out(0));
+  }
+  void h_flatten() {
+    const Shape xs = in_shape(0);
+    const int64_t axis = ai("axis", 1) < 0 ? ai("axis", 1) + xs.rank() : ai("axis", 1);
+    if (axis < 0 || axis > xs.rank()) fail(fmt::format("axis {} is out of range for rank {}", ai("axis", 1), xs.rank()));
+    if (axis == 0) return reshape_to(in(0), {1, -1}, out(0));
+    if (axis == xs.rank()) return reshape_to(in(0), {-1, 1}, out(0));
+    add("flatten", {{"X", {in(0)}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(int32_t(axis))}});
+  }
+  void h_transpose() {
+    const int r = in_shape(0).rank();
+    auto perm = ais("perm");
+    if (perm.empty())
+      for (int i = r - 1; i >= 0; --i) perm.push_back(i);
+    add("transpose", {{"X", {in(0)}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(i32(perm))}});
+  }
+  void h_concat() {
+    const int r = in_shape(0).rank();
+    const int64_t axis = axis_in(ai("axis", 0), r);
+    if (all_const()) {  // shapes and index lists: 1-D constants joined here
+      if (r == 1) {
+        std::vector<int64_t> v;
+        DType dt = in_dtype(0);
+        if (is_integer(dt)) {
+          for (int i = 0; i < num_in(); ++i) {
+            auto p = as_i64(*const_in(i));
+            v.insert(v.end(), p.begin(), p.end());
+          }
+          return set_const(0, cast_const(i64_tensor(v, Shape{int64_t(v.size())}), dt));
+        }
+      }
+    }
+    std::vector<std::string> xs;
+    for (int i = 0; i < num_in(); ++i) xs.push_back(in(i));
+    add("concat", {{"X", xs}}, {{"Out", {out(0)}}}, {{"axis", Attribute(int32_t(axis))}});
+  }
+  std::vector<int64_t> axes_arg(int input) const {
+    if (opset_ >= 13) return has_in(input) ? as_i64(need_const(input, "axes")) : std::vector<int64_t>{};
+    return ais("axes");
+  }
+  void h_squeeze() {
+    const Shape xs = in_shape(0);
+    auto axes = axes_arg(1);
+    for (auto& a : axes) a = axis_in(a, xs.rank());
+    if (const Tensor* t = const_in(0)) {
+      Shape s;
+      for (int i = 0; i < xs.rank(); ++i)
+        if (axes.empty() ? xs[i] != 1 : std::find(axes.begin(), axes.end(), i) == axes.end()) s.push_back(xs[i]);
+      return set_const(0, t->clone().view(s));
+    }
+    add("squeeze", {{"X", {in(0)}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(i32(axes))}});
+  }
+  void h_unsqueeze() {
+    const Shape xs = in_shape(0);
+    auto axes = axes_arg(1);
+    const int r = xs.rank() + int(axes.size());
+    for (auto& a : axes) a = axis_in(a, r);
+    std::sort(axes.begin(), axes.end());
+    if (const Tensor* t = const_in(0)) {
+      Shape s;
+      for (int i = 0, j = 0; i < r; ++i) s.push_back(std::binary_search(axes.begin(), axes.end(), i) ? 1 : xs[j++]);
+      return set_const(0, t->clone().view(s));
+    }
+    add("unsqueeze", {{"X", {in(0)}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(i32(axes))}});
+  }
+  void h_gather() {
+    const Shape xs = in_shape(0);
+    const int64_t axis = axis_in(ai("axis", 0), xs.rank());
+    if (const Tensor* data = const_in(0); data && const_in(1) && xs.rank() == 1 && is_integer(data->dtype())) {  // shape arithmetic
+      auto d = as_i64(*data), idx = as_i64(*const_in(1));
+      std::vector<int64_t> v;
+      for (auto i : idx) {
+        if (i < -int64_t(d.size()) || i >= int64_t(d.size())) fail(fmt::format("index {} is out of range for {} values", i, d.size()));
+        v.push_back(d[size_t(i < 0 ? i + int64_t(d.size()) : i)]);
+      }
+      return set_const(0, cast_const(i64_tensor(v, const_in(1)->shape()), data->dtype()));
+    }
+    if (axis != 0) unsupported(fmt::format("axis {} (oar gathers along axis 0)", axis));
+    const Shape is = in_shape(1);
+    std::string idx;
+    if (const Tensor* t = const_in(1)) {  // negative indices count from the end: wrapped here
+      if (xs[0] < 0) unsupported("indices into a dim of unknown size");
+      Tensor w = cast_const(*t, DType::i64);
+      for (int64_t i = 0; i < w.numel(); ++i)
+        if (w.data<int64_t>()[i] < 0) w.data<int64_t>()[i] += xs[0];
+      const_[in_name(1) + "/wrapped"] = w;
+      idx = materialize(in_name(1) + "/wrapped");
+    } else {
+      // At run time: i + n (1 - sign(i + 1/2)) / 2 in f64 (exact for any index), back to the index type.
+      if (xs[0] < 0) unsupported("indices into a dim of unknown size");
+      const DType it = dtype(in(1));
+      std::string f = cast_to(in(1), DType::f64), sgn = tmp();
+      add("fused_elementwise", {{"X", {f}}}, {{"Out", {sgn}}}, {{"expression", Attribute(std::string("x0 c:0.5 add"))}});
+      std::string sg = tmp();
+      add("sign", {{"X", {sgn}}}, {{"Out", {sg}}});
+      std::string wrapped = fused_tmp({f, sg}, fmt::format("x0 c:1 x1 sub c:{} mul add", double(xs[0]) / 2));
+      idx = cast_to(wrapped, it);
+    }
+    if (is.rank() == 1) return add("gather", {{"X", {in(0)}}, {"Index", {idx}}}, {{"Out", {out(0)}}}), void();
+    if (!is.known()) unsupported(fmt::format("indices of rank {} and unknown shape", is.rank()));
+    std::string flat = tmp(), g = tmp();
+    reshape_to(idx, {-1}, flat);
+    add("gather", {{"X", {in(0)}}, {"Index", {flat}}}, {{"Out", {g}}});
+    std::vector<int64_t> s(is.begin(), is.end());
+    for (int i = 1; i < xs.rank(); ++i) s.push_back(xs[i] < 0 ? 0 : xs[i]);
+    if (std::count(s.begin() + is.rank(), s.end(), 0) > 1) unsupported("data with several dims of unknown size");
+    reshape_to(g, s, out(0));
+  }
+  void h_cast() {
+    const DType to = oar_dtype_or_unsupported(int32_t(ai("to", 0)), "Cast's to");
+    if (const Tensor* t = const_in(0)) return set_const(0, cast_const(*t, to));
+    const std::string x = in(0);
+    add("cast", {{"X", {x}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(dtype(x)))}, {"out_dtype", Attribute(int32_t(to))}});
+  }
+  void h_slice() {
+    const Shape xs = in_shape(0);
+    std::vector<int64_t> starts, ends, axes, steps;
+    if (opset_ < 10) {
+      starts = ais("starts"), ends = ais("ends"), axes = ais("axes");
+    } else {
+      starts = as_i64(need_const(1, "starts")), ends = as_i64(need_const(2, "ends"));
+      if (has_in(3)) axes = as_i64(need_const(3, "axes"));
+      if (has_in(4)) steps = as_i64(need_const(4, "steps"));
+    }
+    if (axes.empty())
+      for (size_t i = 0; i < starts.size(); ++i) axes.push_back(int64_t(i));
+    for (auto& a : axes) a = axis_in(a, xs.rank());
+    for (auto s : steps)
+      if (s != 1) unsupported(fmt::format("steps [{}] (oar slices with step 1)", fmt::join(steps, ", ")));
+    add("slice", {{"Input", {in(0)}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(i32(axes))}, {"starts", Attribute(i32(starts))}, {"ends", Attribute(i32(ends))}});
+  }
+  void h_reduce() {
+    static const std::map<std::string, std::string> base = {{"ReduceSum", "reduce_sum"}, {"ReduceMean", "reduce_mean"}, {"ReduceMax", "reduce_max"},
+                                                            {"ReduceMin", "reduce_min"}, {"ReduceSumSquare", "reduce_sum"}, {"ReduceL1", "reduce_sum"},
+                                                            {"ReduceL2", "reduce_sum"}, {"ReduceLogSum", "reduce_sum"}, {"ReduceLogSumExp", "reduce_sum"}};
+    const std::string& t = node_->op_type();
+    std::string x = in(0);
+    need_float(x);
+    const Shape xs = shape(x);
+    std::vector<int64_t> axes = t == "ReduceSum" && opset_ >= 13 ? (has_in(1) ? as_i64(need_const(1, "axes")) : std::vector<int64_t>{}) : ais("axes");
+    const bool keep = ai("keepdims", 1) != 0;
+    if (axes.empty() && ai("noop_with_empty_axes", 0) != 0) return add("assign", {{"X", {x}}}, {{"Out", {out(0)}}}), void();
+    for (auto& a : axes) a = axis_in(a, xs.rank());
+    // Element-wise before the sum, and after it.
+    if (t == "ReduceSumSquare" || t == "ReduceL2") x = fused_tmp({x}, "x0 square");
+    if (t == "ReduceL1") x = fused_tmp({x}, "x0 abs");
+    if (t == "ReduceLogSumExp") x = fused_tmp({x}, "x0 exp");
+    const bool post = t == "ReduceL2" || t == "ReduceLogSum" || t == "ReduceLogSumExp";
+    const bool all = axes.empty() || axes.size() == size_t(xs.rank());
+    const bool scalar = all && !keep;  // ONNX gives rank 0, oar's reduce [1]
+    std::string r = post || scalar ? tmp() : out(0);
+    add(base.at(t), {{"X", {x}}}, {{"Out", {r}}},
+        {{"dim", Attribute(i32(axes))}, {"keep_dim", Attribute(keep)}, {"reduce_all", Attribute(axes.empty())}});
+    if (post) {
+      std::string p = scalar ? tmp() : out(0);
+      fused({r}, t == "ReduceL2" ? "x0 sqrt" : "x0 log", p);
+      r = p;
+    }
+    if (scalar) reshape_to(r, {}, out(0));
+  }
+  void h_arg() {
+    if (ai("select_last_index", 0) != 0) unsupported("select_last_index 1");
+    const std::string x = in(0);
+    need_float(x);
+    add(node_->op_type() == "ArgMax" ? "arg_max" : "arg_min", {{"X", {x}}}, {{"Out", {out(0)}}},
+        {{"axis", Attribute(int64_t(axis_in(ai("axis", 0), rank(x))))}, {"keepdims", Attribute(ai("keepdims", 1) != 0)}});
+  }
+  void h_range() {
+    if (!all_const()) unsupported("Range over values computed at run time");
+    const double start = const_in(0)->get(0), limit = const_in(1)->get(0), delta = const_in(2)->get(0);
+    if (delta == 0) fail("delta is 0");
+    const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));
+    if (n > (int64_t(1) << 24)) unsupported("a range of over 16M elements");
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = start + double(i) * delta;
+    set_const(0, cast_const(Tensor::from<double>(v, Shape{n}), const_in(0)->dtype()));
+  }
+  void h_expand() {  // X broadcast to a shape: a fused expression that reads X and takes its shape from zeros
+    const auto dims = as_i64(need_const(1, "shape"));
+    const std::string x = in(0);
+    need_float(x);
+    Tensor z(Shape(dims), dtype(x));
+    std::memset(z.raw(), 0, z.bytes());
+    const std::string zn = in_name(1) + "/zeros";
+    const_[zn] = z;
+    fused({x, materialize(zn)}, "x0", out(0));
+  }
+  void h_split() {
+    const Shape xs = in_shape(0);
+    const int64_t axis = axis_in(ai("axis", 0), xs.rank());
+    std::vector<int64_t> sections = opset_ >= 13 ? (has_in(1) ? as_i64(need_const(1, "split")) : std::vector<int64_t>{}) : ais("split");
+    std::vector<std::string> outs;
+    for (int i = 0; i < num_out(); ++i) outs.push_back(has_out(i) ? out(i) : tmp());
+    std::map<std::string, Attribute> attrs = {{"axis", Attribute(int32_t(axis))}};
+    if (sections.empty()) attrs["num"] = Attribute(int32_t(outs.size()));
+    else attrs["sections"] = Attribute(i32(sections));
+    add("split", {{"X", {in(0)}}}, {{"Out", outs}}, attrs);
+  }
+};
+
+const std::map<std::string, Importer::Handler>& Importer::handlers() {
+  using I = Importer;
+  static const std::map<std::string, Handler> m = {
+      {"Abs", &I::h_unary},          {"Add", &I::h_binary},           {"ArgMax", &I::h_arg},
+      {"ArgMin", &I::h_arg},         {"AveragePool", &I::h_pool},     {"BatchNormalization", &I::h_batch_norm},
+      {"Cast", &I::h_cast},          {"Clip", &I::h_clip},            {"Concat", &I::h_concat},
+      {"Constant", &I::h_constant},  {"ConstantOfShape", &I::h_constant_of_shape},
+      {"Conv", &I::h_conv},          {"Div", &I::h_binary},           {"Dropout", &I::h_dropout},
+      {"Elu", &I::h_elu},            {"Erf", &I::h_unary},            {"Exp", &I::h_unary},
+      {"Expand", &I::h_expand},      {"Flatten", &I::h_flatten},      {"Gather", &I::h_gather},
+      {"Gemm", &I::h_gemm},          {"Equal", &I::h_compare},        {"Less", &I::h_compare},
+      {"Greater", &I::h_compare},    {"LessOrEqual", &I::h_compare},  {"GreaterOrEqual", &I::h_compare},
+      {"And", &I::h_logical},        {"Or", &I::h_logical},           {"Xor", &I::h_logical},
+      {"Not", &I::h_not},          {"GlobalAveragePool", &I::h_global_pool},
+      {"GlobalMaxPool", &I::h_global_pool},
+      {"HardSigmoid", &I::h_hard_sigmoid},
+      {"HardSwish", &I::h_hard_swish},
+      {"Identity", &I::h_identity},  {"LayerNormalization", &I::h_layer_norm},
+      {"LeakyRelu", &I::h_leaky_relu},
+      {"Log", &I::h_unary},          {"LogSoftmax", &I::h_softmax},   {"MatMul", &I::h_matmul},
+      {"Max", &I::h_variadic},       {"MaxPool", &I::h_pool},         {"Mean", &I::h_variadic},
+      {"Min", &I::h_variadic},       {"Mul", &I::h_binary},           {"Neg", &I::h_unary},
+      {"Pow", &I::h_binary},         {"PRelu", &I::h_prelu},          {"Range", &I::h_range},
+      {"Reciprocal", &I::h_unary},   {"ReduceL1", &I::h_reduce},      {"ReduceL2", &I::h_reduce},
+      {"ReduceLogSum", &I::h_reduce},
+      {"ReduceLogSumExp", &I::h_reduce},
+      {"ReduceMax", &I::h_reduce},   {"ReduceMean", &I::h_reduce},    {"ReduceMin", &I::h_reduce},
+      {"ReduceSum", &I::h_reduce},   {"ReduceSumSquare", &I::h_reduce},
+      {"Relu", &I::h_unary},         {"Reshape", &I::h_reshape},      {"Selu", &I::h_selu},
+      {"Shape", &I::h_shape},        {"Sigmoid", &I::h_unary},        {"Size", &I::h_size},
+      {"Slice", &I::h_slice},        {"Softmax", &I::h_softmax},      {"Softplus", &I::h_unary},
+      {"Softsign", &I::h_unary},     {"Split", &I::h_split},          {"Sqrt", &I::h_unary},
+      {"Squeeze", &I::h_squeeze},    {"Sub", &I::h_binary},           {"Sum", &I::h_variadic},
+      {"Tanh", &I::h_unary},         {"Transpose", &I::h_transpose},  {"Unsqueeze", &I::h_unsqueeze},
+  };
+  return m;
+}
+
+}  // namespace
+
+Model import_model_bytes(const std::string& bytes, Place place, const ImportOptions& options, const std::string& what) {
+  ::onnx::ModelProto m;
+  if (!m.ParseFromString(bytes)) throw Error(fmt::format("{}: not a serialized ONNX model (onnx.ModelProto)", what));
+  if (!m.has_graph()) throw Error(fmt::format("{}: the model has no graph", what));
+  return Importer(m, what, options).run(place);
+}
+
+Model import_model(const std::filesystem::path& path, Place place, const ImportOptions& options) {
+  return import_model_bytes(oar::detail::read_file(path), place, options, path.string());
+}
+
+std::vector<std::string> supported_import_ops() {
+  std::vector<std::string> v;
+  for (auto& [k, h] : Importer::handlers()) v.push_back(k);
+  return v;
+}
+
+}  // namespace oar::onnx
