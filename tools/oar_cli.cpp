@@ -1,5 +1,6 @@
 // tools/oar_cli.cpp: the `oar` command: print a saved program, draw it as Graphviz DOT, show its protobuf
-// text form, list the registered ops with their slots and attributes, or serve a model repository.
+// text form, list the registered ops with their slots and attributes, serve a model repository, or convert
+// models to and from ONNX.
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -17,6 +18,11 @@ namespace oar_cli {
 int serve_command(const std::vector<std::string>& args);
 }
 #endif
+#if OAR_CLI_ONNX
+namespace oar_cli {
+int onnx_command(const std::string& cmd, const std::vector<std::string>& args);
+}
+#endif
 
 namespace {
 
@@ -30,6 +36,8 @@ constexpr std::string_view kUsage =
     "  ops [TYPE...]          registered ops: slots, attributes with type and default, grad\n"
     "  ops --proto [TYPE...]  the same as Fluid OpProto messages in protobuf text form\n"
     "  serve REPO [options]   serve the models of REPO over HTTP (KServe v2); oar serve --help\n"
+    "  export-onnx MODEL_DIR OUT.onnx [--opset N]    a saved model as ONNX; oar export-onnx --help\n"
+    "  import-onnx IN.onnx MODEL_DIR [--inference]   an ONNX model as an oar model\n"
     "  --help                 this text\n"
     "\n"
     "FILE is a program saved with oar::save_program (a serialized ProgramDesc, e.g. a Fluid `__model__`).\n";
@@ -64,6 +72,9 @@ int run(const std::vector<std::string>& args) {
   if (cmd == "ops") return cmd_ops({args.begin() + 1, args.end()});
 #if OAR_CLI_SERVE
   if (cmd == "serve") return oar_cli::serve_command({args.begin() + 1, args.end()});
+#endif
+#if OAR_CLI_ONNX
+  if (cmd == "export-onnx" || cmd == "import-onnx") return oar_cli::onnx_command(cmd, {args.begin() + 1, args.end()});
 #endif
   if (cmd == "print" || cmd == "text" || cmd == "dot") {
     size_t max_args = cmd == "dot" ? 3 : 2;

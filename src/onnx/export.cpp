@@ -273,17 +273,17 @@ class Exporter {
   std::string fluid_broadcast_y(const Operator& op, const std::string& xn, const std::string& yn, int axis) {
     const Shape& xs = shape(xn);
     const Shape& ys = shape(yn);
-    std::string y = value(yn);
-    if (xs == ys || axis == -1 || axis == xs.rank() - ys.rank()) return y;
+    if (xs == ys || axis == -1 || axis == xs.rank() - ys.rank()) return value(yn);
     int ry = ys.rank();
     while (ry > 0 && ys[ry - 1] == 1) --ry;
-    if (ry == 0) return y;  // one value: broadcasts anywhere
+    if (ry == 0) return value(yn);  // one value: broadcasts anywhere
     const int target = xs.rank() - axis;  // Y's rank once padded with trailing 1s
     if (target < ry) fail(op, fmt::format("broadcasts Y {} at axis {} over X {}, which ONNX cannot express", ys.str(), axis, xs.str()));
     Shape want;
     for (int i = 0; i < ry; ++i) want.push_back(ys[i]);
     while (want.rank() < target) want.push_back(1);
-    if (const Tensor* t = param(yn)) return initializer(t->view(want), yn);
+    if (const Tensor* t = param(yn)) return initializer(t->view(want), yn);  // a bias: reshaped once, here
+    const std::string y = value(yn);
     if (want.known()) return apply("Reshape", {y, ints(std::vector<int64_t>(want.begin(), want.end()))}, op, yn);
     std::vector<int64_t> axes;
     for (int i = ys.rank(); i < target; ++i) axes.push_back(i);
@@ -458,7 +458,30 @@ class Exporter {
       attr(node("Concat", xs, {o}, op), "axis", axis);
       return bind(out_var(op, "Y"), o);
     }
+    if (t == "softmax_with_cross_entropy") return softmax_xent(op);
     fail(op, "has no ONNX equivalent in this exporter");
+  }
+
+  /// softmax_with_cross_entropy (hard labels [N, 1]) as SoftmaxCrossEntropyLoss without reduction, its
+  /// [N] losses made Fluid's [N, 1]; the Softmax output, when read, as Softmax.
+  void softmax_xent(const Operator& op) {
+    if (op.attr_or<bool>("soft_label", false)) fail(op, "has soft labels (ONNX's SoftmaxCrossEntropyLoss takes class indices)");
+    const auto& ln = op.input("Logits").at(0);
+    const auto& yn = op.input("Label").at(0);
+    if (shape(ln).rank() != 2) fail(op, fmt::format("has Logits {} (exported for [N, C])", shape(ln).str()));
+    std::string logits = value(ln), label = value(yn);
+    if (shape(yn).rank() == 2) label = apply("Squeeze", {label, ints({1})}, op);
+    std::string loss = fresh("t");
+    auto& n = node("SoftmaxCrossEntropyLoss", {logits, label}, {loss}, op);
+    attr(n, "reduction", std::string("none"));
+    const int32_t ignore = op.attr_or<int32_t>("ignore_index", -100);
+    if (ignore >= 0) attr(n, "ignore_index", int64_t(ignore));
+    bind(out_var(op, "Loss"), apply("Unsqueeze", {loss, ints({1})}, op));
+    if (op.has_output("Softmax")) {
+      std::string sm = fresh("t");
+      attr(node("Softmax", {logits}, {sm}, op), "axis", int64_t(-1));
+      bind(out_var(op, "Softmax"), sm);
+    }
   }
 
   void mul(const Operator& op) {

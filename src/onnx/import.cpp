@@ -183,13 +183,13 @@ class Importer {
   }
   /// The oar variable holding value `n` (a known constant becomes a persistable variable the first time an
   /// op reads it: a trainable parameter when it is a float initializer).
-  std::string materialize(const std::string& n) {
+  std::string materialize(const std::string& n, bool trainable = true) {
     if (auto it = var_.find(n); it != var_.end()) return it->second;
     auto c = const_.find(n);
     if (c == const_.end()) fail(fmt::format("reads '{}', which no earlier node computes and which is neither an input nor an initializer", n));
     const std::string v = new_var(n);
     const Tensor& t = c->second;
-    if (opt_.trainable && initializer_.count(n) && is_float(t.dtype()) && t.rank() > 0) {
+    if (trainable && opt_.trainable && initializer_.count(n) && is_float(t.dtype()) && t.rank() > 0) {
       ParamInfo info;
       info.initializer = "onnx";
       b_.create_parameter(v, t.dtype(), t.shape(), info);
@@ -200,7 +200,7 @@ class Importer {
     var_[n] = v;
     return v;
   }
-  std::string in(int i) { return materialize(in_name(i)); }
+  std::string in(int i, bool trainable = true) { return materialize(in_name(i), trainable); }
   const Variable& var(const std::string& v) const { return b_.var(v); }
   DType dtype(const std::string& v) const { return var(v).dtype(); }
   const Shape& shape(const std::string& v) const { return var(v).shape(); }
@@ -235,6 +235,11 @@ class Importer {
   void set_const(int i, Tensor t) {
     if (!has_out(i)) return;
     const_[node_->output(i)] = std::move(t);
+  }
+  /// Output 0, a constant that is input 0 reshaped: the same weights, trainable when those are.
+  void set_reshaped_const(Tensor t) {
+    if (has_in(0) && initializer_.count(in_name(0)) && has_out(0)) initializer_.insert(node_->output(0));
+    set_const(0, std::move(t));
   }
 
   // ---- attributes
@@ -469,7 +474,7 @@ class Importer {
     add("clip", {{"X", {x}}}, {{"Out", {out(0)}}}, {{"min", Attribute(lo)}, {"max", Attribute(hi)}});
   }
   void h_identity() {
-    if (const Tensor* t = const_in(0)) return set_const(0, *t);
+    if (const Tensor* t = const_in(0)) return set_reshaped_const(*t);
     add("assign", {{"X", {in(0)}}}, {{"Out", {out(0)}}});
   }
   void h_dropout() {  // inference: the identity (a mask output or training_mode is not supported)
@@ -568,7 +573,10 @@ class Importer {
     if (ai("training_mode", 0) != 0) unsupported("training_mode 1");
     const std::string x = in(0);
     need_float(x);
-    add("batch_norm", {{"X", {x}}, {"Scale", {in(1)}}, {"Bias", {in(2)}}, {"Mean", {in(3)}}, {"Variance", {in(4)}}}, {{"Y", {out(0)}}},
+    // Fluid's layout: the running statistics updated in place (is_test leaves them), the batch's kept for the gradient.
+    const std::string mean = in(3, false), var = in(4, false);  // running statistics, not trained
+    add("batch_norm", {{"X", {x}}, {"Scale", {in(1)}}, {"Bias", {in(2)}}, {"Mean", {mean}}, {"Variance", {var}}},
+        {{"Y", {out(0)}}, {"MeanOut", {mean}}, {"VarianceOut", {var}}, {"SavedMean", {tmp()}}, {"SavedVariance", {tmp()}}},
         {{"epsilon", Attribute(af("epsilon", 1e-5f))}, {"momentum", Attribute(af("momentum", 0.9f))}, {"is_test", Attribute(true)}});
   }
   void h_layer_norm() {
@@ -669,7 +677,7 @@ class Importer {
         else known *= s[i];
       }
       if (minus >= 0) s[size_t(minus)] = known ? t->numel() / known : 0;
-      return set_const(0, t->clone().view(Shape(s)));
+      return set_reshaped_const(t->clone().view(Shape(s)));
     }
     reshape_to(in(0), s, out(0));
   }
@@ -720,7 +728,7 @@ class Importer {
       Shape s;
       for (int i = 0; i < xs.rank(); ++i)
         if (axes.empty() ? xs[i] != 1 : std::find(axes.begin(), axes.end(), i) == axes.end()) s.push_back(xs[i]);
-      return set_const(0, t->clone().view(s));
+      return set_reshaped_const(t->clone().view(s));
     }
     add("squeeze", {{"X", {in(0)}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(i32(axes))}});
   }
@@ -733,7 +741,7 @@ class Importer {
     if (const Tensor* t = const_in(0)) {
       Shape s;
       for (int i = 0, j = 0; i < r; ++i) s.push_back(std::binary_search(axes.begin(), axes.end(), i) ? 1 : xs[j++]);
-      return set_const(0, t->clone().view(s));
+      return set_reshaped_const(t->clone().view(s));
     }
     add("unsqueeze", {{"X", {in(0)}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(i32(axes))}});
   }
@@ -859,6 +867,28 @@ class Importer {
     const_[zn] = z;
     fused({x, materialize(zn)}, "x0", out(0));
   }
+  void h_softmax_xent() {  // [N, C] scores, [N] class indices; no weights
+    only_outputs(1);
+    if (has_in(2)) unsupported("class weights");
+    const std::string x = in(0);
+    need_float(x);
+    if (rank(x) != 2) unsupported(fmt::format("scores {} (oar takes [N, C])", shape(x).str()));
+    const std::string reduction = as("reduction", "mean");
+    const bool ignoring = attr("ignore_index") != nullptr;
+    if (ignoring && reduction == "mean") unsupported("ignore_index with reduction mean");
+    std::string label = in(1);
+    if (dtype(label) != DType::i64) label = cast_to(label, DType::i64);
+    std::string l2 = tmp(), loss = tmp();
+    add("unsqueeze", {{"X", {label}}}, {{"Out", {l2}}}, {{"axes", Attribute(std::vector<int32_t>{1})}});
+    add("softmax_with_cross_entropy", {{"Logits", {x}}, {"Label", {l2}}}, {{"Softmax", {tmp()}}, {"Loss", {loss}}},
+        {{"ignore_index", Attribute(int32_t(ignoring ? ai("ignore_index", -100) : -100))}});
+    if (reduction == "none") return add("squeeze", {{"X", {loss}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(std::vector<int32_t>{1})}}), void();
+    std::string r = tmp();
+    if (reduction == "mean") add("mean", {{"X", {loss}}}, {{"Out", {r}}});
+    else if (reduction == "sum") add("reduce_sum", {{"X", {loss}}}, {{"Out", {r}}}, {{"reduce_all", Attribute(true)}, {"dim", Attribute(std::vector<int32_t>{})}});
+    else fail(fmt::format("reduction '{}' is not one of none, sum, mean", reduction));
+    reshape_to(r, {}, out(0));  // a scalar, as ONNX's reduced loss is
+  }
   void h_split() {
     const Shape xs = in_shape(0);
     const int64_t axis = axis_in(ai("axis", 0), xs.rank());
@@ -903,7 +933,7 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
       {"Relu", &I::h_unary},         {"Reshape", &I::h_reshape},      {"Selu", &I::h_selu},
       {"Shape", &I::h_shape},        {"Sigmoid", &I::h_unary},        {"Size", &I::h_size},
       {"Slice", &I::h_slice},        {"Softmax", &I::h_softmax},      {"Softplus", &I::h_unary},
-      {"Softsign", &I::h_unary},     {"Split", &I::h_split},          {"Sqrt", &I::h_unary},
+      {"Softsign", &I::h_unary},     {"SoftmaxCrossEntropyLoss", &I::h_softmax_xent},     {"Split", &I::h_split},          {"Sqrt", &I::h_unary},
       {"Squeeze", &I::h_squeeze},    {"Sub", &I::h_binary},           {"Sum", &I::h_variadic},
       {"Tanh", &I::h_unary},         {"Transpose", &I::h_transpose},  {"Unsqueeze", &I::h_unsqueeze},
   };
