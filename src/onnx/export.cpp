@@ -224,7 +224,10 @@ class Exporter {
   std::string unary(const std::string& name, float p0, float p1, const std::string& x, DType dt, const Operator& src) {
     static const std::map<std::string, std::string> direct = {{"relu", "Relu"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"}, {"exp", "Exp"},
                                                               {"log", "Log"}, {"sqrt", "Sqrt"}, {"abs", "Abs"}, {"reciprocal", "Reciprocal"},
-                                                              {"softsign", "Softsign"}, {"neg", "Neg"}, {"sign", "Sign"}, {"erf", "Erf"}};
+                                                              {"softsign", "Softsign"}, {"neg", "Neg"}, {"sign", "Sign"}, {"erf", "Erf"},
+                                                              {"floor", "Floor"}, {"ceil", "Ceil"}, {"round", "Round"}, {"sin", "Sin"}, {"cos", "Cos"},
+                                                              {"tan", "Tan"}, {"asin", "Asin"}, {"acos", "Acos"}, {"atan", "Atan"}, {"sinh", "Sinh"},
+                                                              {"cosh", "Cosh"}, {"asinh", "Asinh"}, {"acosh", "Acosh"}, {"atanh", "Atanh"}};
     if (auto it = direct.find(name); it != direct.end()) return apply(it->second, {x}, src);
     if (name == "square") return apply("Mul", {x, x}, src);
     if (name == "softplus") {  // log(1 + e^(beta x)) / beta; the threshold only guards e^x's overflow
@@ -330,7 +333,8 @@ class Exporter {
       return;
     }
     static const std::set<std::string> unary_ops = {"relu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs", "square", "reciprocal", "softplus",
-                                                    "softsign", "gelu", "erf", "leaky_relu", "elu", "relu6", "hard_sigmoid", "swish", "pow", "clip", "sign"};
+                                                    "softsign", "gelu", "erf", "floor", "ceil", "round", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh",
+                                                    "asinh", "acosh", "atanh", "leaky_relu", "elu", "relu6", "hard_sigmoid", "swish", "pow", "clip", "sign"};
     if (unary_ops.count(t)) {
       // The parameters in the order of ops/unary_list.hpp (through the fused grammar's token table).
       float p[2] = {0, 0};
@@ -673,21 +677,27 @@ void check(::onnx::ModelProto& m) {
 
 }  // namespace
 
-void export_model(const Model& model, const std::filesystem::path& path, const ExportOptions& options) {
+void export_program(const Program& program, const Scope& scope, const std::filesystem::path& path, const ExportOptions& options) {
   if (options.opset < 13 || options.opset > kMaxOpset) throw Error(fmt::format("export: opset {} is outside 13..{}", options.opset, kMaxOpset));
-  const std::vector<std::string> fetches = options.fetches.empty() ? model.outputs() : options.fetches;
-  if (fetches.empty()) throw Error("export: the model has no outputs to export");
-  Program p = model.program().prune(fetches).clone(/*for_test=*/true);
+  if (options.fetches.empty()) throw Error("export: no outputs to export (ExportOptions::fetches)");
+  Program p = program.prune(options.fetches).clone(/*for_test=*/true);
   infer_program_shapes(p);
-  // The feeds the pruned program still reads.
-  std::vector<std::string> feeds;
-  for (const auto& f : options.feeds.empty() ? model.feeds() : options.feeds)
+  std::vector<std::string> feeds;  // the feeds the pruned program still reads
+  for (const auto& f : options.feeds)
     if (p.global_block().find_var(f)) feeds.push_back(f);
-  ::onnx::ModelProto m = Exporter(p, model.scope(), options).run(feeds, fetches);
+  ::onnx::ModelProto m = Exporter(p, scope, options).run(feeds, options.fetches);
   if (options.check) check(m);
   std::string bytes;
   if (!m.SerializeToString(&bytes)) throw Error(fmt::format("export: cannot serialize the model for '{}'", path.string()));
   oar::detail::write_file_atomic(path, bytes);
+}
+
+void export_model(const Model& model, const std::filesystem::path& path, const ExportOptions& options) {
+  ExportOptions o = options;
+  if (o.fetches.empty()) o.fetches = model.outputs();
+  if (o.feeds.empty()) o.feeds = model.feeds();
+  if (o.fetches.empty()) throw Error("export: the model has no outputs to export");
+  export_program(model.program(), model.scope(), path, o);
 }
 
 void export_inference_model(const std::filesystem::path& model_dir, const std::filesystem::path& path, const ExportOptions& options) {

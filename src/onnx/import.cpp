@@ -317,7 +317,11 @@ class Importer {
   void h_unary() {
     static const std::map<std::string, std::string> tok = {{"Relu", "relu"},         {"Sigmoid", "sigmoid"},   {"Tanh", "tanh"}, {"Exp", "exp"},
                                                            {"Log", "log"},           {"Sqrt", "sqrt"},         {"Abs", "abs"},   {"Reciprocal", "reciprocal"},
-                                                           {"Softsign", "softsign"}, {"Softplus", "softplus"}, {"Erf", "erf"},   {"Neg", "neg"}};
+                                                           {"Softsign", "softsign"}, {"Softplus", "softplus"}, {"Erf", "erf"},   {"Neg", "neg"},
+                                                           {"Floor", "floor"},       {"Ceil", "ceil"},         {"Round", "round"}, {"Sin", "sin"},
+                                                           {"Cos", "cos"},           {"Tan", "tan"},           {"Asin", "asin"}, {"Acos", "acos"},
+                                                           {"Atan", "atan"},         {"Sinh", "sinh"},         {"Cosh", "cosh"}, {"Asinh", "asinh"},
+                                                           {"Acosh", "acosh"},       {"Atanh", "atanh"}};
     only_outputs(1);
     fused({in(0)}, "x0 " + tok.at(node_->op_type()), out(0));
   }
@@ -792,6 +796,9 @@ class Importer {
     const DType to = oar_dtype_or_unsupported(int32_t(ai("to", 0)), "Cast's to");
     if (const Tensor* t = const_in(0)) return set_const(0, cast_const(*t, to));
     const std::string x = in(0);
+    for (DType t : {dtype(x), to})  // what oar's cast converts between
+      if (t != DType::boolean && t != DType::i32 && t != DType::i64 && t != DType::f16 && t != DType::f32 && t != DType::f64 && t != DType::bf16)
+        unsupported(fmt::format("a cast from {} to {} (oar casts between bool, i32, i64, f16, f32, f64, bf16)", name(dtype(x)), name(to)));
     add("cast", {{"X", {x}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(dtype(x)))}, {"out_dtype", Attribute(int32_t(to))}});
   }
   void h_slice() {
@@ -889,6 +896,119 @@ class Importer {
     else fail(fmt::format("reduction '{}' is not one of none, sum, mean", reduction));
     reshape_to(r, {}, out(0));  // a scalar, as ONNX's reduced loss is
   }
+  void h_sign() { unary_op("sign"); }
+  void h_celu() {  // max(0, x) + min(0, alpha (e^(x / alpha) - 1))
+    const double a = af("alpha", 1.0f);
+    fused({in(0)}, fmt::format("x0 relu x0 c:{} div exp c:1 sub c:{} mul c:0 min add", a, a), out(0));
+  }
+  void h_where() {  // c x + (1 - c) y with the condition as 0 or 1: exact for finite x and y
+    const std::string x = in(1), y = in(2);
+    need_float(x);
+    fused({cast_to(in(0), dtype(x)), x, y}, "x0 x1 mul c:1 x0 sub x2 mul add", out(0));
+  }
+  void h_topk() {
+    const std::string x = in(0);
+    const int r = rank(x);
+    if (axis_in(ai("axis", -1), r) != r - 1) unsupported("an axis other than the last");
+    if (ai("largest", 1) != 1) unsupported("largest 0 (the k smallest)");
+    if (ai("sorted", 1) != 1) unsupported("sorted 0");
+    const int64_t k = opset_ >= 10 ? int64_t(need_const(1, "K").get(0)) : ai("k", 1);
+    add("top_k", {{"X", {x}}}, {{"Out", {out(0)}}, {"Indices", {has_out(1) ? out(1) : tmp()}}}, {{"k", Attribute(int32_t(k))}});
+  }
+  /// DepthToSpace and SpaceToDepth: a reshape to 6 dims, a transpose, a reshape back (the batch may be unknown).
+  void h_depth_space() {
+    const std::string x = in(0);
+    const Shape xs = shape(x);
+    if (xs.rank() != 4) fail(fmt::format("needs an [N, C, H, W] input, got {}", xs.str()));
+    for (int i = 1; i < 4; ++i)
+      if (xs[i] < 0) unsupported(fmt::format("input {} with dims of unknown size", xs.str()));
+    const int64_t b = ai("blocksize", 0), c = xs[1], h = xs[2], w = xs[3];
+    if (b <= 0) fail("needs a blocksize > 0");
+    std::vector<int64_t> s1, perm, s2;
+    if (node_->op_type() == "DepthToSpace") {
+      if (c % (b * b)) fail(fmt::format("channels {} are not a multiple of blocksize^2 = {}", c, b * b));
+      if (as("mode", "DCR") == "DCR") s1 = {0, b, b, c / (b * b), h, w}, perm = {0, 3, 4, 1, 5, 2};
+      else s1 = {0, c / (b * b), b, b, h, w}, perm = {0, 1, 4, 2, 5, 3};
+      s2 = {0, c / (b * b), h * b, w * b};
+    } else {
+      if (h % b || w % b) fail(fmt::format("H {} and W {} are not multiples of blocksize {}", h, w, b));
+      s1 = {0, c, h / b, b, w / b, b}, perm = {0, 3, 5, 1, 2, 4}, s2 = {0, c * b * b, h / b, w / b};
+    }
+    std::string r = tmp(), t = tmp();
+    reshape_to(x, s1, r);
+    add("transpose", {{"X", {r}}}, {{"Out", {t}}}, {{"axis", Attribute(i32(perm))}});
+    reshape_to(t, s2, out(0));
+  }
+  void h_instance_norm() {  // per example and channel over the spatial dims: scale (x - mean) / sqrt(var + eps) + B
+    const std::string x = in(0);
+    need_float(x);
+    const Shape xs = shape(x);
+    if (xs.rank() < 3) fail(fmt::format("needs [N, C, D1, ...], got {}", xs.str()));
+    std::vector<int32_t> axes;
+    for (int i = 2; i < xs.rank(); ++i) axes.push_back(i);
+    auto per_channel = [&](int i) {  // [C] -> [C, 1, ...] for numpy's broadcast over [N, C, D1, ...]
+      std::vector<int64_t> s = {-1};
+      for (int k = 2; k < xs.rank(); ++k) s.push_back(1);
+      std::string o = tmp();
+      reshape_to(in(i), s, o);
+      return o;
+    };
+    const std::map<std::string, Attribute> red = {{"dim", Attribute(axes)}, {"keep_dim", Attribute(true)}, {"reduce_all", Attribute(false)}};
+    std::string mean = tmp();
+    add("reduce_mean", {{"X", {x}}}, {{"Out", {mean}}}, red);
+    std::string d = fused_tmp({x, mean}, "x0 x1 sub");
+    std::string var = tmp();
+    add("reduce_mean", {{"X", {fused_tmp({d}, "x0 square")}}}, {{"Out", {var}}}, red);
+    fused({d, var, per_channel(1), per_channel(2)}, fmt::format("x0 x1 c:{} add sqrt div x2 mul x3 add", double(af("epsilon", 1e-5f))), out(0));
+  }
+  void h_eye_like() {  // ones on the k-th diagonal of X's [rows, cols] shape
+    const Shape xs = in_shape(0);
+    if (xs.rank() != 2 || !xs.known()) fail(fmt::format("needs a 2-D input of known shape, got {}", xs.str()));
+    const DType dt = attr("dtype") ? oar_dtype_or_unsupported(int32_t(ai("dtype", 1)), "EyeLike's dtype") : in_dtype(0);
+    const int64_t k = ai("k", 0);
+    std::vector<double> v(size_t(xs.numel()), 0.0);
+    for (int64_t r = 0; r < xs[0]; ++r)
+      if (r + k >= 0 && r + k < xs[1]) v[size_t(r * xs[1] + r + k)] = 1;
+    set_const(0, cast_const(Tensor::from<double>(v, xs), dt));
+  }
+  void h_isnan() {  // x != x
+    const std::string x = in(0);
+    add("not_equal", {{"X", {x}}, {"Y", {x}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(int32_t(-1))}});
+  }
+  void h_isinf() {  // x == +inf or x == -inf, as asked
+    const std::string x = in(0);
+    need_float(x);
+    const bool pos = ai("detect_positive", 1) != 0, neg = ai("detect_negative", 1) != 0;
+    if (!pos && !neg) unsupported("detect_positive and detect_negative both 0");
+    auto eq = [&](double v, const std::string& o) {
+      const_[in_name(0) + (v > 0 ? "/+inf" : "/-inf")] = cast_const(Tensor::from<double>({v}, Shape{1}), dtype(x));
+      add("equal", {{"X", {x}}, {"Y", {materialize(in_name(0) + (v > 0 ? "/+inf" : "/-inf"))}}}, {{"Out", {o}}}, {{"axis", Attribute(int32_t(-1))}});
+    };
+    const double inf = std::numeric_limits<double>::infinity();
+    if (pos && neg) {
+      std::string a = tmp(), b = tmp();
+      eq(inf, a), eq(-inf, b);
+      add("logical_or", {{"X", {a}}, {"Y", {b}}}, {{"Out", {out(0)}}});
+    } else if (pos || neg) {
+      eq(pos ? inf : -inf, out(0));
+    } else {
+      unsupported("detect_positive and detect_negative both 0");
+    }
+  }
+  void h_tile() {  // each axis repeated by concatenating copies
+    std::string x = in(0);
+    const auto reps = as_i64(need_const(1, "repeats"));
+    if (int(reps.size()) != rank(x)) fail(fmt::format("has {} repeats for rank {}", reps.size(), rank(x)));
+    for (size_t a = 0; a < reps.size(); ++a) {
+      if (reps[a] < 1) unsupported(fmt::format("repeats {} (oar tiles by 1 or more)", reps[a]));
+      if (reps[a] == 1) continue;
+      const bool last = std::all_of(reps.begin() + long(a) + 1, reps.end(), [](int64_t r) { return r == 1; });
+      std::string o = last ? out(0) : tmp();
+      add("concat", {{"X", std::vector<std::string>(size_t(reps[a]), x)}}, {{"Out", {o}}}, {{"axis", Attribute(int32_t(a))}});
+      x = o;
+    }
+    if (std::all_of(reps.begin(), reps.end(), [](int64_t r) { return r == 1; })) add("assign", {{"X", {x}}}, {{"Out", {out(0)}}});
+  }
   void h_split() {
     const Shape xs = in_shape(0);
     const int64_t axis = axis_in(ai("axis", 0), xs.rank());
@@ -933,6 +1053,17 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
       {"Relu", &I::h_unary},         {"Reshape", &I::h_reshape},      {"Selu", &I::h_selu},
       {"Shape", &I::h_shape},        {"Sigmoid", &I::h_unary},        {"Size", &I::h_size},
       {"Slice", &I::h_slice},        {"Softmax", &I::h_softmax},      {"Softplus", &I::h_unary},
+      {"Floor", &I::h_unary},        {"Ceil", &I::h_unary},           {"Round", &I::h_unary},
+      {"Sin", &I::h_unary},          {"Cos", &I::h_unary},            {"Tan", &I::h_unary},
+      {"Asin", &I::h_unary},         {"Acos", &I::h_unary},           {"Atan", &I::h_unary},
+      {"Sinh", &I::h_unary},         {"Cosh", &I::h_unary},           {"Asinh", &I::h_unary},
+      {"Acosh", &I::h_unary},        {"Atanh", &I::h_unary},          {"Sign", &I::h_sign},
+      {"Celu", &I::h_celu},          {"Where", &I::h_where},          {"TopK", &I::h_topk},
+      {"DepthToSpace", &I::h_depth_space},
+      {"SpaceToDepth", &I::h_depth_space},
+      {"InstanceNormalization", &I::h_instance_norm},
+      {"EyeLike", &I::h_eye_like},   {"IsNaN", &I::h_isnan},          {"IsInf", &I::h_isinf},
+      {"Tile", &I::h_tile},
       {"Softsign", &I::h_unary},     {"SoftmaxCrossEntropyLoss", &I::h_softmax_xent},     {"Split", &I::h_split},          {"Sqrt", &I::h_unary},
       {"Squeeze", &I::h_squeeze},    {"Sub", &I::h_binary},           {"Sum", &I::h_variadic},
       {"Tanh", &I::h_unary},         {"Transpose", &I::h_transpose},  {"Unsqueeze", &I::h_unsqueeze},

@@ -18,6 +18,7 @@ set(allowed_io       "core;ir;ops;device;runtime;io")
 set(allowed_api      "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runtime;io;api")
 set(allowed_dist     "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runtime;io;api;dist")
 set(allowed_serve    "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runtime;io;api;serve")
+set(allowed_onnx     "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runtime;io;api;onnx")
 
 # The layer of a path relative to the repository: include/oar/<layer>/..., kernels/... ; config.hpp is core.
 function(layer_of path out)

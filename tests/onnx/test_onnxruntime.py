@@ -14,43 +14,14 @@ order). Every check prints a line; any failure makes the exit status 1.
 """
 import argparse
 import os
-import shutil
-import subprocess
 import sys
-import time
 
 PIP_SECONDS = 240
 RTOL, ATOL = 1e-5, 1e-6
 
-
-def skip(why):
-    print(f"SKIP: {why}", flush=True)
-    sys.exit(77)
-
-
-def bootstrap(args):
-    venv = os.path.abspath(args.venv)
-    python = os.path.join(venv, "bin", "python")
-    marker = os.path.join(venv, ".oar_onnx_ready")
-    if not os.path.exists(marker):
-        print(f"creating {venv} (onnxruntime, onnx, numpy)", flush=True)
-        shutil.rmtree(venv, ignore_errors=True)
-        deadline = time.monotonic() + PIP_SECONDS
-        r = subprocess.run([sys.executable, "-m", "venv", venv], capture_output=True, text=True)
-        if r.returncode != 0:
-            skip(f"python3 -m venv failed (is python3-venv installed?): {r.stderr.strip()[-500:]}")
-        try:
-            r = subprocess.run([python, "-m", "pip", "install", "--disable-pip-version-check", "-q", "--timeout", "15", "--retries", "1",
-                                "onnxruntime", "onnx", "numpy"], capture_output=True, text=True, timeout=max(10, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            skip(f"pip install took over {PIP_SECONDS} s")
-        if r.returncode != 0:
-            skip(f"pip cannot install onnxruntime, onnx and numpy (no network?): {r.stderr.strip()[-800:]}")
-        r = subprocess.run([python, "-c", "import onnxruntime, onnx, numpy"], capture_output=True, text=True)
-        if r.returncode != 0:
-            skip(f"onnxruntime does not import in the venv: {r.stderr.strip()[-500:]}")
-        open(marker, "w").close()
-    os.execv(python, [python, os.path.abspath(__file__)] + sys.argv[1:])
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import pyvenv  # noqa: E402
 
 
 def main():
@@ -58,8 +29,7 @@ def main():
     ap.add_argument("--cases", required=True)
     ap.add_argument("--venv", required=True)
     args = ap.parse_args()
-    if os.path.realpath(sys.prefix) != os.path.realpath(args.venv):
-        bootstrap(args)
+    pyvenv.run_inside(args.venv, ["onnxruntime", "onnx", "numpy"], "import onnxruntime, onnx, numpy", __file__, PIP_SECONDS)
 
     import numpy as np
     import onnx

@@ -32,48 +32,12 @@ import traceback
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+import pyvenv  # noqa: E402
 from serve_common import TestTimeout, Server, check, fail, failures, ok, request, time_limit, verdict  # noqa: E402
 
 TEST_SECONDS = 120   # the whole run against the servers
 PIP_SECONDS = 150    # creating the venv and installing into it
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The venv: create it, install the clients, run this file again with its python.
-
-def in_venv(venv):
-    return os.path.realpath(sys.prefix) == os.path.realpath(venv)
-
-
-def skip(why):
-    print(f"SKIP: {why}", flush=True)
-    sys.exit(77)
-
-
-def bootstrap(args):
-    venv = os.path.abspath(args.venv)
-    python = os.path.join(venv, "bin", "python")
-    marker = os.path.join(venv, ".oar_serve_ready")
-    if not os.path.exists(marker):
-        print(f"creating {venv} (tritonclient[http], numpy)", flush=True)
-        shutil.rmtree(venv, ignore_errors=True)
-        deadline = time.monotonic() + PIP_SECONDS
-        r = subprocess.run([sys.executable, "-m", "venv", venv], capture_output=True, text=True)
-        if r.returncode != 0:
-            skip(f"python3 -m venv failed (is python3-venv installed?): {r.stderr.strip()[-500:]}")
-        try:
-            r = subprocess.run([python, "-m", "pip", "install", "--disable-pip-version-check", "-q", "--timeout", "15", "--retries", "1",
-                                "tritonclient[http]", "numpy"], capture_output=True, text=True, timeout=max(10, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            skip(f"pip install took over {PIP_SECONDS} s")
-        if r.returncode != 0:
-            skip(f"pip cannot install tritonclient[http] and numpy (no network?): {r.stderr.strip()[-800:]}")
-        r = subprocess.run([python, "-c", "import tritonclient.http, numpy"], capture_output=True, text=True)
-        if r.returncode != 0:
-            skip(f"tritonclient does not import after pip install: {r.stderr.strip()[-800:]}")
-        open(marker, "w").close()
-    sys.stdout.flush()
-    os.execv(python, [python, os.path.abspath(__file__)] + sys.argv[1:])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -799,6 +763,5 @@ if __name__ == "__main__":
     ap.add_argument("--data", required=True, help="the directory serve_fixture wrote")
     ap.add_argument("--venv", required=True, help="the venv with tritonclient[http] and numpy (created when missing)")
     args = ap.parse_args()
-    if not in_venv(args.venv):
-        bootstrap(args)
+    pyvenv.run_inside(args.venv, ["tritonclient[http]", "numpy"], "import tritonclient.http, numpy", __file__, PIP_SECONDS)
     sys.exit(main(args))

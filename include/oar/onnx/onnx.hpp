@@ -39,6 +39,9 @@ struct ExportOptions {
 /// parameters become initializers, unknown dims (-1, the batch) become symbolic dims, fused ops are expanded
 /// into ONNX ops. An op ONNX cannot express is an oar::Error naming the op and the line that created it.
 void export_model(const Model& model, const std::filesystem::path& path, const ExportOptions& options = {});
+/// The same for a program and the scope holding its parameters (`options.feeds` and `fetches` name the graph's
+/// inputs and outputs; fetches must be given).
+void export_program(const Program& program, const Scope& scope, const std::filesystem::path& path, const ExportOptions& options);
 /// The same for an inference-model directory (Model::save_inference, or Fluid's layout).
 void export_inference_model(const std::filesystem::path& model_dir, const std::filesystem::path& path, const ExportOptions& options = {});
 

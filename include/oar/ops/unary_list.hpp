@@ -33,6 +33,20 @@
   X(fusable,    softsign,     Softsign,    "",            0.f,   "",          0.f)   /* x / (1 + |x|) */                                \
   X(fusable,    gelu,         Gelu,        "approximate", false, "",          0.f)   /* x Phi(x); approximate: its tanh form */         \
   X(fusable,    erf,          Erf,         "",            0.f,   "",          0.f)   /* the error function (ONNX's Erf) */              \
+  X(fusable,    floor,        Floor,       "",            0.f,   "",          0.f)   /* round down (derivative 0) */                    \
+  X(fusable,    ceil,         Ceil,        "",            0.f,   "",          0.f)   /* round up (derivative 0) */                      \
+  X(fusable,    round,        Round,       "",            0.f,   "",          0.f)   /* to the nearest, ties to even (derivative 0) */  \
+  X(fusable,    sin,          Sin,         "",            0.f,   "",          0.f)                                                      \
+  X(fusable,    cos,          Cos,         "",            0.f,   "",          0.f)                                                      \
+  X(fusable,    tan,          Tan,         "",            0.f,   "",          0.f)                                                      \
+  X(fusable,    asin,         Asin,        "",            0.f,   "",          0.f)                                                      \
+  X(fusable,    acos,         Acos,        "",            0.f,   "",          0.f)                                                      \
+  X(fusable,    atan,         Atan,        "",            0.f,   "",          0.f)                                                      \
+  X(fusable,    sinh,         Sinh,        "",            0.f,   "",          0.f)                                                      \
+  X(fusable,    cosh,         Cosh,        "",            0.f,   "",          0.f)                                                      \
+  X(fusable,    asinh,        Asinh,       "",            0.f,   "",          0.f)                                                      \
+  X(fusable,    acosh,        Acosh,       "",            0.f,   "",          0.f)                                                      \
+  X(fusable,    atanh,        Atanh,       "",            0.f,   "",          0.f)                                                      \
   X(activation, leaky_relu,   LeakyRelu,   "alpha",       0.02f, "",          0.f)   /* x > 0 ? x : alpha x (alpha 0.02) */             \
   X(activation, elu,          Elu,         "alpha",       1.0f,  "",          0.f)   /* x > 0 ? x : alpha (e^x - 1) */                  \
   X(activation, relu6,        Relu6,       "threshold",   6.0f,  "",          0.f)   /* min(max(x, 0), threshold) */                    \
