@@ -323,7 +323,14 @@ class Importer {
                                                            {"Atan", "atan"},         {"Sinh", "sinh"},         {"Cosh", "cosh"}, {"Asinh", "asinh"},
                                                            {"Acosh", "acosh"},       {"Atanh", "atanh"}};
     only_outputs(1);
-    fused({in(0)}, "x0 " + tok.at(node_->op_type()), out(0));
+    const std::string x = in(0);
+    const DType dt = dtype(x);
+    if ((dt == DType::i32 || dt == DType::i64) && (node_->op_type() == "Neg" || node_->op_type() == "Abs")) {  // exact in f64
+      std::string r = fused_tmp({cast_to(x, DType::f64)}, "x0 " + tok.at(node_->op_type()));
+      add("cast", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(DType::f64))}, {"out_dtype", Attribute(int32_t(dt))}});
+      return;
+    }
+    fused({x}, "x0 " + tok.at(node_->op_type()), out(0));
   }
   void h_binary() {
     static const std::map<std::string, std::string> tok = {{"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"}};
@@ -471,6 +478,12 @@ class Importer {
     float lo = -std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::max();
     if (opset_ < 11) {
       lo = af("min", lo), hi = af("max", hi);
+    } else if ((has_in(1) && !const_in(1)) || (has_in(2) && !const_in(2))) {  // bounds computed at run time
+      std::vector<std::string> xs = {x};
+      std::string e = "x0";
+      if (has_in(1)) xs.push_back(in(1)), e += fmt::format(" x{} max", xs.size() - 1);
+      if (has_in(2)) xs.push_back(in(2)), e += fmt::format(" x{} min", xs.size() - 1);
+      return fused(xs, e, out(0));
     } else {
       if (has_in(1)) lo = float(need_const(1, "min").get(0));
       if (has_in(2)) hi = float(need_const(2, "max").get(0));
@@ -481,10 +494,18 @@ class Importer {
     if (const Tensor* t = const_in(0)) return set_reshaped_const(*t);
     add("assign", {{"X", {in(0)}}}, {{"Out", {out(0)}}});
   }
-  void h_dropout() {  // inference: the identity (a mask output or training_mode is not supported)
-    only_outputs(1);
+  void h_dropout() {  // inference: the identity, and a mask of all true (training_mode is not supported)
+    only_outputs(2);
     if (has_in(2) && need_const(2, "training_mode").get(0) != 0) unsupported("training_mode is true");
-    add("assign", {{"X", {in(0)}}}, {{"Out", {out(0)}}});
+    if (ai("is_test", 1) == 0 && opset_ < 7) unsupported("is_test 0");
+    const std::string x = in(0);
+    add("assign", {{"X", {x}}}, {{"Out", {out(0)}}});
+    if (has_out(1)) {
+      if (!shape(x).known()) unsupported(fmt::format("a mask output for an input of unknown shape {}", shape(x).str()));
+      Tensor m(shape(x), DType::boolean);
+      std::memset(m.raw(), 1, m.bytes());
+      set_const(1, m);
+    }
   }
 
   // ---- handlers: matrices, convolution, pooling, normalization
@@ -584,7 +605,7 @@ class Importer {
         {{"epsilon", Attribute(af("epsilon", 1e-5f))}, {"momentum", Attribute(af("momentum", 0.9f))}, {"is_test", Attribute(true)}});
   }
   void h_layer_norm() {
-    only_outputs(1);
+    only_outputs(3);
     const std::string x = in(0);
     need_float(x);
     const Shape xs = shape(x);
@@ -600,9 +621,26 @@ class Importer {
       reshape_to(in(i), {-1}, o);
       return o;
     };
-    std::vector<SlotArgs> ins = {{"X", {x}}, {"Scale", {flat(1)}}};
+    // Over every dim (axis 0): oar's layer_norm keeps at least one row, so X gets a leading dim of 1.
+    std::string xin = x;
+    if (axis == 0) {
+      xin = tmp();
+      add("unsqueeze", {{"X", {x}}}, {{"Out", {xin}}}, {{"axes", Attribute(std::vector<int32_t>{0})}});
+    }
+    std::vector<SlotArgs> ins = {{"X", {xin}}, {"Scale", {flat(1)}}};
     if (has_in(2)) ins.push_back({"Bias", {flat(2)}});
-    add("layer_norm", ins, {{"Y", {out(0)}}, {"Mean", {tmp()}}, {"Variance", {tmp()}}}, {{"begin_norm_axis", Attribute(int32_t(axis))}, {"epsilon", Attribute(af("epsilon", 1e-5f))}});
+    const std::string mean = tmp(), var = tmp();
+    const float eps = af("epsilon", 1e-5f);
+    const std::string y = axis == 0 ? tmp() : out(0);
+    add("layer_norm", ins, {{"Y", {y}}, {"Mean", {mean}}, {"Variance", {var}}}, {{"begin_norm_axis", Attribute(int32_t(axis == 0 ? 1 : axis))}, {"epsilon", Attribute(eps)}});
+    if (axis == 0) add("squeeze", {{"X", {y}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(std::vector<int32_t>{0})}});
+    // ONNX's Mean and InvStdDev keep X's rank, 1 in the normalized dims; oar's statistics are flat [rows].
+    if (has_out(1) || has_out(2)) {
+      std::vector<int64_t> s;
+      for (int i = 0; i < xs.rank(); ++i) s.push_back(i >= axis ? 1 : (xs[i] < 0 ? (i == 0 ? -1 : 0) : xs[i]));
+      if (has_out(1)) reshape_to(mean, s, out(1));
+      if (has_out(2)) reshape_to(fused_tmp({var}, fmt::format("x0 c:{} add sqrt reciprocal", double(eps))), s, out(2));
+    }
   }
   void h_softmax() {
     const bool log = node_->op_type() == "LogSoftmax";
@@ -874,27 +912,83 @@ class Importer {
     const_[zn] = z;
     fused({x, materialize(zn)}, "x0", out(0));
   }
-  void h_softmax_xent() {  // [N, C] scores, [N] class indices; no weights
-    only_outputs(1);
-    if (has_in(2)) unsupported("class weights");
-    const std::string x = in(0);
+  /// NegativeLogLikelihoodLoss over log-probabilities `x` [N, C, d1..dk] and class indices `target`
+  /// [N, d1..dk], with optional class weights and ignore_index, into output 0: the class axis moved last and
+  /// flattened to [M, C]; loss_m = -x[m, t_m] w_m with w_m = weight[t_m] (or 1), 0 where t_m is ignored (the
+  /// index made 0 there, so that it stays in range); reduction none, sum, or mean = sum / sum of w.
+  void nll(const std::string& x, const std::string& target, const std::string& weight) {
     need_float(x);
-    if (rank(x) != 2) unsupported(fmt::format("scores {} (oar takes [N, C])", shape(x).str()));
+    const Shape xs = shape(x), ts = shape(target);
+    const DType dt = dtype(x);
+    if (xs.rank() < 2) fail(fmt::format("needs scores [N, C, ...], got {}", xs.str()));
+    const int64_t classes = xs[1];
+    if (classes < 0) unsupported("a class dim of unknown size");
+    for (int i = 2; i < xs.rank(); ++i)
+      if (xs[i] < 0) unsupported(fmt::format("scores {} with dims of unknown size", xs.str()));
+    if (!is_integer(dtype(target))) fail(fmt::format("takes class indices, got {}", name(dtype(target))));
+    std::string scores = x;
+    if (xs.rank() > 2) {
+      std::vector<int64_t> perm = {0};
+      for (int i = 2; i < xs.rank(); ++i) perm.push_back(i);
+      perm.push_back(1);
+      std::string t = tmp();
+      add("transpose", {{"X", {x}}}, {{"Out", {t}}}, {{"axis", Attribute(i32(perm))}});
+      scores = t;
+    }
+    std::string flat = tmp(), idx = tmp();
+    reshape_to(scores, {-1, classes}, flat);
+    std::string t64 = dtype(target) == DType::i64 ? target : cast_to(target, DType::i64);
+    reshape_to(t64, {-1, 1}, idx);  // [M, 1]
+    std::string keep;  // 1 where the target counts, in x's dtype
+    if (attr("ignore_index")) {
+      const std::string ii = in_name(1) + "/ignore_index";
+      const_[ii] = Tensor::from<int64_t>({ai("ignore_index", 0)}, Shape{1});
+      std::string ne = tmp();
+      add("not_equal", {{"X", {idx}}, {"Y", {materialize(ii)}}}, {{"Out", {ne}}}, {{"axis", Attribute(int32_t(-1))}});
+      std::string safe = tmp();
+      add("elementwise_mul", {{"X", {idx}}, {"Y", {cast_to(ne, DType::i64)}}}, {{"Out", {safe}}}, {{"axis", Attribute(int32_t(-1))}});
+      idx = safe;
+      keep = cast_to(ne, dt);  // [M, 1]
+    }
+    std::string hot = tmp();
+    add("one_hot", {{"X", {idx}}}, {{"Out", {hot}}}, {{"depth", Attribute(int32_t(classes))}, {"dtype", Attribute(int32_t(dt))}});
+    std::string picked = tmp();  // [M, 1]: -x[m, t_m]
+    add("reduce_sum", {{"X", {fused_tmp({flat, hot}, "x0 x1 mul neg")}}}, {{"Out", {picked}}},
+        {{"dim", Attribute(std::vector<int32_t>{1})}, {"keep_dim", Attribute(true)}, {"reduce_all", Attribute(false)}});
+    std::string w = keep;
+    if (!weight.empty()) {
+      std::string flat_idx = tmp(), wm = tmp(), wm2 = tmp();
+      reshape_to(idx, {-1}, flat_idx);
+      add("gather", {{"X", {weight}}, {"Index", {flat_idx}}}, {{"Out", {wm}}});
+      reshape_to(wm, {-1, 1}, wm2);
+      w = keep.empty() ? wm2 : fused_tmp({wm2, keep}, "x0 x1 mul");
+    }
+    std::string loss = w.empty() ? picked : fused_tmp({picked, w}, "x0 x1 mul");
     const std::string reduction = as("reduction", "mean");
-    const bool ignoring = attr("ignore_index") != nullptr;
-    if (ignoring && reduction == "mean") unsupported("ignore_index with reduction mean");
-    std::string label = in(1);
-    if (dtype(label) != DType::i64) label = cast_to(label, DType::i64);
-    std::string l2 = tmp(), loss = tmp();
-    add("unsqueeze", {{"X", {label}}}, {{"Out", {l2}}}, {{"axes", Attribute(std::vector<int32_t>{1})}});
-    add("softmax_with_cross_entropy", {{"Logits", {x}}, {"Label", {l2}}}, {{"Softmax", {tmp()}}, {"Loss", {loss}}},
-        {{"ignore_index", Attribute(int32_t(ignoring ? ai("ignore_index", -100) : -100))}});
-    if (reduction == "none") return add("squeeze", {{"X", {loss}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(std::vector<int32_t>{1})}}), void();
-    std::string r = tmp();
-    if (reduction == "mean") add("mean", {{"X", {loss}}}, {{"Out", {r}}});
-    else if (reduction == "sum") add("reduce_sum", {{"X", {loss}}}, {{"Out", {r}}}, {{"reduce_all", Attribute(true)}, {"dim", Attribute(std::vector<int32_t>{})}});
+    if (reduction == "none") {
+      std::vector<int64_t> back = {ts[0] < 0 ? -1 : ts[0]};
+      for (int i = 1; i < ts.rank(); ++i) back.push_back(ts[i]);
+      return reshape_to(loss, back, out(0));
+    }
+    auto total = [&](const std::string& v) {
+      std::string r = tmp();
+      add("reduce_sum", {{"X", {v}}}, {{"Out", {r}}}, {{"dim", Attribute(std::vector<int32_t>{})}, {"keep_dim", Attribute(false)}, {"reduce_all", Attribute(true)}});
+      return r;
+    };
+    std::string r;
+    if (reduction == "sum") r = total(loss);
+    else if (reduction == "mean") r = w.empty() ? [&] { std::string m = tmp(); add("mean", {{"X", {loss}}}, {{"Out", {m}}}); return m; }()
+                                                : fused_tmp({total(loss), total(w)}, "x0 x1 div");
     else fail(fmt::format("reduction '{}' is not one of none, sum, mean", reduction));
     reshape_to(r, {}, out(0));  // a scalar, as ONNX's reduced loss is
+  }
+  void h_nll() { nll(in(0), in(1), has_in(2) ? in(2) : std::string()); }
+  void h_softmax_xent() {  // log_softmax over the class axis, then the NLL; log_prob (output 1) when asked
+    const std::string x = in(0);
+    need_float(x);
+    const std::string lp = has_out(1) ? out(1) : tmp();
+    add("log_softmax", {{"X", {x}}}, {{"Out", {lp}}}, {{"axis", Attribute(int32_t(1))}});
+    nll(lp, in(1), has_in(2) ? in(2) : std::string());
   }
   void h_sign() { unary_op("sign"); }
   void h_celu() {  // max(0, x) + min(0, alpha (e^(x / alpha) - 1))
@@ -903,8 +997,14 @@ class Importer {
   }
   void h_where() {  // c x + (1 - c) y with the condition as 0 or 1: exact for finite x and y
     const std::string x = in(1), y = in(2);
+    const DType dt = dtype(x);
+    if (dt == DType::i32 || dt == DType::i64) {  // in f64, exact for integers below 2^53
+      std::string r = fused_tmp({cast_to(in(0), DType::f64), cast_to(x, DType::f64), cast_to(y, DType::f64)}, "x0 x1 mul c:1 x0 sub x2 mul add");
+      add("cast", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(DType::f64))}, {"out_dtype", Attribute(int32_t(dt))}});
+      return;
+    }
     need_float(x);
-    fused({cast_to(in(0), dtype(x)), x, y}, "x0 x1 mul c:1 x0 sub x2 mul add", out(0));
+    fused({cast_to(in(0), dt), x, y}, "x0 x1 mul c:1 x0 sub x2 mul add", out(0));
   }
   void h_topk() {
     const std::string x = in(0);
@@ -1009,6 +1109,85 @@ class Importer {
     }
     if (std::all_of(reps.begin(), reps.end(), [](int64_t r) { return r == 1; })) add("assign", {{"X", {x}}}, {{"Out", {out(0)}}});
   }
+  void h_cast_like() {
+    const DType to = in_dtype(1);
+    if (const Tensor* t = const_in(0)) return set_const(0, cast_const(*t, to));
+    const std::string x = in(0);
+    for (DType t : {dtype(x), to})
+      if (t != DType::boolean && t != DType::i32 && t != DType::i64 && t != DType::f16 && t != DType::f32 && t != DType::f64 && t != DType::bf16)
+        unsupported(fmt::format("a cast from {} to {} (oar casts between bool, i32, i64, f16, f32, f64, bf16)", name(dtype(x)), name(to)));
+    add("cast", {{"X", {x}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(dtype(x)))}, {"out_dtype", Attribute(int32_t(to))}});
+  }
+  void h_trilu() {  // X times a constant mask of its last two dims (upper: j - i >= k; lower: j - i <= k)
+    const std::string x = in(0);
+    const Shape xs = shape(x);
+    if (xs.rank() < 2 || xs[xs.rank() - 1] < 0 || xs[xs.rank() - 2] < 0) unsupported(fmt::format("input {} (its last two dims must be known)", xs.str()));
+    const int64_t k = has_in(1) ? int64_t(need_const(1, "k").get(0)) : 0;
+    const bool upper = ai("upper", 1) != 0;
+    const int64_t rows = xs[xs.rank() - 2], cols = xs[xs.rank() - 1];
+    std::vector<double> m(static_cast<size_t>(rows * cols));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) m[size_t(i * cols + j)] = (upper ? j - i >= k : j - i <= k) ? 1 : 0;
+    const DType dt = dtype(x);
+    const bool ints = dt == DType::i32 || dt == DType::i64;
+    const std::string mn = in_name(0) + "/trilu_mask";
+    const_[mn] = cast_const(Tensor::from<double>(m, Shape{rows, cols}), ints ? DType::f64 : dt);
+    if (!ints) return fused({x, materialize(mn)}, "x0 x1 mul", out(0));
+    std::string r = fused_tmp({cast_to(x, DType::f64), materialize(mn)}, "x0 x1 mul");
+    add("cast", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(DType::f64))}, {"out_dtype", Attribute(int32_t(dt))}});
+  }
+  void h_hardmax() {  // one-hot of the first largest along the axis (before opset 13: of X flattened at axis)
+    const std::string x = in(0);
+    need_float(x);
+    const Shape xs = shape(x);
+    const int64_t axis = axis_in(ai("axis", opset_ >= 13 ? -1 : 1), xs.rank());
+    if (!xs.known()) unsupported(fmt::format("input {} of unknown shape", xs.str()));
+    std::vector<int64_t> s2;  // X as [rows, n] with the axis (or the flattened tail) last
+    std::string v = x;
+    std::vector<int64_t> perm;
+    if (opset_ < 13) {
+      s2 = {xs.numel(0, int(axis)), xs.numel(int(axis), xs.rank())};
+    } else {
+      for (int i = 0; i < xs.rank(); ++i)
+        if (i != axis) perm.push_back(i);
+      perm.push_back(axis);
+      if (axis != xs.rank() - 1) {
+        v = tmp();
+        add("transpose", {{"X", {x}}}, {{"Out", {v}}}, {{"axis", Attribute(i32(perm))}});
+      }
+      s2 = {xs.numel() / xs[int(axis)], xs[int(axis)]};
+    }
+    std::string flat = tmp(), am = tmp(), hot = tmp();
+    reshape_to(v, s2, flat);
+    add("arg_max", {{"X", {flat}}}, {{"Out", {am}}}, {{"axis", Attribute(int64_t(1))}, {"keepdims", Attribute(true)}});
+    add("one_hot", {{"X", {am}}}, {{"Out", {hot}}}, {{"depth", Attribute(int32_t(s2[1]))}, {"dtype", Attribute(int32_t(dtype(x)))}});
+    if (opset_ < 13 || axis == xs.rank() - 1) return reshape_to(hot, std::vector<int64_t>(xs.begin(), xs.end()), out(0));
+    std::vector<int64_t> moved;  // X's dims in the transposed order, then back
+    for (auto p : perm) moved.push_back(xs[int(p)]);
+    std::string r = tmp();
+    reshape_to(hot, moved, r);
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int64_t(i);
+    add("transpose", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(i32(inv))}});
+  }
+  void h_mod() {  // fmod 0: a - b floor(a / b) (the sign of b); fmod 1: a - b trunc(a / b) (the sign of a); in f64 for integers
+    const std::string a0 = in(0), b0 = in(1);
+    const DType dt = dtype(a0);
+    const bool ints = dt == DType::i32 || dt == DType::i64;
+    if (!ints) need_float(a0);
+    const std::string a = ints ? cast_to(a0, DType::f64) : a0, b = ints ? cast_to(b0, DType::f64) : b0;
+    std::string r;
+    if (ai("fmod", 0) == 0) {
+      if (!ints) unsupported("fmod 0 on floats");
+      r = fused_tmp({a, b}, "x0 x1 x0 x1 div floor mul sub");
+    } else {
+      std::string q = fused_tmp({a, b}, "x0 x1 div"), sg = tmp();
+      add("sign", {{"X", {q}}}, {{"Out", {sg}}});
+      r = fused_tmp({a, b, q, sg}, "x0 x1 x3 x2 abs floor mul mul sub");
+    }
+    if (!ints) return add("assign", {{"X", {r}}}, {{"Out", {out(0)}}}), void();
+    add("cast", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(DType::f64))}, {"out_dtype", Attribute(int32_t(dt))}});
+  }
   void h_split() {
     const Shape xs = in_shape(0);
     const int64_t axis = axis_in(ai("axis", 0), xs.rank());
@@ -1063,7 +1242,9 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
       {"SpaceToDepth", &I::h_depth_space},
       {"InstanceNormalization", &I::h_instance_norm},
       {"EyeLike", &I::h_eye_like},   {"IsNaN", &I::h_isnan},          {"IsInf", &I::h_isinf},
-      {"Tile", &I::h_tile},
+      {"Tile", &I::h_tile},          {"CastLike", &I::h_cast_like},   {"Trilu", &I::h_trilu},
+      {"Hardmax", &I::h_hardmax},    {"Mod", &I::h_mod},
+      {"NegativeLogLikelihoodLoss", &I::h_nll},
       {"Softsign", &I::h_unary},     {"SoftmaxCrossEntropyLoss", &I::h_softmax_xent},     {"Split", &I::h_split},          {"Sqrt", &I::h_unary},
       {"Squeeze", &I::h_squeeze},    {"Sub", &I::h_binary},           {"Sum", &I::h_variadic},
       {"Tanh", &I::h_unary},         {"Transpose", &I::h_transpose},  {"Unsqueeze", &I::h_unsqueeze},
