@@ -15,6 +15,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numbers>
 #include <numeric>
 #include <ranges>
 #include <set>
@@ -310,6 +311,77 @@ class Importer {
   }
   void reshape_to(const std::string& x, const std::vector<int64_t>& s, const std::string& o) {
     add("reshape", {{"X", {x}}}, {{"Out", {o}}}, {{"shape", Attribute(i32(s))}});
+  }
+
+  /// A constant of x's dtype made a persistable variable, under a name derived from the node's input `i`.
+  std::string const_var(const std::string& key, Tensor t) {
+    const std::string n = (node_ ? node_->output(0) : std::string("graph")) + "/" + key;
+    const_[n] = std::move(t);
+    return materialize(n, false);
+  }
+  /// x with its dim `axis` (of known size) in reverse order: gather along dim 0, the axis moved there and back.
+  std::string reverse(const std::string& x, int axis) {
+    const Shape xs = shape(x);
+    const int64_t n = xs[axis];
+    if (n < 0) unsupported(fmt::format("reversing a dim of unknown size in {}", xs.str()));
+    std::vector<int64_t> idx;
+    for (int64_t i = n - 1; i >= 0; --i) idx.push_back(i);
+    std::vector<int64_t> perm;
+    perm.push_back(axis);
+    for (int i = 0; i < xs.rank(); ++i)
+      if (i != axis) perm.push_back(i);
+    std::string v = x;
+    if (axis != 0) v = tmp(), add("transpose", {{"X", {x}}}, {{"Out", {v}}}, {{"axis", Attribute(i32(perm))}});
+    std::string g = tmp();
+    add("gather", {{"X", {v}}, {"Index", {const_var(fmt::format("reverse{}", axis), i64_tensor(idx, Shape{n}))}}}, {{"Out", {g}}});
+    if (axis == 0) return g;
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int64_t(i);
+    std::string o = tmp();
+    add("transpose", {{"X", {g}}}, {{"Out", {o}}}, {{"axis", Attribute(i32(inv))}});
+    return o;
+  }
+  /// Integer indices into a dim of size n with the negative ones counted from the end, as i64:
+  /// i + n (1 - sign(i + 1/2)) / 2, in f64 (exact for any index).
+  std::string wrap_negative(const std::string& idx, int64_t n) {
+    std::string f = cast_to(idx, DType::f64), sh = tmp(), sg = tmp();
+    add("fused_elementwise", {{"X", {f}}}, {{"Out", {sh}}}, {{"expression", Attribute(std::string("x0 c:0.5 add"))}});
+    add("sign", {{"X", {sh}}}, {{"Out", {sg}}});
+    return cast_to(fused_tmp({f, sg}, fmt::format("x0 c:1 x1 sub c:{} mul add", double(n) / 2)), DType::i64);
+  }
+  /// transpose(x, perm) and the permutation that undoes it.
+  static std::vector<int64_t> inverse(const std::vector<int64_t>& perm) {
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int64_t(i);
+    return inv;
+  }
+  std::string transposed(const std::string& x, const std::vector<int64_t>& perm) {
+    bool id = true;
+    for (size_t i = 0; i < perm.size(); ++i) id = id && perm[i] == int64_t(i);
+    if (id) return x;
+    std::string o = tmp();
+    add("transpose", {{"X", {x}}}, {{"Out", {o}}}, {{"axis", Attribute(i32(perm))}});
+    return o;
+  }
+  /// The permutation that moves `axis` last.
+  static std::vector<int64_t> axis_last(int rank, int64_t axis) {
+    std::vector<int64_t> p;
+    for (int i = 0; i < rank; ++i)
+      if (i != axis) p.push_back(i);
+    p.push_back(axis);
+    return p;
+  }
+  std::string to_f64_if_int(const std::string& x) {
+    const DType t = dtype(x);
+    if (t == DType::i32 || t == DType::i64) return cast_to(x, DType::f64);
+    need_float(x);
+    return x;
+  }
+  /// r (f64 when `like` is an integer tensor) into output 0 in like's dtype.
+  void out_like(const std::string& r, const std::string& like) {
+    const DType t = dtype(like);
+    if (dtype(r) == t) return add("assign", {{"X", {r}}}, {{"Out", {out(0)}}}), void();
+    add("cast", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(dtype(r)))}, {"out_dtype", Attribute(int32_t(t))}});
   }
 
   // ---- handlers: element-wise
@@ -864,6 +936,7 @@ class Importer {
     std::string x = in(0);
     need_float(x);
     const Shape xs = shape(x);
+    if (t == "ReduceProd") return reduce_prod(x);
     std::vector<int64_t> axes = t == "ReduceSum" && opset_ >= 13 ? (has_in(1) ? as_i64(need_const(1, "axes")) : std::vector<int64_t>{}) : ais("axes");
     const bool keep = ai("keepdims", 1) != 0;
     if (axes.empty() && ai("noop_with_empty_axes", 0) != 0) return add("assign", {{"X", {x}}}, {{"Out", {out(0)}}}), void();
@@ -885,12 +958,97 @@ class Importer {
     }
     if (scalar) reshape_to(r, {}, out(0));
   }
+  /// exp(sum log |x|), negated when an odd number of the factors is negative: cos(pi * count).
+  void reduce_prod(const std::string& x) {
+    const Shape xs = shape(x);
+    std::vector<int64_t> axes = ais("axes");
+    const bool keep = ai("keepdims", 1) != 0;
+    for (auto& a : axes) a = axis_in(a, xs.rank());
+    const bool scalar = (axes.empty() || axes.size() == size_t(xs.rank())) && !keep;
+    const std::map<std::string, Attribute> red = {{"dim", Attribute(i32(axes))}, {"keep_dim", Attribute(keep)}, {"reduce_all", Attribute(axes.empty())}};
+    std::string logs = tmp(), negs = tmp(), sg = tmp();
+    add("reduce_sum", {{"X", {fused_tmp({x}, "x0 abs log")}}}, {{"Out", {logs}}}, red);
+    add("sign", {{"X", {x}}}, {{"Out", {sg}}});
+    add("reduce_sum", {{"X", {fused_tmp({sg}, "c:1 x0 sub c:0.5 mul")}}}, {{"Out", {negs}}}, red);
+    const std::string expr = fmt::format("x0 exp x1 c:{} mul cos mul", std::numbers::pi);
+    if (!scalar) return fused({logs, negs}, expr, out(0));
+    reshape_to(fused_tmp({logs, negs}, expr), {}, out(0));
+  }
   void h_arg() {
-    if (ai("select_last_index", 0) != 0) unsupported("select_last_index 1");
     const std::string x = in(0);
     need_float(x);
-    add(node_->op_type() == "ArgMax" ? "arg_max" : "arg_min", {{"X", {x}}}, {{"Out", {out(0)}}},
-        {{"axis", Attribute(int64_t(axis_in(ai("axis", 0), rank(x))))}, {"keepdims", Attribute(ai("keepdims", 1) != 0)}});
+    const int64_t axis = axis_in(ai("axis", 0), rank(x));
+    const std::map<std::string, Attribute> attrs = {{"axis", Attribute(axis)}, {"keepdims", Attribute(ai("keepdims", 1) != 0)}};
+    const std::string type = node_->op_type() == "ArgMax" ? "arg_max" : "arg_min";
+    if (ai("select_last_index", 0) == 0) return add(type, {{"X", {x}}}, {{"Out", {out(0)}}}, attrs), void();
+    // The last of equal extremes: the first one in X reversed along the axis, counted back: n - 1 - i.
+    const int64_t n = shape(x)[int(axis)];
+    std::string r = tmp(), neg = tmp();
+    add(type, {{"X", {reverse(x, int(axis))}}}, {{"Out", {r}}}, attrs);
+    add("elementwise_mul", {{"X", {r}}, {"Y", {const_var("minus1", i64_tensor({-1}, Shape{1}))}}}, {{"Out", {neg}}}, {{"axis", Attribute(int32_t(-1))}});
+    add("elementwise_add", {{"X", {neg}}, {"Y", {const_var("last", i64_tensor({n - 1}, Shape{1}))}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(int32_t(-1))}});
+  }
+  void h_gather_elements() {  // out[..i..] = data[..indices[..i..]..] along axis: a one-hot product summed
+    const std::string data = in(0);
+    const Shape ds = shape(data), is = in_shape(1);
+    const int r = ds.rank();
+    const int64_t axis = axis_in(ai("axis", 0), r);
+    if (is.rank() != r || !ds.known() || !is.known()) unsupported(fmt::format("data {} and indices {} (oar needs known shapes of one rank)", ds.str(), is.str()));
+    for (int i = 0; i < r; ++i)
+      if (i != axis && is[i] != ds[i]) unsupported(fmt::format("indices {} narrower than data {} off the axis", is.str(), ds.str()));
+    const int64_t n = ds[int(axis)], m = is[int(axis)], rows = ds.numel() / n;
+    const auto perm = axis_last(r, axis);
+    std::string d = transposed(to_f64_if_int(data), perm);
+    std::string idx = transposed(wrap_negative(in(1), n), perm);
+    std::string i2 = tmp(), hot = tmp(), hot3 = tmp(), d3 = tmp(), sum = tmp(), back = tmp();
+    reshape_to(idx, {-1, 1}, i2);
+    add("one_hot", {{"X", {i2}}}, {{"Out", {hot}}}, {{"depth", Attribute(int32_t(n))}, {"dtype", Attribute(int32_t(dtype(d)))}});
+    reshape_to(hot, {rows, m, n}, hot3);
+    reshape_to(d, {rows, 1, n}, d3);
+    add("reduce_sum", {{"X", {fused_tmp({d3, hot3}, "x0 x1 mul")}}}, {{"Out", {sum}}},
+        {{"dim", Attribute(std::vector<int32_t>{2})}, {"keep_dim", Attribute(false)}, {"reduce_all", Attribute(false)}});
+    std::vector<int64_t> moved;
+    for (auto p : perm) moved.push_back(is[int(p)]);
+    reshape_to(sum, moved, back);
+    out_like(transposed(back, inverse(perm)), data);
+  }
+  void h_cumsum() {  // along the axis (moved last): a product with a triangle of ones
+    const std::string x = in(0);
+    const Shape xs = shape(x);
+    const int64_t axis = axis_in(int64_t(need_const(1, "axis").get(0)), xs.rank());
+    const int64_t n = xs[int(axis)];
+    if (n < 0) unsupported(fmt::format("a cumulative sum over a dim of unknown size in {}", xs.str()));
+    const bool excl = ai("exclusive", 0) != 0, rev = ai("reverse", 0) != 0;
+    std::string f = to_f64_if_int(x);
+    std::vector<double> t(static_cast<size_t>(n * n));
+    for (int64_t i = 0; i < n; ++i)  // y_j = sum_i x_i T[i][j]
+      for (int64_t j = 0; j < n; ++j) t[size_t(i * n + j)] = rev ? (excl ? i > j : i >= j) : (excl ? i < j : i <= j);
+    const auto perm = axis_last(xs.rank(), axis);
+    std::string v = transposed(f, perm), y = tmp();
+    add("matmul", {{"X", {v}}, {"Y", {const_var("cumsum", cast_const(Tensor::from<double>(t, Shape{n, n}), dtype(f)))}}}, {{"Out", {y}}});
+    out_like(transposed(y, inverse(perm)), x);
+  }
+  void h_onehot() {  // off + (on - off) one_hot(index, depth), the new dim moved to `axis`
+    const std::string idx = in(0);
+    const int64_t depth = int64_t(need_const(1, "depth").get(0));
+    const Tensor& values = need_const(2, "values");
+    if (values.numel() != 2) fail(fmt::format("values must hold [off, on], got {}", values.numel()));
+    const Shape is = shape(idx);
+    if (!is.known()) unsupported(fmt::format("indices {} of unknown shape", is.str()));
+    const DType vt = values.dtype();
+    if (vt != DType::f32 && vt != DType::f64) unsupported(fmt::format("values of {}", name(vt)));
+    std::string i2 = tmp(), hot = tmp(), full = tmp();
+    reshape_to(wrap_negative(idx, depth), {-1, 1}, i2);
+    add("one_hot", {{"X", {i2}}}, {{"Out", {hot}}}, {{"depth", Attribute(int32_t(depth))}, {"dtype", Attribute(int32_t(vt))}});
+    const double off = values.get(0), on = values.get(1);
+    std::vector<int64_t> s(is.begin(), is.end());
+    s.push_back(depth);
+    reshape_to(fused_tmp({hot}, fmt::format("x0 c:{} mul c:{} add", on - off, off)), s, full);
+    const int r = is.rank() + 1;
+    const int64_t axis = axis_in(ai("axis", -1), r);
+    std::vector<int64_t> perm;  // the last dim to `axis`
+    for (int i = 0, k = 0; i < r; ++i) perm.push_back(i == axis ? r - 1 : k++);
+    add("assign", {{"X", {transposed(full, perm)}}}, {{"Out", {out(0)}}});
   }
   void h_range() {
     if (!all_const()) unsupported("Range over values computed at run time");
@@ -1243,7 +1401,8 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
       {"InstanceNormalization", &I::h_instance_norm},
       {"EyeLike", &I::h_eye_like},   {"IsNaN", &I::h_isnan},          {"IsInf", &I::h_isinf},
       {"Tile", &I::h_tile},          {"CastLike", &I::h_cast_like},   {"Trilu", &I::h_trilu},
-      {"Hardmax", &I::h_hardmax},    {"Mod", &I::h_mod},
+      {"Hardmax", &I::h_hardmax},    {"Mod", &I::h_mod},              {"GatherElements", &I::h_gather_elements},
+      {"CumSum", &I::h_cumsum},      {"OneHot", &I::h_onehot},        {"ReduceProd", &I::h_reduce},
       {"NegativeLogLikelihoodLoss", &I::h_nll},
       {"Softsign", &I::h_unary},     {"SoftmaxCrossEntropyLoss", &I::h_softmax_xent},     {"Split", &I::h_split},          {"Sqrt", &I::h_unary},
       {"Squeeze", &I::h_squeeze},    {"Sub", &I::h_binary},           {"Sum", &I::h_variadic},
