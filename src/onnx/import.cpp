@@ -404,7 +404,12 @@ class Importer {
     }
     fused({x}, "x0 " + tok.at(node_->op_type()), out(0));
   }
+  /// Before opset 7, Add and the like broadcast only when told (`broadcast`, `axis`): refused.
+  void no_legacy_broadcast() const {
+    if (opset_ < 7 && ai("broadcast", 0) != 0) unsupported("the legacy broadcast attribute (before opset 7)");
+  }
   void h_binary() {
+    no_legacy_broadcast();
     static const std::map<std::string, std::string> tok = {{"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"}};
     const std::string& t = tok.at(node_->op_type());
     if (all_const() && is_integer(in_dtype(0)) && is_integer(in_dtype(1)) && t != "pow") return fold_int_binary(t);
@@ -457,6 +462,7 @@ class Importer {
     add(op, {{"X", {a}}, {"Y", {b}}}, {{"Out", {out(0)}}}, attrs);
   }
   void h_compare() {
+    no_legacy_broadcast();
     static const std::map<std::string, std::pair<std::string, std::string>> ops = {{"Equal", {"equal", "equal"}},
                                                                                  {"Less", {"less_than", "greater_than"}},
                                                                                  {"Greater", {"greater_than", "less_than"}},
@@ -466,6 +472,7 @@ class Importer {
     fluid_binary(in(0), in(1), type, type == "equal", flipped, kNumbers, true);
   }
   void h_logical() {
+    no_legacy_broadcast();
     static const std::map<std::string, std::string> ops = {{"And", "logical_and"}, {"Or", "logical_or"}, {"Xor", "logical_xor"}};
     fluid_binary(in(0), in(1), ops.at(node_->op_type()), true, "", kBools, false);
   }
@@ -510,6 +517,7 @@ class Importer {
     return o;
   }
   std::string cast_to(const std::string& x, DType to) {
+    if (dtype(x) == to) return x;
     std::string o = tmp();
     add("cast", {{"X", {x}}}, {{"Out", {o}}}, {{"in_dtype", Attribute(int32_t(dtype(x)))}, {"out_dtype", Attribute(int32_t(to))}});
     return o;
@@ -668,6 +676,8 @@ class Importer {
   void h_batch_norm() {
     only_outputs(1);
     if (ai("training_mode", 0) != 0) unsupported("training_mode 1");
+    if (ai("spatial", 1) != 1) unsupported("spatial 0 (statistics per element, before opset 9)");
+    if (opset_ < 7 && ai("is_test", 0) == 0) unsupported("is_test 0 (training, before opset 7)");
     const std::string x = in(0);
     need_float(x);
     // Fluid's layout: the running statistics updated in place (is_test leaves them), the batch's kept for the gradient.
@@ -1149,6 +1159,14 @@ class Importer {
     nll(lp, in(1), has_in(2) ? in(2) : std::string());
   }
   void h_sign() { unary_op("sign"); }
+  void h_thresholded_relu() {  // x where x > alpha, else 0
+    const std::string x = in(0);
+    need_float(x);
+    std::string gt = tmp();
+    add("greater_than", {{"X", {x}}, {"Y", {const_var("alpha", cast_const(Tensor::from<double>({double(af("alpha", 1.0f))}, Shape{1}), dtype(x)))}}},
+        {{"Out", {gt}}}, {{"axis", Attribute(int32_t(-1))}});
+    fused({x, cast_to(gt, dtype(x))}, "x0 x1 mul", out(0));
+  }
   void h_celu() {  // max(0, x) + min(0, alpha (e^(x / alpha) - 1))
     const double a = af("alpha", 1.0f);
     fused({in(0)}, fmt::format("x0 relu x0 c:{} div exp c:1 sub c:{} mul c:0 min add", a, a), out(0));
@@ -1280,9 +1298,18 @@ class Importer {
     const std::string x = in(0);
     const Shape xs = shape(x);
     if (xs.rank() < 2 || xs[xs.rank() - 1] < 0 || xs[xs.rank() - 2] < 0) unsupported(fmt::format("input {} (its last two dims must be known)", xs.str()));
-    const int64_t k = has_in(1) ? int64_t(need_const(1, "k").get(0)) : 0;
     const bool upper = ai("upper", 1) != 0;
     const int64_t rows = xs[xs.rank() - 2], cols = xs[xs.rank() - 1];
+    if (has_in(1) && !const_in(1)) {  // k at run time: the mask from sign(j - i - k + 1/2) (upper) or sign(k - (j - i) + 1/2)
+      std::vector<double> d(static_cast<size_t>(rows * cols));
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) d[size_t(i * cols + j)] = double(j - i);
+      std::string dv = const_var("trilu_diag", Tensor::from<double>(d, Shape{rows, cols})), sg = tmp();
+      add("sign", {{"X", {fused_tmp({dv, cast_to(in(1), DType::f64)}, upper ? "x0 x1 sub c:0.5 add" : "x1 x0 sub c:0.5 add")}}}, {{"Out", {sg}}});
+      const std::string xf = dtype(x) == DType::f64 ? x : cast_to(to_f64_if_int(x), DType::f64);  // the mask is f64
+      return out_like(fused_tmp({xf, sg}, "x0 x1 c:1 add c:0.5 mul mul"), x);
+    }
+    const int64_t k = has_in(1) ? int64_t(need_const(1, "k").get(0)) : 0;
     std::vector<double> m(static_cast<size_t>(rows * cols));
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j) m[size_t(i * cols + j)] = (upper ? j - i >= k : j - i <= k) ? 1 : 0;
@@ -1402,6 +1429,7 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
       {"EyeLike", &I::h_eye_like},   {"IsNaN", &I::h_isnan},          {"IsInf", &I::h_isinf},
       {"Tile", &I::h_tile},          {"CastLike", &I::h_cast_like},   {"Trilu", &I::h_trilu},
       {"Hardmax", &I::h_hardmax},    {"Mod", &I::h_mod},              {"GatherElements", &I::h_gather_elements},
+      {"ThresholdedRelu", &I::h_thresholded_relu},
       {"CumSum", &I::h_cumsum},      {"OneHot", &I::h_onehot},        {"ReduceProd", &I::h_reduce},
       {"NegativeLogLikelihoodLoss", &I::h_nll},
       {"Softsign", &I::h_unary},     {"SoftmaxCrossEntropyLoss", &I::h_softmax_xent},     {"Split", &I::h_split},          {"Sqrt", &I::h_unary},

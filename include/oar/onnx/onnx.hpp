@@ -16,8 +16,9 @@
 
 namespace oar::onnx {
 
-/// The opsets export writes and import reads (of the default domain "" / ai.onnx).
-inline constexpr int64_t kMinOpset = 7, kMaxOpset = 17;
+/// The ai.onnx opsets import reads (export writes 13..17). Before opset 7 element-wise ops broadcast only
+/// through a `broadcast` attribute, which import refuses; ops whose meaning has not changed since read as now.
+inline constexpr int64_t kMinOpset = 1, kMaxOpset = 17;
 
 /// What import_model throws for a node, attribute or type oar cannot run (as opposed to a malformed model,
 /// which is a plain oar::Error): the node-test driver counts these as unsupported, not failed.
