@@ -3,7 +3,7 @@
 
     test_onnxruntime.py --cases DIR --venv VENV_DIR
 
-DIR holds what `onnx_fixture DIR` wrote: one directory per exported model, in the layout of ONNX's node tests
+Each DIR (--cases may repeat) holds what `onnx_fixture DIR [SEQ_DIR]` wrote: one directory per exported model, in the layout of ONNX's node tests
 (model.onnx, test_data_set_0/input_K.pb, output_K.pb: oar's outputs). The test first makes VENV_DIR
 (python3 -m venv; pip install onnxruntime onnx numpy) unless it is there, and runs again with its python;
 when pip cannot install them (no network) it prints `SKIP: ...` and exits 77.
@@ -26,7 +26,7 @@ import pyvenv  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", required=True)
+    ap.add_argument("--cases", required=True, action="append", help="a directory of exported models (repeatable)")
     ap.add_argument("--venv", required=True)
     args = ap.parse_args()
     pyvenv.run_inside(args.venv, ["onnxruntime", "onnx", "numpy"], "import onnxruntime, onnx, numpy", __file__, PIP_SECONDS)
@@ -38,12 +38,12 @@ def main():
 
     print(f"onnxruntime {ort.__version__}, onnx {onnx.__version__}", flush=True)
     failures = 0
-    cases = sorted(d for d in os.listdir(args.cases) if os.path.isfile(os.path.join(args.cases, d, "model.onnx")))
+    cases = sorted(os.path.join(root, d) for root in args.cases for d in os.listdir(root) if os.path.isfile(os.path.join(root, d, "model.onnx")))
     if not cases:
-        print(f"FAIL: no exported models in {args.cases}")
+        print(f"FAIL: no exported models in {', '.join(args.cases)}")
         return 1
-    for case in cases:
-        path = os.path.join(args.cases, case)
+    for path in cases:
+        case = os.path.basename(path)
         try:
             model = onnx.load(os.path.join(path, "model.onnx"))
             onnx.checker.check_model(model, full_check=True)
