@@ -497,6 +497,68 @@ class Exporter {
       return bind(out_var(op, "Y"), o);
     }
     if (t == "softmax_with_cross_entropy") return softmax_xent(op);
+    static const std::map<std::string, std::string> compare = {{"less_than", "Less"}, {"less_equal", "LessOrEqual"}, {"greater_than", "Greater"},
+                                                               {"greater_equal", "GreaterOrEqual"}, {"equal", "Equal"}, {"not_equal", "Equal"}};
+    if (auto it = compare.find(t); it != compare.end()) {
+      const auto& xn = op.input("X").at(0);
+      auto y = fluid_broadcast_y(op, xn, op.input("Y").at(0), op.attr_or<int32_t>("axis", -1));
+      std::string o = apply(it->second, {value(xn), y}, op);
+      if (t == "not_equal") o = apply("Not", {o}, op);
+      return bind(out_var(op, "Out"), o);
+    }
+    static const std::map<std::string, std::string> logical = {{"logical_and", "And"}, {"logical_or", "Or"}, {"logical_xor", "Xor"}};
+    if (auto it = logical.find(t); it != logical.end()) return bind(out_var(op, "Out"), apply(it->second, {in(op, "X"), in(op, "Y")}, op));
+    if (t == "logical_not") return bind(out_var(op, "Out"), apply("Not", {in(op, "X")}, op));
+    if (t == "sigmoid_cross_entropy_with_logits") {  // max(x, 0) - x l + log(1 + e^-|x|); 0 where l is ignore_index
+      const auto& xn = op.input("X").at(0);
+      std::string x = value(xn), l = in(op, "Label");
+      std::string o = apply("Add", {apply("Sub", {apply("Relu", {x}, op), apply("Mul", {x, l}, op)}, op),
+                                    apply("Softplus", {apply("Neg", {apply("Abs", {x}, op)}, op)}, op)}, op);
+      const int32_t ii = op.attr_or<int32_t>("ignore_index", -100);
+      if (ii != -100) o = apply("Where", {apply("Equal", {l, scalar(ii, dtype(xn))}, op), scalar(0, dtype(xn)), o}, op);
+      return bind(out_var(op, "Out"), o);
+    }
+    if (t == "conv2d_transpose") {
+      if (op.attr_or<std::string>("data_format", "NCHW") != "NCHW") fail(op, "has a data_format other than NCHW");
+      const Shape& fs = shape(op.input("Filter").at(0));
+      auto p = op.attr<std::vector<int32_t>>("paddings");
+      std::string o = fresh("t");
+      auto& n = node("ConvTranspose", {in(op, "Input"), in(op, "Filter")}, {o}, op);
+      attr(n, "kernel_shape", std::vector<int64_t>{fs[2], fs[3]});
+      attr(n, "pads", std::vector<int64_t>{p[0], p[1], p[0], p[1]});
+      attr(n, "strides", i64(op.attr<std::vector<int32_t>>("strides")));
+      attr(n, "dilations", i64(op.attr<std::vector<int32_t>>("dilations")));
+      attr(n, "group", int64_t(op.attr<int32_t>("groups")));
+      const auto os = op.attr<std::vector<int32_t>>("output_size");
+      if (!os.empty()) attr(n, "output_shape", i64(os));
+      return bind(out_var(op, "Output"), o);
+    }
+    if (t == "one_hot") {  // X [N, 1] of class indices -> [N, depth] of 0 and 1
+      const DType dt = DType(op.attr_or<int32_t>("dtype", int32_t(DType::f32)));
+      std::string ids = apply("Squeeze", {in(op, "X"), ints({-1})}, op);
+      Tensor vals(Shape{2}, dt);
+      if (dt == DType::f64) vals.data<double>()[0] = 0, vals.data<double>()[1] = 1;
+      else if (dt == DType::f32) vals.data<float>()[0] = 0, vals.data<float>()[1] = 1;
+      else fail(op, fmt::format("has dtype {} (exported for f32 and f64)", name(dt)));
+      std::string o = fresh("t");
+      attr(node("OneHot", {ids, ints({op.attr<int32_t>("depth")}), initializer(vals, "one_hot_values")}, {o}, op), "axis", int64_t(-1));
+      return bind(out_var(op, "Out"), o);
+    }
+    if (t == "fill_constant") {
+      std::vector<int64_t> dims;
+      for (auto v : op.attr<std::vector<int64_t>>("shape")) dims.push_back(v);
+      const DType dt = DType(op.attr_or<int32_t>("dtype", int32_t(DType::f32)));
+      Tensor c(Shape(dims), dt);
+      const double v = op.attr<float>("value");
+      for (int64_t i = 0; i < c.numel(); ++i)
+        visit_dtype(dt, [&](auto tag) {
+          using T = typename decltype(tag)::type;
+          if constexpr (std::is_arithmetic_v<T>) c.data<T>()[i] = static_cast<T>(v);
+          else fail(op, fmt::format("has dtype {}", name(dt)));
+        });
+      const std::string& o = out_var(op, "Out");
+      return bind(o, apply("Identity", {initializer(c, o)}, op));
+    }
     fail(op, "has no ONNX equivalent in this exporter");
   }
 

@@ -442,6 +442,7 @@ class Importer {
       unsupported(fmt::format("its inputs are {}; oar's {} runs on {}", name(dtype(a)), type, fmt::join(dtypes | std::views::transform(name), ", ")));
     if (!broadcasts && shape(a) != shape(b)) unsupported(fmt::format("{} and {} differ in shape; oar's {} broadcasts nothing", shape(a).str(), shape(b).str(), type));
     auto fits = [&](const Shape& x, const Shape& y) {
+      if (x == y) return true;  // one shape (an unknown batch dim on both: they must agree when run)
       if (y.known() && y.numel() == 1) return true;
       if (y.rank() > x.rank()) return false;
       for (int i = 1; i <= y.rank(); ++i)
@@ -641,6 +642,32 @@ class Importer {
     if (!has_in(2)) return add("conv2d", {{"Input", {x}}, {"Filter", {w}}}, {{"Output", {out(0)}}}, attrs), void();
     std::string c = tmp();
     add("conv2d", {{"Input", {x}}, {"Filter", {w}}}, {{"Output", {c}}}, attrs);
+    add("elementwise_add", {{"X", {c}}, {"Y", {in(2)}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(int32_t(1))}});
+  }
+  void h_conv_transpose() {
+    const std::string x = in(0), w = in(1);
+    need_float(x);
+    const Shape xs = shape(x), ws = shape(w);
+    if (xs.rank() != 4) unsupported(fmt::format("a {}-D transposed convolution (oar has 2-D)", xs.rank() - 2));
+    if (as("auto_pad", "NOTSET") != "NOTSET") unsupported(fmt::format("auto_pad {}", as("auto_pad", "")));
+    for (auto v : ais("output_padding", {0, 0}))
+      if (v != 0) unsupported(fmt::format("output_padding [{}]", fmt::join(ais("output_padding"), ", ")));
+    const auto k = ais("kernel_shape", {ws[2], ws[3]});
+    if (k != std::vector<int64_t>{ws[2], ws[3]}) fail(fmt::format("kernel_shape [{}] differs from W {}", fmt::join(k, ", "), ws.str()));
+    const auto p = ais("pads", {0, 0, 0, 0});
+    if (p.size() != 4 || p[0] != p[2] || p[1] != p[3]) unsupported(fmt::format("pads [{}] (oar pads both sides alike)", fmt::join(p, ", ")));
+    std::map<std::string, Attribute> attrs = {{"strides", Attribute(i32(ais("strides", {1, 1})))},
+                                              {"paddings", Attribute(std::vector<int32_t>{int32_t(p[0]), int32_t(p[1])})},
+                                              {"dilations", Attribute(i32(ais("dilations", {1, 1})))},
+                                              {"groups", Attribute(int32_t(ai("group", 1)))}};
+    if (attr("output_shape")) {
+      auto os = ais("output_shape");
+      if (os.size() != 2) unsupported(fmt::format("output_shape [{}]", fmt::join(os, ", ")));
+      attrs["output_size"] = Attribute(i32(os));
+    }
+    if (!has_in(2)) return add("conv2d_transpose", {{"Input", {x}}, {"Filter", {w}}}, {{"Output", {out(0)}}}, attrs), void();
+    std::string c = tmp();
+    add("conv2d_transpose", {{"Input", {x}}, {"Filter", {w}}}, {{"Output", {c}}}, attrs);
     add("elementwise_add", {{"X", {c}}, {"Y", {in(2)}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(int32_t(1))}});
   }
   void h_pool() {
@@ -1044,7 +1071,7 @@ class Importer {
     const Tensor& values = need_const(2, "values");
     if (values.numel() != 2) fail(fmt::format("values must hold [off, on], got {}", values.numel()));
     const Shape is = shape(idx);
-    if (!is.known()) unsupported(fmt::format("indices {} of unknown shape", is.str()));
+    if (std::count(is.begin(), is.end(), int64_t(-1)) > 1) unsupported(fmt::format("indices {} with several dims of unknown size", is.str()));
     const DType vt = values.dtype();
     if (vt != DType::f32 && vt != DType::f64) unsupported(fmt::format("values of {}", name(vt)));
     std::string i2 = tmp(), hot = tmp(), full = tmp();
@@ -1393,7 +1420,7 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
       {"ArgMin", &I::h_arg},         {"AveragePool", &I::h_pool},     {"BatchNormalization", &I::h_batch_norm},
       {"Cast", &I::h_cast},          {"Clip", &I::h_clip},            {"Concat", &I::h_concat},
       {"Constant", &I::h_constant},  {"ConstantOfShape", &I::h_constant_of_shape},
-      {"Conv", &I::h_conv},          {"Div", &I::h_binary},           {"Dropout", &I::h_dropout},
+      {"Conv", &I::h_conv},          {"ConvTranspose", &I::h_conv_transpose},          {"Div", &I::h_binary},           {"Dropout", &I::h_dropout},
       {"Elu", &I::h_elu},            {"Erf", &I::h_unary},            {"Exp", &I::h_unary},
       {"Expand", &I::h_expand},      {"Flatten", &I::h_flatten},      {"Gather", &I::h_gather},
       {"Gemm", &I::h_gemm},          {"Equal", &I::h_compare},        {"Less", &I::h_compare},

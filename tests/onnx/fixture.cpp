@@ -204,6 +204,27 @@ void zoo(const fs::path& root) {
   write_case(root, model, {"zoo", {x, z}, {out}, {random_tensor({3, 6}, 15), random_tensor({3, 6}, 16)}});
 }
 
+// Transposed convolution, comparisons and logic, the logistic loss, one-hot rows, a constant.
+void zoo2(const fs::path& root) {
+  oar::Tape tape;
+  auto x = oar::data("x", oar::f32, {-1, 2, 5, 5});
+  auto a = oar::data("a", oar::f32, {-1, 4});
+  auto b = oar::data("b", oar::f32, {-1, 4});
+  auto lab = oar::data("lab", oar::i64, {-1, 1});
+  auto ct = oar::flatten(oar::conv2d_transpose(x, 3, 3).stride(2).padding(1), 1);  // [N, 3 * 9 * 9]
+  auto lt = oar::less_than(a, b);
+  auto logic = oar::logical_or(oar::logical_and(lt, oar::logical_not(oar::equal(a, b))), oar::greater_equal(a, b));
+  auto rows = oar::concat({oar::cast(lt, oar::f32), oar::cast(logic, oar::f32), oar::cast(oar::not_equal(a, b), oar::f32),
+                           oar::sigmoid_cross_entropy_with_logits(a, oar::sigmoid(b)), oar::one_hot(lab, 4),
+                           a + oar::fill_constant({4}, oar::f32, 0.25)},
+                          1);
+  oar::Model model(tape.program({ct, rows}), 8);
+  oar::Tensor ids = random_ids({3, 1}, 4, 19);
+  oar::Tensor av = random_tensor({3, 4}, 20), bv = av.clone();
+  bv.data<float>()[1] = 0.5f, bv.data<float>()[6] = -0.5f;  // some equal, some not
+  write_case(root, model, {"zoo2", {x, a, b, lab}, {ct, rows}, {random_tensor({3, 2, 5, 5}, 18), av, bv, ids}});
+}
+
 // An embedding bag: ids -> embedding (with a padding row) -> mean over the ids -> fc.
 void embed(const fs::path& root) {
   oar::Tape tape;
@@ -232,6 +253,7 @@ int main(int argc, char** argv) try {
   ln_gelu(root, 17);
   ln_gelu(root, 13);
   zoo(root);
+  zoo2(root);
   embed(root);
   if (argc == 3) sequences(argv[2]);  // imported back by no one yet: oar reads no LSTM / GRU node
   return 0;
