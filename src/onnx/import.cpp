@@ -377,12 +377,12 @@ class Importer {
     need_float(x);
     return x;
   }
-  /// r (f64 when `like` is an integer tensor) into output 0 in like's dtype.
-  void out_like(const std::string& r, const std::string& like) {
-    const DType t = dtype(like);
+  /// r (computed in f64 for an integer result) into output 0 as dtype t.
+  void out_as(const std::string& r, DType t) {
     if (dtype(r) == t) return add("assign", {{"X", {r}}}, {{"Out", {out(0)}}}), void();
     add("cast", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(dtype(r)))}, {"out_dtype", Attribute(int32_t(t))}});
   }
+  void out_like(const std::string& r, const std::string& like) { out_as(r, dtype(like)); }
 
   // ---- handlers: element-wise
 
@@ -399,7 +399,7 @@ class Importer {
     const DType dt = dtype(x);
     if ((dt == DType::i32 || dt == DType::i64) && (node_->op_type() == "Neg" || node_->op_type() == "Abs")) {  // exact in f64
       std::string r = fused_tmp({cast_to(x, DType::f64)}, "x0 " + tok.at(node_->op_type()));
-      add("cast", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(DType::f64))}, {"out_dtype", Attribute(int32_t(dt))}});
+      out_as(r, dt);
       return;
     }
     fused({x}, "x0 " + tok.at(node_->op_type()), out(0));
@@ -424,7 +424,7 @@ class Importer {
     if (dt == DType::f32 || dt == DType::f64) return fused({a, b}, "x0 x1 " + t, out(0));
     if (t == "pow" && (dt == DType::i32 || dt == DType::i64)) {  // in f64, exact for the integers a power can reach
       std::string p = fused_tmp({cast_to(a, DType::f64), cast_to(b, DType::f64)}, "x0 x1 pow");
-      add("cast", {{"X", {p}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(DType::f64))}, {"out_dtype", Attribute(int32_t(dt))}});
+      out_as(p, dt);
       return;
     }
     fluid_binary(a, b, "elementwise_" + t, t == "add" || t == "mul", "", t == "div" || t == "pow" ? kFloats : kNumbers, true);
@@ -516,6 +516,12 @@ class Importer {
       });
     }
     return o;
+  }
+  /// What oar's cast converts between.
+  void need_castable(DType from, DType to) const {
+    for (DType t : {from, to})
+      if (t != DType::boolean && t != DType::i32 && t != DType::i64 && t != DType::f16 && t != DType::f32 && t != DType::f64 && t != DType::bf16)
+        unsupported(fmt::format("a cast from {} to {} (oar casts between bool, i32, i64, f16, f32, f64, bf16)", name(from), name(to)));
   }
   std::string cast_to(const std::string& x, DType to) {
     if (dtype(x) == to) return x;
@@ -943,9 +949,7 @@ class Importer {
     const DType to = oar_dtype_or_unsupported(int32_t(ai("to", 0)), "Cast's to");
     if (const Tensor* t = const_in(0)) return set_const(0, cast_const(*t, to));
     const std::string x = in(0);
-    for (DType t : {dtype(x), to})  // what oar's cast converts between
-      if (t != DType::boolean && t != DType::i32 && t != DType::i64 && t != DType::f16 && t != DType::f32 && t != DType::f64 && t != DType::bf16)
-        unsupported(fmt::format("a cast from {} to {} (oar casts between bool, i32, i64, f16, f32, f64, bf16)", name(dtype(x)), name(to)));
+    need_castable(dtype(x), to);
     add("cast", {{"X", {x}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(dtype(x)))}, {"out_dtype", Attribute(int32_t(to))}});
   }
   void h_slice() {
@@ -1203,7 +1207,7 @@ class Importer {
     const DType dt = dtype(x);
     if (dt == DType::i32 || dt == DType::i64) {  // in f64, exact for integers below 2^53
       std::string r = fused_tmp({cast_to(in(0), DType::f64), cast_to(x, DType::f64), cast_to(y, DType::f64)}, "x0 x1 mul c:1 x0 sub x2 mul add");
-      add("cast", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(DType::f64))}, {"out_dtype", Attribute(int32_t(dt))}});
+      out_as(r, dt);
       return;
     }
     need_float(x);
@@ -1316,9 +1320,7 @@ class Importer {
     const DType to = in_dtype(1);
     if (const Tensor* t = const_in(0)) return set_const(0, cast_const(*t, to));
     const std::string x = in(0);
-    for (DType t : {dtype(x), to})
-      if (t != DType::boolean && t != DType::i32 && t != DType::i64 && t != DType::f16 && t != DType::f32 && t != DType::f64 && t != DType::bf16)
-        unsupported(fmt::format("a cast from {} to {} (oar casts between bool, i32, i64, f16, f32, f64, bf16)", name(dtype(x)), name(to)));
+    need_castable(dtype(x), to);
     add("cast", {{"X", {x}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(dtype(x)))}, {"out_dtype", Attribute(int32_t(to))}});
   }
   void h_trilu() {  // X times a constant mask of its last two dims (upper: j - i >= k; lower: j - i <= k)
@@ -1346,7 +1348,7 @@ class Importer {
     const_[mn] = cast_const(Tensor::from<double>(m, Shape{rows, cols}), ints ? DType::f64 : dt);
     if (!ints) return fused({x, materialize(mn)}, "x0 x1 mul", out(0));
     std::string r = fused_tmp({cast_to(x, DType::f64), materialize(mn)}, "x0 x1 mul");
-    add("cast", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(DType::f64))}, {"out_dtype", Attribute(int32_t(dt))}});
+    out_as(r, dt);
   }
   void h_hardmax() {  // one-hot of the first largest along the axis (before opset 13: of X flattened at axis)
     const std::string x = in(0);
@@ -1397,8 +1399,7 @@ class Importer {
       add("sign", {{"X", {q}}}, {{"Out", {sg}}});
       r = fused_tmp({a, b, q, sg}, "x0 x1 x3 x2 abs floor mul mul sub");
     }
-    if (!ints) return add("assign", {{"X", {r}}}, {{"Out", {out(0)}}}), void();
-    add("cast", {{"X", {r}}}, {{"Out", {out(0)}}}, {{"in_dtype", Attribute(int32_t(DType::f64))}, {"out_dtype", Attribute(int32_t(dt))}});
+    out_as(r, dt);
   }
   void h_split() {
     const Shape xs = in_shape(0);
