@@ -1401,6 +1401,136 @@ class Importer {
     }
     out_as(r, dt);
   }
+  /// LSTM and GRU (one direction) as oar's lstm / gru over the sequences: the padded input unpadded by the
+  /// lengths into a LoD batch, ONNX's input weights as a projection (oar's lstm and gru take projected input),
+  /// the gates reordered into oar's order (GRU: oar's update gate u is ONNX's 1 - z, so z's weights and biases
+  /// are negated), the per-step output padded back; Y_h / Y_c are each sequence's last step (first, reversed).
+  void h_rnn() {
+    const bool lstm = node_->op_type() == "LSTM";
+    const std::string dir = as("direction", "forward");
+    if (dir != "forward" && dir != "reverse") unsupported(fmt::format("direction {}", dir));
+    if (attr("clip")) unsupported("clip");
+    if (ai("input_forget", 0) != 0) unsupported("input_forget 1");
+    if (!lstm && ai("linear_before_reset", 0) != 0) unsupported("linear_before_reset 1");
+    if (auto* a = attr("activations")) {
+      std::vector<std::string> got(a->strings().begin(), a->strings().end());
+      std::vector<std::string> dflt = lstm ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"} : std::vector<std::string>{"Sigmoid", "Tanh"};
+      if (got != dflt) unsupported(fmt::format("activations [{}]", fmt::join(got, ", ")));
+    }
+    const bool batch_major = ai("layout", 0) == 1;
+    const std::string x = in(0);
+    need_float(x);
+    const Shape xs = shape(x);
+    if (xs.rank() != 3) fail(fmt::format("needs X of rank 3, got {}", xs.str()));
+    const Shape ws = in_shape(1), rs = in_shape(2);
+    const int64_t g = lstm ? 4 : 3, h = rs.rank() == 3 ? rs[2] : -1, in_size = ws.rank() == 3 ? ws[2] : -1;
+    if (h <= 0 || in_size <= 0 || ws[0] != 1 || rs[0] != 1 || ws[1] != g * h || rs[1] != g * h)
+      fail(fmt::format("has W {} and R {} (one direction of known sizes)", ws.str(), rs.str()));
+    const DType dt = dtype(x);
+    // oar block k (LSTM c, i, f, o; GRU u, r, c) is ONNX block src[k] (LSTM i, o, f, c; GRU z, r, h) times sgn[k]:
+    // ONNX's rows gathered into oar's order and scaled, as ops, so that W, R and B may be computed at run time
+    // and, as parameters, are trained through the gather.
+    const std::vector<int64_t> src = lstm ? std::vector<int64_t>{3, 0, 2, 1} : std::vector<int64_t>{0, 1, 2};
+    std::vector<int64_t> order;
+    std::vector<double> sign;
+    for (int64_t k = 0; k < g; ++k)
+      for (int64_t j = 0; j < h; ++j) order.push_back(src[size_t(k)] * h + j), sign.push_back(!lstm && k == 0 ? -1.0 : 1.0);
+    const std::string order_v = const_var("gate_order", i64_tensor(order, Shape{g * h}));
+    const std::string sign_v = const_var("gate_sign", cast_const(Tensor::from<double>(sign, Shape{g * h, 1}), dt));
+    auto reorder = [&](const std::string& m, int64_t cols) {  // [g*h, cols] in ONNX's order -> oar's, signed
+      std::string gathered = tmp();
+      add("gather", {{"X", {m}}, {"Index", {order_v}}}, {{"Out", {gathered}}});
+      std::string r2 = tmp();
+      reshape_to(gathered, {g * h, cols}, r2);
+      return fused_tmp({r2, sign_v}, "x0 x1 mul");
+    };
+    std::string w2 = tmp(), r2 = tmp();
+    reshape_to(in(1), {g * h, in_size}, w2);
+    reshape_to(in(2), {g * h, h}, r2);
+    const std::string wp = transposed(reorder(w2, in_size), {1, 0});  // [I, g*h]: the input projection
+    std::string weight = transposed(reorder(r2, h), {1, 0});        // [h, g*h]: h_{t-1} Weight
+    if (!lstm) {  // oar's GRU Weight holds W_ur [D, 2D] row-major, then W_c [D, D]
+      std::string ur = tmp(), c = tmp(), urf = tmp(), cf = tmp(), both = tmp(), w3 = tmp();
+      add("slice", {{"Input", {weight}}}, {{"Out", {ur}}}, {{"axes", Attribute(std::vector<int32_t>{1})}, {"starts", Attribute(std::vector<int32_t>{0})}, {"ends", Attribute(std::vector<int32_t>{int32_t(2 * h)})}});
+      add("slice", {{"Input", {weight}}}, {{"Out", {c}}}, {{"axes", Attribute(std::vector<int32_t>{1})}, {"starts", Attribute(std::vector<int32_t>{int32_t(2 * h)})}, {"ends", Attribute(std::vector<int32_t>{int32_t(3 * h)})}});
+      reshape_to(ur, {-1}, urf);
+      reshape_to(c, {-1}, cf);
+      add("concat", {{"X", {urf, cf}}}, {{"Out", {both}}}, {{"axis", Attribute(int32_t(0))}});
+      reshape_to(both, {h, g * h}, w3);
+      weight = w3;
+    }
+    std::string bias;  // [1, g*h] (+ 3h peepholes): Wb + Rb in oar's order
+    if (has_in(3)) {
+      std::string b2 = tmp(), bs = tmp(), bcol = tmp();
+      reshape_to(in(3), {2, g * h}, b2);
+      add("reduce_sum", {{"X", {b2}}}, {{"Out", {bs}}}, {{"dim", Attribute(std::vector<int32_t>{0})}, {"keep_dim", Attribute(false)}, {"reduce_all", Attribute(false)}});
+      reshape_to(bs, {g * h, 1}, bcol);
+      std::string ob = reorder(bcol, 1), row = tmp();
+      reshape_to(ob, {1, g * h}, row);
+      bias = row;
+    } else {
+      bias = const_var("bias", cast_const(Tensor::from<double>(std::vector<double>(size_t(g * h), 0.0), Shape{1, g * h}), dt));
+    }
+    const bool peep = lstm && has_in(7);
+    if (peep) {  // ONNX's P is [i, o, f]; oar's peepholes follow the bias as W_ic, W_fc, W_oc
+      std::vector<int64_t> pi;
+      for (int64_t blk : {0, 2, 1})
+        for (int64_t j = 0; j < h; ++j) pi.push_back(blk * h + j);
+      std::string p1 = tmp(), pg = tmp(), prow = tmp(), full = tmp();
+      reshape_to(in(7), {3 * h}, p1);
+      add("gather", {{"X", {p1}}, {"Index", {const_var("peephole_order", i64_tensor(pi, Shape{3 * h}))}}}, {{"Out", {pg}}});
+      reshape_to(pg, {1, 3 * h}, prow);
+      add("concat", {{"X", {bias, prow}}}, {{"Out", {full}}}, {{"axis", Attribute(int32_t(1))}});
+      bias = full;
+    }
+    // [batch, steps, input] and each sequence's length
+    const std::string bx = batch_major ? x : transposed(x, {1, 0, 2});
+    const int64_t n = batch_major ? xs[0] : xs[1], t = batch_major ? xs[1] : xs[0];
+    std::string lens;
+    if (has_in(4)) {
+      lens = cast_to(in(4), DType::i64);
+    } else {
+      if (n < 0 || t < 0) unsupported(fmt::format("no sequence_lens and X {} of unknown size", xs.str()));
+      lens = const_var("lengths", i64_tensor(std::vector<int64_t>(size_t(n), t), Shape{n}));
+    }
+    std::string rows = tmp(), proj = tmp();
+    add("sequence_unpad", {{"X", {bx}}, {"Length", {lens}}}, {{"Out", {rows}}});
+    add("mul", {{"X", {rows}}, {"Y", {wp}}}, {{"Out", {proj}}},
+        {{"x_num_col_dims", Attribute(int32_t(1))}, {"y_num_col_dims", Attribute(int32_t(1))}});
+    std::vector<SlotArgs> ins = {{"Input", {proj}}, {"Weight", {weight}}, {"Bias", {bias}}};
+    auto state = [&](int i, const char* slot) {  // [1, batch, H] -> [batch, H]
+      if (!has_in(i)) return;
+      std::string s2 = tmp();
+      reshape_to(in(i), {-1, h}, s2);
+      ins.push_back({slot, {s2}});
+    };
+    state(5, "H0");
+    if (lstm) state(6, "C0");
+    const std::string hidden = tmp(), cell = tmp();
+    if (lstm)
+      add("lstm", ins, {{"Hidden", {hidden}}, {"Cell", {cell}}, {"BatchGate", {tmp()}}, {"BatchCellPreAct", {tmp()}}},
+          {{"use_peepholes", Attribute(peep)}, {"is_reverse", Attribute(dir == "reverse")}});
+    else
+      add("gru", ins, {{"Hidden", {hidden}}, {"BatchGate", {tmp()}}, {"BatchResetHiddenPrev", {tmp()}}, {"BatchHidden", {tmp()}}},
+          {{"is_reverse", Attribute(dir == "reverse")}});
+    if (has_out(0)) {  // Y: [steps, 1, batch, H] (layout 1: [batch, steps, 1, H])
+      std::string padded = tmp();
+      add("sequence_pad", {{"X", {hidden}}, {"PadValue", {const_var("pad", cast_const(Tensor::from<double>({0.0}, Shape{1}), dt))}}},
+          {{"Out", {padded}}, {"Length", {tmp()}}},
+          {{"padded_length", Attribute(int32_t(t))}});
+      std::string y = batch_major ? padded : transposed(padded, {1, 0, 2});
+      add("unsqueeze", {{"X", {y}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(std::vector<int32_t>{batch_major ? 2 : 1})}});
+    }
+    auto last = [&](int i, const std::string& v) {  // Y_h / Y_c: [1, batch, H] (layout 1: [batch, 1, H])
+      if (!has_out(i)) return;
+      std::string l = tmp();
+      add("sequence_pool", {{"X", {v}}}, {{"Out", {l}}, {"MaxIndex", {tmp()}}}, {{"pooltype", Attribute(std::string(dir == "reverse" ? "FIRST" : "LAST"))}});
+      add("unsqueeze", {{"X", {l}}}, {{"Out", {out(i)}}}, {{"axes", Attribute(std::vector<int32_t>{batch_major ? 1 : 0})}});
+    };
+    last(1, hidden);
+    if (lstm) last(2, cell);
+    else only_outputs(2);
+  }
   void h_split() {
     const Shape xs = in_shape(0);
     const int64_t axis = axis_in(ai("axis", 0), xs.rank());
@@ -1455,7 +1585,7 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
       {"SpaceToDepth", &I::h_depth_space},
       {"InstanceNormalization", &I::h_instance_norm},
       {"EyeLike", &I::h_eye_like},   {"IsNaN", &I::h_isnan},          {"IsInf", &I::h_isinf},
-      {"Tile", &I::h_tile},          {"CastLike", &I::h_cast_like},   {"Trilu", &I::h_trilu},
+      {"Tile", &I::h_tile},          {"LSTM", &I::h_rnn},             {"GRU", &I::h_rnn},          {"CastLike", &I::h_cast_like},   {"Trilu", &I::h_trilu},
       {"Hardmax", &I::h_hardmax},    {"Mod", &I::h_mod},              {"GatherElements", &I::h_gather_elements},
       {"ThresholdedRelu", &I::h_thresholded_relu},
       {"CumSum", &I::h_cumsum},      {"OneHot", &I::h_onehot},        {"ReduceProd", &I::h_reduce},
