@@ -46,7 +46,7 @@ void export_program(const Program& program, const Scope& scope, const std::files
 /// The same for an inference-model directory (Model::save_inference, or Fluid's layout).
 void export_inference_model(const std::filesystem::path& model_dir, const std::filesystem::path& path, const ExportOptions& options = {});
 
-/// What an ONNX graph's node maps to, for the node-test driver and `oar import-onnx`.
+/// How import_model treats what it reads.
 struct ImportOptions {
   /// Make float initializers trainable parameters (so that Optimizer / append_backward update them).
   bool trainable = true;
