@@ -262,8 +262,8 @@ void Importer::h_isinf() {  // x == +inf or x == -inf, as asked
   const bool pos = ai("detect_positive", 1) != 0, neg = ai("detect_negative", 1) != 0;
   if (!pos && !neg) unsupported("detect_positive and detect_negative both 0");
   auto eq = [&](double v, const std::string& o) {
-    const_[in_name(0) + (v > 0 ? "/+inf" : "/-inf")] = cast_const(Tensor::from<double>({v}, Shape{1}), dtype(x));
-    add("equal", {{"X", {x}}, {"Y", {materialize(in_name(0) + (v > 0 ? "/+inf" : "/-inf"))}}}, {{"Out", {o}}}, {{"axis", Attribute(int32_t(-1))}});
+    const std::string inf = const_var(v > 0 ? "+inf" : "-inf", cast_const(Tensor::from<double>({v}, Shape{1}), dtype(x)));
+    add("equal", {{"X", {x}}, {"Y", {inf}}}, {{"Out", {o}}}, {{"axis", Attribute(int32_t(-1))}});
   };
   const double inf = std::numeric_limits<double>::infinity();
   if (pos && neg) {
@@ -298,10 +298,9 @@ void Importer::h_trilu() {  // X times a constant mask of its last two dims (upp
     for (int64_t j = 0; j < cols; ++j) m[size_t(i * cols + j)] = (upper ? j - i >= k : j - i <= k) ? 1 : 0;
   const DType dt = dtype(x);
   const bool ints = dt == DType::i32 || dt == DType::i64;
-  const std::string mn = in_name(0) + "/trilu_mask";
-  const_[mn] = cast_const(Tensor::from<double>(m, Shape{rows, cols}), ints ? DType::f64 : dt);
-  if (!ints) return fused({x, materialize(mn)}, "x0 x1 mul", out(0));
-  std::string r = fused_tmp({cast_to(x, DType::f64), materialize(mn)}, "x0 x1 mul");
+  const std::string mask = const_var("trilu_mask", cast_const(Tensor::from<double>(m, Shape{rows, cols}), ints ? DType::f64 : dt));
+  if (!ints) return fused({x, mask}, "x0 x1 mul", out(0));
+  std::string r = fused_tmp({cast_to(x, DType::f64), mask}, "x0 x1 mul");
   out_as(r, dt);
 }
 

@@ -196,10 +196,9 @@ void Importer::nll(const std::string& x, const std::string& target, const std::s
   reshape_to(t64, {-1, 1}, idx);  // [M, 1]
   std::string keep;  // 1 where the target counts, in x's dtype
   if (attr("ignore_index")) {
-    const std::string ii = in_name(1) + "/ignore_index";
-    const_[ii] = Tensor::from<int64_t>({ai("ignore_index", 0)}, Shape{1});
     std::string ne = tmp();
-    add("not_equal", {{"X", {idx}}, {"Y", {materialize(ii)}}}, {{"Out", {ne}}}, {{"axis", Attribute(int32_t(-1))}});
+    add("not_equal", {{"X", {idx}}, {"Y", {const_var("ignore_index", i64_tensor({ai("ignore_index", 0)}, Shape{1}))}}}, {{"Out", {ne}}},
+        {{"axis", Attribute(int32_t(-1))}});
     std::string safe = tmp();
     add("elementwise_mul", {{"X", {idx}}, {"Y", {cast_to(ne, DType::i64)}}}, {{"Out", {safe}}}, {{"axis", Attribute(int32_t(-1))}});
     idx = safe;
@@ -386,8 +385,7 @@ void Importer::h_rnn() {
   std::string weight = transposed(reorder(r2, h), {1, 0});        // [h, g*h]: h_{t-1} Weight
   if (!lstm) {  // oar's GRU Weight holds W_ur [D, 2D] row-major, then W_c [D, D]
     std::string ur = tmp(), c = tmp(), urf = tmp(), cf = tmp(), both = tmp(), w3 = tmp();
-    add("slice", {{"Input", {weight}}}, {{"Out", {ur}}}, {{"axes", Attribute(std::vector<int32_t>{1})}, {"starts", Attribute(std::vector<int32_t>{0})}, {"ends", Attribute(std::vector<int32_t>{int32_t(2 * h)})}});
-    add("slice", {{"Input", {weight}}}, {{"Out", {c}}}, {{"axes", Attribute(std::vector<int32_t>{1})}, {"starts", Attribute(std::vector<int32_t>{int32_t(2 * h)})}, {"ends", Attribute(std::vector<int32_t>{int32_t(3 * h)})}});
+    add("split", {{"X", {weight}}}, {{"Out", {ur, c}}}, {{"axis", Attribute(int32_t(1))}, {"sections", Attribute(std::vector<int32_t>{int32_t(2 * h), int32_t(h)})}});
     reshape_to(ur, {-1}, urf);
     reshape_to(c, {-1}, cf);
     add("concat", {{"X", {urf, cf}}}, {{"Out", {both}}}, {{"axis", Attribute(int32_t(0))}});

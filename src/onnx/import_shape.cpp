@@ -149,18 +149,10 @@ void Importer::h_gather() {
     Tensor w = cast_const(*t, DType::i64);
     for (int64_t i = 0; i < w.numel(); ++i)
       if (w.data<int64_t>()[i] < 0) w.data<int64_t>()[i] += xs[0];
-    const_[in_name(1) + "/wrapped"] = w;
-    idx = materialize(in_name(1) + "/wrapped");
+    idx = const_var("wrapped", w);
   } else {
-    // At run time: i + n (1 - sign(i + 1/2)) / 2 in f64 (exact for any index), back to the index type.
     if (xs[0] < 0) unsupported("indices into a dim of unknown size");
-    const DType it = dtype(in(1));
-    std::string f = cast_to(in(1), DType::f64), sgn = tmp();
-    add("fused_elementwise", {{"X", {f}}}, {{"Out", {sgn}}}, {{"expression", Attribute(std::string("x0 c:0.5 add"))}});
-    std::string sg = tmp();
-    add("sign", {{"X", {sgn}}}, {{"Out", {sg}}});
-    std::string wrapped = fused_tmp({f, sg}, fmt::format("x0 c:1 x1 sub c:{} mul add", double(xs[0]) / 2));
-    idx = cast_to(wrapped, it);
+    idx = cast_to(wrap_negative(in(1), xs[0]), dtype(in(1)));  // at run time
   }
   if (is.rank() == 1) return add("gather", {{"X", {in(0)}}, {"Index", {idx}}}, {{"Out", {out(0)}}}), void();
   if (!is.known()) unsupported(fmt::format("indices of rank {} and unknown shape", is.rank()));
@@ -343,9 +335,7 @@ void Importer::h_expand() {  // X broadcast to a shape: a fused expression that 
   need_float(x);
   Tensor z(Shape(dims), dtype(x));
   std::memset(z.raw(), 0, z.bytes());
-  const std::string zn = in_name(1) + "/zeros";
-  const_[zn] = z;
-  fused({x, materialize(zn)}, "x0", out(0));
+  fused({x, const_var("zeros", z)}, "x0", out(0));
 }
 
 void Importer::h_eye_like() {  // ones on the k-th diagonal of X's [rows, cols] shape

@@ -306,7 +306,8 @@ class Importer {
     add("reshape", {{"X", {x}}}, {{"Out", {o}}}, {{"shape", Attribute(i32(s))}});
   }
 
-  /// A constant of x's dtype made a persistable variable, under a name derived from the node's input `i`.
+  /// A constant the node needs, made a persistable (not trainable) variable named after the node's first
+  /// output and `key`.
   std::string const_var(const std::string& key, Tensor t) {
     const std::string n = (node_ ? node_->output(0) : std::string("graph")) + "/" + key;
     const_[n] = std::move(t);
