@@ -8,6 +8,7 @@
 #include "kernels/cpu/lookup_table.hpp"
 #include "kernels/cpu/one_hot.hpp"
 #include "kernels/cpu/random.hpp"
+#include "kernels/cpu/runtime_shape.hpp"
 #include "kernels/cpu/shape_ops.hpp"
 #include "kernels/cpu/slice.hpp"
 #include "kernels/cpu/transpose.hpp"
