@@ -62,6 +62,14 @@ void Importer::fluid_binary(std::string a, std::string b, const std::string& typ
     return true;
   };
   std::string op = type;
+  if (!fits(shape(a), shape(b)) && !fits(shape(b), shape(a)) && dtype(a) == dtype(b) && dtype(a) != DType::f32 && dtype(a) != DType::f64) {
+    // each broadcast against the other, as in [1, T] < [N, 1]: both spread to the common shape through a sum
+    // with the other times 0, in f64 (exact for these integers and booleans), and cast back
+    const DType dt = dtype(a);
+    const std::string fa = cast_to(a, DType::f64), fb = cast_to(b, DType::f64);
+    a = cast_to(fused_tmp({fa, fb}, "x0 x1 c:0 mul add"), dt);
+    b = cast_to(fused_tmp({fb, fa}, "x0 x1 c:0 mul add"), dt);
+  }
   if (!fits(shape(a), shape(b))) {
     if (!fits(shape(b), shape(a)) || (!commutes && flipped.empty()))
       unsupported(fmt::format("{} over {} and {} with numpy's broadcast (oar broadcasts Y over X's last dims)", name(dtype(a)),
@@ -240,6 +248,19 @@ void Importer::h_celu() {  // max(0, x) + min(0, alpha (e^(x / alpha) - 1))
 }
 
 void Importer::h_where() {  // c x + (1 - c) y with the condition as 0 or 1: exact for finite x and y
+  // One side a single infinity (a masked max fills with -inf): c x + log c is x where c is 1 and -inf where it
+  // is 0 (+inf: c x - log c), where the blend would give 0 inf = NaN.
+  auto inf_sign = [&](int i) {
+    const Tensor* t = const_in(i);
+    return t && t->numel() == 1 && is_float(t->dtype()) && std::isinf(t->get(0)) ? (t->get(0) > 0 ? 1 : -1) : 0;
+  };
+  if (const int sy = inf_sign(2), sx = inf_sign(1); (sx != 0) != (sy != 0)) {
+    const std::string v = in(sx ? 2 : 1);
+    need_float(v);
+    std::string c = cast_to(in(0), dtype(v));
+    if (sx) c = fused_tmp({c}, "c:1 x0 sub");  // the weight of y
+    return fused({c, v}, (sx ? sx : sy) < 0 ? "x0 x1 mul x0 log add" : "x0 x1 mul x0 log sub", out(0));
+  }
   const std::string x = in(1), y = in(2);
   const DType dt = dtype(x);
   if (dt == DType::i32 || dt == DType::i64) {  // in f64, exact for integers below 2^53

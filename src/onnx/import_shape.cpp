@@ -18,15 +18,20 @@ void Importer::h_constant() {
   unsupported("a Constant other than value, value_float(s) or value_int(s)");
 }
 
-void Importer::h_shape() {
+void Importer::h_shape() {  // a constant when the dims asked for are known; else oar's shape op, run with the model
   const Shape s = in_shape(0);
-  if (!s.known()) unsupported(fmt::format("the shape {} is not known when the model is imported", s.str()));
   const int r = s.rank();
   int64_t start = norm_axis(ai("start", 0), r), end = attr("end") ? norm_axis(ai("end", r), r) : r;
   start = std::clamp<int64_t>(start, 0, r), end = std::clamp<int64_t>(end, 0, r);
   std::vector<int64_t> v;
   for (int64_t i = start; i < end; ++i) v.push_back(s[int(i)]);
-  set_const(0, i64_tensor(v, Shape{int64_t(v.size())}));
+  if (std::ranges::all_of(v, [](int64_t d) { return d >= 0; })) return set_const(0, i64_tensor(v, Shape{int64_t(v.size())}));
+  std::string dims = tmp();
+  add("shape", {{"Input", {in(0)}}}, {{"Out", {dims}}});
+  std::string d64 = cast_to(dims, DType::i64);
+  if (start == 0 && end == r) return add("assign", {{"X", {d64}}}, {{"Out", {out(0)}}}), void();
+  add("slice", {{"Input", {d64}}}, {{"Out", {out(0)}}},
+      {{"axes", Attribute(std::vector<int32_t>{0})}, {"starts", Attribute(std::vector<int32_t>{int32_t(start)})}, {"ends", Attribute(std::vector<int32_t>{int32_t(end)})}});
 }
 
 void Importer::h_size() {
@@ -129,6 +134,17 @@ void Importer::h_unsqueeze() {
   add("unsqueeze", {{"X", {in(0)}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(i32(axes))}});
 }
 
+/// Known indices into a dim of size n (-1: unknown) as i64, the negative ones counted from the end.
+Tensor Importer::wrapped(const Tensor& idx, int64_t n) const {
+  Tensor w = cast_const(idx, DType::i64).clone();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    int64_t& v = w.data<int64_t>()[i];
+    if (v < 0 && n < 0) unsupported(fmt::format("the negative index {} into a dim of unknown size", v));
+    if (v < 0) v += n;
+  }
+  return w;
+}
+
 void Importer::h_gather() {
   const Shape xs = in_shape(0);
   const int64_t axis = axis_in(ai("axis", 0), xs.rank());
@@ -141,21 +157,42 @@ void Importer::h_gather() {
     }
     return set_const(0, cast_const(i64_tensor(v, const_in(1)->shape()), data->dtype()));
   }
-  if (axis != 0) unsupported(fmt::format("axis {} (oar gathers along axis 0)", axis));
   const Shape is = in_shape(1);
+  if (axis != 0) {  // along dim 0 of X with `axis` moved there, and back: one index dim takes the axis's place
+    if (is.rank() > 1) unsupported(fmt::format("indices of rank {} along axis {} (oar gathers along axis 0)", is.rank(), axis));
+    std::vector<int64_t> perm = {axis};
+    for (int i = 0; i < xs.rank(); ++i)
+      if (i != axis) perm.push_back(i);
+    const std::string moved = transposed(in(0), perm);
+    std::string idx;
+    if (const Tensor* t = const_in(1)) {
+      idx = const_var("wrapped", wrapped(*t, xs[int(axis)]).view(Shape{t->numel()}));
+    } else {
+      if (xs[int(axis)] < 0) unsupported("indices computed at run time into a dim of unknown size");
+      std::string flat = tmp();
+      reshape_to(in(1), {-1}, flat);
+      idx = cast_to(wrap_negative(flat, xs[int(axis)]), DType::i64);
+    }
+    std::string g = tmp();
+    add("gather", {{"X", {moved}}, {"Index", {idx}}}, {{"Out", {g}}});
+    const std::string back = transposed(g, inverse(perm));
+    if (is.rank() == 1) return add("assign", {{"X", {back}}}, {{"Out", {out(0)}}}), void();
+    return add("squeeze", {{"X", {back}}}, {{"Out", {out(0)}}}, {{"axes", Attribute(std::vector<int32_t>{int32_t(axis)})}}), void();
+  }
   std::string idx;
-  if (const Tensor* t = const_in(1)) {  // negative indices count from the end: wrapped here
-    if (xs[0] < 0) unsupported("indices into a dim of unknown size");
-    Tensor w = cast_const(*t, DType::i64);
-    for (int64_t i = 0; i < w.numel(); ++i)
-      if (w.data<int64_t>()[i] < 0) w.data<int64_t>()[i] += xs[0];
-    idx = const_var("wrapped", w);
+  if (const Tensor* t = const_in(1)) {
+    idx = const_var("wrapped", wrapped(*t, xs[0]));
   } else {
-    if (xs[0] < 0) unsupported("indices into a dim of unknown size");
+    if (xs[0] < 0) unsupported("indices computed at run time into a dim of unknown size");
     idx = cast_to(wrap_negative(in(1), xs[0]), dtype(in(1)));  // at run time
   }
   if (is.rank() == 1) return add("gather", {{"X", {in(0)}}, {"Index", {idx}}}, {{"Out", {out(0)}}}), void();
-  if (!is.known()) unsupported(fmt::format("indices of rank {} and unknown shape", is.rank()));
+  if (!is.known() && xs.rank() == 2) {  // rows of a table (an embedding): lookup_table takes ids of any shape ending in 1
+    std::string ids = cast_to(idx, DType::i64), col = tmp();
+    add("unsqueeze", {{"X", {ids}}}, {{"Out", {col}}}, {{"axes", Attribute(std::vector<int32_t>{int32_t(is.rank())})}});
+    return add("lookup_table", {{"W", {in(0)}}, {"Ids", {col}}}, {{"Out", {out(0)}}}), void();
+  }
+  if (!is.known()) unsupported(fmt::format("indices of rank {} and unknown shape into data of rank {}", is.rank(), xs.rank()));
   std::string flat = tmp(), g = tmp();
   reshape_to(idx, {-1}, flat);
   add("gather", {{"X", {in(0)}}, {"Index", {flat}}}, {{"Out", {g}}});
@@ -319,7 +356,15 @@ void Importer::h_onehot() {  // off + (on - off) one_hot(index, depth), the new 
 }
 
 void Importer::h_range() {
-  if (!all_const()) unsupported("Range over values computed at run time");
+  if (!all_const()) {  // bounds computed when the model runs (a padded length): oar's range op
+    const DType dt = in_dtype(0);
+    std::vector<std::string> b;
+    for (int i = 0; i < 3; ++i) {
+      if (in_shape(i).rank() > 1 || (in_shape(i).known() && in_shape(i).numel() != 1)) fail(fmt::format("input {} must be a scalar, got {}", i, in_shape(i).str()));
+      b.push_back(cast_to(in(i, false), dt));
+    }
+    return add("range", {{"Start", {b[0]}}, {"End", {b[1]}}, {"Step", {b[2]}}}, {{"Out", {out(0)}}}), void();
+  }
   const double start = const_in(0)->get(0), limit = const_in(1)->get(0), delta = const_in(2)->get(0);
   if (delta == 0) fail("delta is 0");
   const int64_t n = std::max<int64_t>(0, int64_t(std::ceil((limit - start) / delta)));

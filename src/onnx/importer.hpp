@@ -463,6 +463,7 @@ class Importer {
   }
   void h_squeeze();
   void h_unsqueeze();
+  Tensor wrapped(const Tensor& idx, int64_t n) const;
   void h_gather();
   void h_cast();
   void h_slice();
