@@ -1,4 +1,4 @@
-// src/onnx/export_nn.cpp: matrix products, convolution, pooling, layer_norm, embedding, reductions and softmax cross-entropy as ONNX nodes (exporter.hpp).
+// src/onnx/export_nn.cpp: matrix products, convolution, pooling, layer_norm, embedding, reductions and the cross-entropy losses as ONNX nodes (exporter.hpp).
 #include "src/onnx/exporter.hpp"
 
 namespace oar::onnx::export_detail {
@@ -21,6 +21,26 @@ void Exporter::softmax_xent(const Operator& op) {
     attr(node("Softmax", {logits}, {sm}, op), "axis", int64_t(-1));
     bind(out_var(op, "Softmax"), sm);
   }
+}
+
+void Exporter::cross_entropy(const Operator& op) {
+  const auto& xn = op.input("X").at(0);
+  const auto& ln = op.input("Label").at(0);
+  const DType dt = dtype(xn);
+  const std::string x = value(xn), label = value(ln);
+  // Fluid's TolerableValue (kernels/cpu/cross_entropy.hpp): -log 0 is 1e20, so that a 0 label times it stays 0.
+  auto neg_log = [&](const std::string& v) { return apply("Clip", {apply("Neg", {apply("Log", {v}, op)}, op), scalar(-1e20, dt), scalar(1e20, dt)}, op); };
+  if (op.attr_or<bool>("soft_label", false)) {  // -sum_j label_j log x_j over the last dim, kept as size 1
+    std::string o = fresh("t");
+    attr(node("ReduceSum", {apply("Mul", {label, neg_log(x)}, op), ints({-1})}, {o}, op), "keepdims", int64_t(1));
+    return bind(out_var(op, "Y"), o);
+  }
+  // -log x at the label; a label equal to ignore_index gives 0 and is gathered at index 0 to stay in range.
+  const DType lt = dtype(ln);
+  const std::string skip = apply("Equal", {label, scalar(op.attr_or<int32_t>("ignore_index", -100), lt)}, op);
+  std::string picked = fresh("t");
+  attr(node("GatherElements", {x, apply("Where", {skip, scalar(0, lt), label}, op)}, {picked}, op), "axis", int64_t(-1));
+  bind(out_var(op, "Y"), apply("Where", {skip, scalar(0, dt), neg_log(picked)}, op));
 }
 
 void Exporter::mul(const Operator& op) {

@@ -1,6 +1,8 @@
 // src/onnx/export_ops.cpp: which ONNX nodes each oar op becomes: the dispatch, element-wise math and expressions, shape ops (exporter.hpp).
 #include "src/onnx/exporter.hpp"
 
+#include <algorithm>
+
 namespace oar::onnx::export_detail {
 
 std::string Exporter::unary(const std::string& name, float p0, float p1, const std::string& x, DType dt, const Operator& src) {
@@ -103,6 +105,8 @@ void Exporter::emit(const Operator& op) {
   if (t == "feed" || t == "fetch") return;
   if (t == "lstm" || t == "gru") return rnn(op);
   if (t == "sequence_pool") return sequence_pool(op);
+  if (t == "scaled_dot_product_attention") return attention(op);
+  if (t == "add_position_encoding" || t == "rotary_position_embedding") return position(op);
   bool reads_seq = false;
   for (auto& n : op.input_names()) {
     if (seq_bad_.count(n)) fail(op, fmt::format("reads the LSTM's per-step cell '{}', which is not exported", n));
@@ -220,6 +224,37 @@ void Exporter::emit_dense(const Operator& op) {
     attr(node("ReduceMean", {in(op, "X")}, {o}, op), "keepdims", int64_t(0));
     return bind(out_var(op, "Out"), apply("Reshape", {o, ints({1})}, op));
   }
+  if (t == "squared_l2_norm") {  // Fluid's [1]
+    std::string o = fresh("t");
+    attr(node("ReduceSumSquare", {in(op, "X")}, {o}, op), "keepdims", int64_t(0));
+    return bind(out_var(op, "Out"), apply("Reshape", {o, ints({1})}, op));
+  }
+  if (t == "split") {
+    const auto& xn = op.input("X").at(0);
+    const Shape& xs = shape(xn);
+    const auto& outs = op.output("Out");
+    int64_t axis = op.attr<int32_t>("axis");
+    if (axis < 0) axis += xs.rank();
+    std::vector<std::string> args{value(xn)}, vals;
+    if (!op.attr<std::vector<int32_t>>("sections").empty()) {  // Split's sizes are exact: a -1 section must be known by now
+      std::vector<int64_t> sizes;
+      for (auto& o : outs) sizes.push_back(shape(o)[int(axis)]);
+      if (std::ranges::any_of(sizes, [](int64_t n) { return n < 0; }))
+        fail(op, fmt::format("splits X {} into sections [{}] whose sizes are not known before it runs", xs.str(), fmt::join(sizes, ", ")));
+      args.push_back(ints(sizes));
+    }  // else equal pieces, one per output: Split's default
+    for (auto& o : outs) vals.push_back(define(o));
+    attr(node("Split", args, vals, op), "axis", axis);
+    return;
+  }
+  if (t == "top_k") {  // TopK's defaults (largest, sorted, lower index first on ties) are oar's order
+    std::vector<std::string> args{in(op, "X"), ints({op.attr<int32_t>("k")})};
+    std::vector<std::string> vals{define(out_var(op, "Out")), define(out_var(op, "Indices"))};
+    attr(node("TopK", args, vals, op), "axis", int64_t(-1));
+    return;
+  }
+  if (t == "cross_entropy") return cross_entropy(op);
+  if (t == "kv_cache") fail(op, "keeps a decoder's keys and values between runs, which an ONNX graph cannot (export the model without the cache)");
   if (t == "assign") return bind(out_var(op, "Out"), apply("Identity", {in(op, "X")}, op));
   if (t == "lookup_table") return lookup(op);
   if (t == "cast") {

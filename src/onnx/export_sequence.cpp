@@ -8,8 +8,8 @@ void Exporter::row_wise(const Operator& op) {
   static const std::set<std::string> rows = {"lookup_table", "mul", "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
                                              "fused_elementwise", "scale", "dropout", "softmax", "log_softmax", "relu", "sigmoid", "tanh",
                                              "exp", "log", "sqrt", "abs", "square", "softplus", "softsign", "gelu", "leaky_relu", "elu",
-                                             "relu6", "hard_sigmoid", "swish", "pow", "clip"};
-  if (!rows.count(t)) fail(op, "reads a sequence, and only row-wise ops, lstm, gru and sequence_pool are exported over sequences");
+                                             "relu6", "hard_sigmoid", "swish", "pow", "clip", "cross_entropy"};
+  if (!rows.count(t)) fail(op, "reads a sequence, and only row-wise ops, lstm, gru, sequence_pool and add_position_encoding are exported over sequences");
   for (auto& n : op.input_names()) {  // a dense operand must broadcast over every row alike: a parameter
     if (is_seq(n) || param(n)) continue;
     fail(op, fmt::format("mixes the sequence with '{}', which is neither a sequence nor a parameter", n));
@@ -36,7 +36,6 @@ void Exporter::rnn(const Operator& op) {
   const bool lstm = op.type() == "lstm";
   const auto& xn = op.input("Input").at(0);
   if (!is_seq(xn)) fail(op, "runs over an input that is not an exported sequence");
-  if (op.has_input("H0") || op.has_input("C0")) fail(op, "has an initial state (H0 / C0), which is not exported yet");
   const Tensor* w = param(op.input("Weight").at(0));
   if (!w) fail(op, "has a Weight that is not a parameter");
   const Tensor* b = op.has_input("Bias") ? param(op.input("Bias").at(0)) : nullptr;
@@ -74,12 +73,21 @@ void Exporter::rnn(const Operator& op) {
   attr(node("Cast", {lengths_}, {lens}, op), "to", int64_t(::onnx::TensorProto::INT32));
   std::vector<std::string> in = {steps, initializer(tensor(W, {1, g * h, g * h}), base + "_W"), initializer(tensor(R, {1, g * h, h}), base + "_R"),
                                  initializer(tensor(B, {1, 2 * g * h}), base + "_B"), lens};
-  if (lstm && op.attr_or<bool>("use_peepholes", true)) {
+  // H0 and C0 [batch, D] (one row per sequence, in batch order) as initial_h / initial_c [1, batch, D].
+  auto initial = [&](std::string_view slot) {
+    if (!op.has_input(slot)) return std::string();
+    const auto& n = op.input(slot).at(0);
+    if (is_seq(n)) fail(op, fmt::format("has an initial state {} that is a sequence (it must be [batch, D])", slot));
+    return apply("Unsqueeze", {value(n), ints({0})}, op);
+  };
+  const std::string h0 = initial("H0"), c0 = lstm ? initial("C0") : std::string();
+  const bool peep = lstm && op.attr_or<bool>("use_peepholes", true);
+  if (!h0.empty() || !c0.empty() || peep) in.push_back(h0);
+  if (!c0.empty() || peep) in.push_back(c0);
+  if (peep) {
     if (!b || bc.numel() < 7 * h) fail(op, "uses peepholes without their weights in Bias");
     std::vector<double> P(size_t(3 * h));
     for (int64_t j = 0; j < h; ++j) P[size_t(j)] = bv(4 * h + j), P[size_t(h + j)] = bv(6 * h + j), P[size_t(2 * h + j)] = bv(5 * h + j);
-    in.push_back("");  // initial_h
-    in.push_back("");  // initial_c
     in.push_back(initializer(tensor(P, {1, 3 * h}), base + "_P"));
   }
   static const std::map<std::string, std::string> acts = {{"sigmoid", "Sigmoid"}, {"tanh", "Tanh"}, {"relu", "Relu"}, {"identity", "Identity"}};

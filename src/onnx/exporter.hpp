@@ -1,8 +1,8 @@
 // src/onnx/exporter.hpp: the Exporter that export_program runs (export.cpp): the ONNX graph being written, the
 // names of its values and the helpers every op's mapping uses; the mappings live in export_ops.cpp (dispatch,
 // element-wise and shape ops), export_nn.cpp (products, convolution, pooling, normalization, embedding,
-// reductions, losses) and export_sequence.cpp (padded sequences, LSTM / GRU, sequence_pool). Private to
-// liboar_onnx.
+// reductions, losses), export_sequence.cpp (padded sequences, LSTM / GRU, sequence_pool) and
+// export_attention.cpp (attention, position encodings). Private to liboar_onnx.
 #pragma once
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -263,7 +263,8 @@ class Exporter {
   /// lstm / gru over a padded [batch, max_len, gates] input as ONNX's LSTM / GRU with sequence_lens. oar's
   /// input projection is already applied, so the node's W is a 0/1 matrix routing oar's gate columns into
   /// ONNX's gate order (LSTM: oar c, i, f, o -> ONNX i, o, f, c; GRU: oar u, r, c -> ONNX z, r, h, with z = 1 -
-  /// u made by negating u's weights and bias: sigmoid(-a) = 1 - sigmoid(a)).
+  /// u made by negating u's weights and bias: sigmoid(-a) = 1 - sigmoid(a)). H0 / C0 [batch, D] become
+  /// initial_h / initial_c [1, batch, D].
   void rnn(const Operator& op);
   std::set<std::string> seq_bad_;
 
@@ -283,6 +284,28 @@ class Exporter {
   void lookup(const Operator& op);
 
   void reduce(const Operator& op);
+
+  /// cross_entropy as its formula: -log x at the hard label (GatherElements; 0 at ignore_index) or -sum label
+  /// log x over the last dim (soft), with Fluid's clamp of -log 0 to 1e20; Fluid's [..., 1] losses.
+  void cross_entropy(const Operator& op);
+
+  // ---- attention (export_attention.cpp)
+
+  /// Dim `axis` of `x` at run time: an int64 scalar (Gather of Shape).
+  std::string dim(const std::string& x, int64_t axis, const Operator& op);
+
+  /// The positions along `time_axis` of `x`, plus `shift` and the op's Offset (one per batch row) when it has
+  /// one: f64 [T], or [B, T] with Offset (Range over the dim at run time).
+  std::string positions(const std::string& x, int64_t time_axis, int64_t shift, const Operator& op);
+
+  /// add_position_encoding (dense [B, T, D] or a padded sequence) and rotary_position_embedding (dense [B, H,
+  /// T, d]): sines and cosines of positions times frequencies, computed in f64 as oar's kernels do, cast to X's
+  /// dtype.
+  void position(const Operator& op);
+
+  /// scaled_dot_product_attention, dense: Softmax(Q K^T scale + mask) V with MatMul, the causal mask from
+  /// Range over Tq and Tk; a query row whose keys are all masked gives zeros, as in oar.
+  void attention(const Operator& op);
 };
 
 }  // namespace oar::onnx::export_detail

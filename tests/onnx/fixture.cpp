@@ -6,6 +6,8 @@
 // inputs, each from its own seed.
 #include <oar/oar.hpp>
 #include <oar/onnx/onnx.hpp>
+#include <oar/ops/concat.hpp>           // split by sections: its op, recorded directly
+#include <oar/ops/squared_l2_norm.hpp>  // no layer function records it alone
 
 #include <cstdio>
 #include <filesystem>
@@ -93,11 +95,13 @@ void write_sequence_case(const fs::path& root, const oar::Model& model, const st
   std::printf("%s: %zu sequences (padded to %zu), 1 output\n", name.c_str(), seqs.size(), longest);
 }
 
-// embedding -> fc -> dynamic_lstm (with and without peepholes, forward and reversed) or dynamic_gru ->
-// sequence pools -> fc softmax: ONNX's LSTM / GRU over the padded batch with sequence_lens.
+// embedding -> fc -> dynamic_lstm (with and without peepholes, forward and reversed, with initial states) or
+// dynamic_gru (with and without an initial state), or add_position_encoding times cross_entropy -> sequence
+// pools -> fc softmax:
+// ONNX's LSTM / GRU over the padded batch with sequence_lens.
 void sequences(const fs::path& root) {
   const std::vector<std::vector<int64_t>> seqs = {{3, 7, 1, 9, 4}, {2, 8}, {5, 5, 6, 1, 2, 3, 7}, {11}};
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 6; ++variant) {
     oar::Tape tape;
     auto ids = oar::data("ids", oar::i64, {-1, 1}).lod_level(1);
     auto emb = oar::embedding(ids, {12, 6});
@@ -106,6 +110,17 @@ void sequences(const fs::path& root) {
     if (variant == 0) h = oar::dynamic_lstm(oar::fc(emb, 4 * 5), 4 * 5), name = "lstm_peepholes";
     if (variant == 1) h = oar::dynamic_lstm(oar::fc(emb, 4 * 5), 4 * 5).use_peepholes(false).is_reverse(), name = "lstm_reversed";
     if (variant == 2) h = oar::dynamic_gru(oar::fc(emb, 3 * 5), 5), name = "gru";
+    // Initial states [batch, 5] computed from each whole sequence.
+    auto initial = [&](oar::SequencePoolType t) { return oar::tanh(oar::fc(oar::sequence_pool(emb, t), 5)); };
+    if (variant == 3)
+      h = oar::dynamic_lstm(oar::fc(emb, 4 * 5), 4 * 5, initial(oar::SequencePoolType::average), initial(oar::SequencePoolType::max)).is_reverse(),
+      name = "lstm_initial_states";
+    if (variant == 4) h = oar::dynamic_gru(oar::fc(emb, 3 * 5), 5, initial(oar::SequencePoolType::sum)), name = "gru_initial_state";
+    if (variant == 5) {  // positions: the padded steps; cross_entropy row by row
+      // NOTE: soft labels only: the importer's GatherElements (hard labels) needs dims known at import.
+      auto ce = oar::cross_entropy(oar::softmax(oar::fc(emb, 12)), oar::softmax(oar::fc(emb, 12))).soft_label();
+      h = oar::add_position_encoding(emb, 1.0, 2.0) * ce, name = "position_encoding_xent";
+    }
     using P = oar::SequencePoolType;
     auto pooled = oar::concat({oar::sequence_pool(h, P::last), oar::sequence_pool(h, P::max), oar::sequence_pool(h, P::average),
                                oar::sequence_pool(oar::tanh(h), P::sum), oar::sequence_pool(h, P::first), oar::sequence_pool(h, P::sqrt)}, 1);
@@ -237,6 +252,111 @@ void embed(const fs::path& root) {
   write_case(root, model, {"embedding", {ids}, {y}, {in}});
 }
 
+// split by sections (a -1 taking the rest): the layer function splits into equal pieces only.
+std::vector<oar::Var> split_sections(const oar::Var& x, std::vector<int32_t> sections, int axis) {
+  const int n = int(sections.size());
+  auto replay = [sections = std::move(sections), axis](oar::LayerHelper& h) {
+    using S = oar::ops::Split;
+    std::vector<std::string> outs;
+    for (size_t i = 0; i < sections.size(); ++i) outs.push_back(h.create_tmp(h.input_var().dtype()).name());
+    oar::Operator op{std::string(S::type)};
+    op.set_input(S::x, {h.input()}).set_output(S::out, outs).set_attr(S::sections, sections).set_attr(S::axis, int32_t(axis));
+    h.append_op(std::move(op));
+    return outs;
+  };
+  return oar::record_layer("split", {x}, std::move(replay), std::source_location::current(), n);
+}
+
+// split (equal pieces and sections), top_k, squared_l2_norm, cross_entropy: hard labels with one at ignore_index,
+// soft labels, and probabilities with zeros (-log 0 is clamped to 1e20). Every dim known: the importer's
+// GatherElements needs them.
+void zoo3(const fs::path& root) {
+  oar::Tape tape;
+  auto x = oar::data("x", oar::f32, {4, 6});
+  auto lab = oar::data("lab", oar::i64, {4, 1});
+  auto a = oar::fc(x, 6);
+  auto thirds = oar::split(a, 3, 1);                   // 3 x [4, 2]
+  auto parts = split_sections(a, {1, -1, 2}, 1);       // [4, 1], [4, 3], [4, 2]
+  auto top = oar::topk(oar::fc(x, 7), 3);              // [4, 3] values and indices
+  auto sq = oar::record_unary_layer<oar::ops::SquaredL2Norm>(a, {}, std::source_location::current());  // [1]
+  auto p = oar::softmax(oar::fc(x, 5)), q = oar::softmax(oar::fc(x, 5));
+  auto hard = oar::cross_entropy(p, lab);
+  auto soft = oar::cross_entropy(p, q).soft_label();
+  auto clamped = oar::cross_entropy(oar::relu(oar::fc(x, 5)), q).soft_label();
+  auto rows = oar::concat({thirds[0] * thirds[2] - thirds[1], parts[1], parts[0] + parts[2], top[0], hard, soft}, 1);
+  oar::Model model(tape.program({rows, top[1], sq, clamped}), 9);
+  oar::Tensor labels = random_ids({4, 1}, 5, 22);
+  labels.data<int64_t>()[2] = -100;  // cross_entropy's default ignore_index: a loss of 0
+  write_case(root, model, {"zoo3", {x, lab}, {rows, top[1], sq, clamped}, {random_tensor({4, 6}, 21), labels}});
+}
+
+// A small encoder block: sinusoid positions, projections to 2 heads, rotary queries (offset 1) and keys (each
+// batch row's first position fed), attention causal, with a bool mask (one query row sees no key: zeros), with
+// an additive mask and a scale, and 3 queries attending causally to 5 keys; the heads joined and projected.
+// `dynamic`: batch and T unknown until the model runs (written beside the sequence exports, which have them too).
+void attention(const fs::path& root, bool dynamic) {
+  constexpr int64_t B = 2, T = 5, D = 8, H = 2, d = 4;
+  const int64_t b = dynamic ? -1 : B, t = dynamic ? -1 : T;
+  oar::Tape tape;
+  auto x = oar::data("x", oar::f32, {b, t, D});
+  auto keep = oar::data("keep", oar::boolean, {1, H, t, t});
+  auto bias = oar::data("bias", oar::f32, {t, t});
+  auto start = oar::data("start", oar::i64, {b});
+  auto h = oar::add_position_encoding(x, 1.5, 0.5);
+  auto heads = [&](const oar::Var& v) { return oar::transpose(oar::reshape(oar::fc(v, D).flatten_dims(2), {0, 0, H, d}), {0, 2, 1, 3}); };
+  auto q = oar::rotary_position_embedding(heads(h), 1), k = oar::rotary_position_embedding(heads(h), start), v = heads(h);
+  auto a1 = oar::scaled_dot_product_attention(q, k, v).causal();
+  auto a2 = oar::scaled_dot_product_attention(q, k, v, keep);
+  auto a3 = oar::scaled_dot_product_attention(q, k, v, bias).scale(0.3);
+  auto a4 = oar::scaled_dot_product_attention(oar::slice(q, {2}, {2}, {5}), k, v).causal();  // [B, H, 3, d]
+  auto join = [&](const oar::Var& a) { return oar::reshape(oar::transpose(a, {0, 2, 1, 3}), {0, 0, D}); };
+  auto y = oar::fc(oar::concat({join(a1), join(a2), join(a3)}, 2), D).flatten_dims(2);
+  oar::Model model(tape.program({y, a4}), 10);
+  oar::Tensor keep_v(oar::Shape{1, H, T, T}, oar::boolean);
+  std::mt19937_64 rng(23);
+  for (int64_t i = 0; i < keep_v.numel(); ++i) keep_v.data<bool>()[i] = rng() % 3 != 0;
+  for (int64_t j = 0; j < T; ++j) keep_v.data<bool>()[T + j] = false;  // head 0, query 1
+  write_case(root, model,
+             {dynamic ? "attention_dynamic" : "attention", {x, keep, bias, start}, {y, a4},
+              {random_tensor({B, T, D}, 24), keep_v, random_tensor({T, T}, 25), oar::Tensor::from<int64_t>({0, 3}, {B})}});
+}
+
+// Ops with no ONNX form: export refuses them with an oar::Error naming the op, what is wrong and the line
+// that made it. Returns whether every refusal came as expected.
+bool refusals() {
+  bool ok = true;
+  auto expect = [&](const oar::Model& model, const oar::Var& feed, const oar::Var& out, const std::string& op, const std::string& why) {
+    oar::onnx::ExportOptions o;
+    o.feeds = {model.name_of(feed)};
+    o.fetches = {model.name_of(out)};
+    try {
+      oar::onnx::export_model(model, fs::temp_directory_path() / "oar_refused.onnx", o);
+      std::fprintf(stderr, "FAIL %s: exported, but it has no ONNX form\n", op.c_str());
+      ok = false;
+    } catch (const oar::Error& e) {
+      const std::string w = e.what();
+      const bool clear = w.find("'" + op + "'") != std::string::npos && w.find(why) != std::string::npos && w.find("fixture.cpp:") != std::string::npos;
+      std::printf("%s %s: %s\n", clear ? "refused" : "FAIL", op.c_str(), w.c_str());
+      ok = ok && clear;
+    }
+  };
+  {
+    oar::Tape tape;
+    auto x = oar::data("x", oar::f32, {-1, 2, 3, 4});
+    auto c = oar::kv_cache(x);
+    oar::Model model(tape.program(c.rows), 11);
+    expect(model, x, c.rows, "kv_cache", "between runs");
+  }
+  {
+    oar::Tape tape;
+    auto q = oar::data("q", oar::f32, {-1, 2, 4}).lod_level(1);
+    auto a = oar::scaled_dot_product_attention(q, q, q);
+    oar::Model model(tape.program(a), 12);
+    expect(model, q, a, "scaled_dot_product_attention", "over LoD sequences");
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -255,8 +375,13 @@ int main(int argc, char** argv) try {
   zoo(root);
   zoo2(root);
   embed(root);
-  if (argc == 3) sequences(argv[2]);  // imported back by no one yet: oar reads no LSTM / GRU node
-  return 0;
+  zoo3(root);
+  attention(root, false);
+  if (argc == 3) {  // dims known only when the model runs: Shape and Range sized at run time
+    sequences(argv[2]);
+    attention(argv[2], true);
+  }
+  return refusals() ? 0 : 1;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "error: %s\n", e.what());
   return 1;
