@@ -1,5 +1,6 @@
-// src/onnx/export_attention.cpp: scaled_dot_product_attention (dense) and the position ops as ONNX nodes; the
-// positions come from Range over the input's Shape, so the time dim stays dynamic (exporter.hpp).
+// src/onnx/export_attention.cpp: scaled_dot_product_attention (dense; over sequences in
+// export_attention_seq.cpp) and the position ops as ONNX nodes; the positions come from Range over the input's
+// Shape, so the time dim stays dynamic (exporter.hpp).
 #include "src/onnx/exporter.hpp"
 
 namespace oar::onnx::export_detail {
@@ -28,10 +29,11 @@ void Exporter::position(const Operator& op) {
   const DType dt = dtype(xn);
   const int64_t d = xs[xs.rank() - 1], half = d / 2;
   if (d < 0) fail(op, fmt::format("has X {} whose last dim is unknown", xs.str()));
-  if (seq && rotary) fail(op, "rotates the rows of LoD sequences [N, H, d], which is not exported (only dense X [B, H, T, d] is)");
   const int rank = xs.rank() + (seq ? 1 : 0);  // a padded sequence has one more dim: [batch, max_len, row dims...]
-  if (rank != (rotary ? 4 : 3)) fail(op, fmt::format("has X {}, which is not {}", xs.str(), rotary ? "[B, H, T, d]" : "[B, T, D] or a sequence of [D] rows"));
-  const int64_t time_axis = rotary ? 2 : 1;  // [B, H, T, d]; [B, T, D] (dense or padded)
+  if (rank != (rotary ? 4 : 3))
+    fail(op, fmt::format("has X {}, which is not {}", xs.str(), rotary ? "[B, H, T, d] or a sequence of [H, d] rows" : "[B, T, D] or a sequence of [D] rows"));
+  // [B, H, T, d]; padded [B, T, H, d]; [B, T, D] (dense or padded). A padded step is the row's position in its sequence.
+  const int64_t time_axis = rotary && !seq ? 2 : 1;
   const int64_t shift = rotary ? op.attr_or<int32_t>("offset", 0) : 0;
   // The angles in f64, as oar's kernels take them (kernels/cpu/position.hpp), then their sines and cosines cast to X's dtype.
   std::vector<double> freq(static_cast<size_t>(half));
@@ -56,8 +58,11 @@ void Exporter::position(const Operator& op) {
     if (seq) seq_.insert(out_var(op, "Out"));
     return bind(out_var(op, "Out"), apply("Add", {ax, pe}, op));
   }
-  // X's pairs (x[2i], x[2i + 1]) as u, v [B, H, T, half, 1]; the angles moved to broadcast over them.
-  angle = apply("Unsqueeze", {angle, ints(per_row ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{2})}, op);
+  // X's pairs (x[2i], x[2i + 1]) as u, v [B, H, T, half, 1] (padded: [B, T, H, half, 1]); the angles moved to
+  // broadcast over them: [T, half] to [T, half, 1] ([T, 1, half, 1]), or [B, T, half] to [B, 1, T, half, 1]
+  // ([B, T, 1, half, 1]).
+  std::vector<int64_t> axes = per_row ? std::vector<int64_t>{seq ? 2 : 1, 4} : seq ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{2};
+  angle = apply("Unsqueeze", {angle, ints(axes)}, op);
   const std::string c = cast(apply("Cos", {angle}, op)), s = cast(apply("Sin", {angle}, op));
   const std::string u = fresh("t"), v = fresh("t");
   attr(node("Split", {apply("Reshape", {x, ints({0, 0, 0, half, 2})}, op)}, {u, v}, op), "axis", int64_t(-1));
@@ -65,25 +70,31 @@ void Exporter::position(const Operator& op) {
   std::string y = fresh("t");
   attr(node("Concat", {apply("Sub", {apply("Mul", {u, c}, op), apply("Mul", {v, s}, op)}, op), apply("Add", {apply("Mul", {u, s}, op), apply("Mul", {v, c}, op)}, op)}, {y}, op),
        "axis", int64_t(-1));
+  if (seq) seq_.insert(out_var(op, "Out"));
   bind(out_var(op, "Out"), apply("Reshape", {y, ints({0, 0, 0, d})}, op));
 }
 
 void Exporter::attention(const Operator& op) {
   const auto& qn = op.input("Q").at(0);
   for (const char* slot : {"Q", "K", "V"})
-    if (is_seq(op.input(slot).at(0)))
-      fail(op, "attends over LoD sequences, which is not exported (only the dense form Q [B, H, Tq, d], K [B, H, Tk, d], V [B, H, Tk, dv] is)");
+    if (is_seq(op.input(slot).at(0))) return attention_seq(op);
   const Shape& qs = shape(qn);
-  if (qs.rank() != 4) fail(op, fmt::format("has Q {} (exported for the dense form [B, H, Tq, d])", qs.str()));
+  if (qs.rank() != 4) fail(op, fmt::format("has Q {} (exported for the dense form [B, H, Tq, d] and for LoD sequences [N, H, d])", qs.str()));
+  bind(out_var(op, "Out"), attend(op, value(qn), in(op, "K"), in(op, "V"), dtype(qn), attention_scale(op, qs), ""));
+}
+
+double Exporter::attention_scale(const Operator& op, const Shape& qs) {
   if (!op.attr_or<bool>("is_test", false) && op.attr_or<float>("dropout_prob", 0.f) > 0)
     fail(op, "drops attention weights at random (is_test is off), which an inference graph does not");
-  const DType dt = dtype(qn);
-  double scale = op.attr_or<float>("scale", 0.f);
-  if (scale == 0) {
-    if (qs[3] < 0) fail(op, fmt::format("has Q {} of unknown head size and no scale", qs.str()));
-    scale = 1.0 / std::sqrt(double(qs[3]));
-  }
-  const std::string q = value(qn), k = in(op, "K"), v = in(op, "V");
+  const double scale = op.attr_or<float>("scale", 0.f);
+  if (scale != 0) return scale;
+  const int64_t d = qs[qs.rank() - 1];
+  if (d < 0) fail(op, fmt::format("has Q {} of unknown head size and no scale", qs.str()));
+  return 1.0 / std::sqrt(double(d));
+}
+
+std::string Exporter::attend(const Operator& op, const std::string& q, const std::string& k, const std::string& v, DType dt, double scale,
+                             const std::string& keep_mask) {
   std::string kt = fresh("t");
   attr(node("Transpose", {k}, {kt}, op), "perm", std::vector<int64_t>{0, 1, 3, 2});
   // oar's kernel scales the product (gemm's alpha, in Q's dtype), then masks.
@@ -116,9 +127,12 @@ void Exporter::attention(const Operator& op) {
     const std::string causal = apply("LessOrEqual", {apply("Sub", {cols, rows}, op), apply("Sub", {tk, tq}, op)}, op);  // [Tq, Tk]
     keep = keep.empty() ? causal : apply("And", {keep, causal}, op);
   }
+  std::string kf = keep.empty() ? std::string() : cast(keep, detail::onnx_type(dt, "mask"));
+  // The caller's 0/1 mask joins as a product: floats broadcast in oar's importer where booleans of unequal
+  // shapes would not.
+  if (!keep_mask.empty()) kf = kf.empty() ? keep_mask : apply("Mul", {kf, keep_mask}, op);
   std::string seen;  // 1 where a query row keeps some key, else 0: [.., Tq, 1]
-  if (!keep.empty()) {
-    const std::string kf = cast(keep, detail::onnx_type(dt, "mask"));
+  if (!kf.empty()) {
     seen = reduce_max(kf);
     // max(keep, 1 - seen) in floats: oar's importer broadcasts logical ops over equal shapes only
     keep = cast(apply("Max", {kf, apply("Sub", {scalar(1, dt), seen}, op)}, op), ::onnx::TensorProto::BOOL);
@@ -134,7 +148,7 @@ void Exporter::attention(const Operator& op) {
   attr(node("Softmax", {s}, {w}, op), "axis", int64_t(-1));
   if (!seen.empty()) w = apply("Mul", {w, seen}, op);
   if (!none.empty()) w = apply("Where", {none, scalar(0, dt), w}, op);
-  bind(out_var(op, "Out"), apply("MatMul", {w, v}, op));
+  return apply("MatMul", {w, v}, op);
 }
 
 }  // namespace oar::onnx::export_detail

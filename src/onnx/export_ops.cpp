@@ -103,6 +103,8 @@ void Exporter::fused(const Operator& op) {
 void Exporter::emit(const Operator& op) {
   const std::string& t = op.type();
   if (t == "feed" || t == "fetch") return;
+  // Before the sequence ops' dispatch: over LoD rows too, the cache is what cannot be exported.
+  if (t == "kv_cache") fail(op, "keeps a decoder's keys and values between runs, which an ONNX graph cannot (export the model without the cache)");
   if (t == "lstm" || t == "gru") return rnn(op);
   if (t == "sequence_pool") return sequence_pool(op);
   if (t == "scaled_dot_product_attention") return attention(op);
@@ -254,7 +256,6 @@ void Exporter::emit_dense(const Operator& op) {
     return;
   }
   if (t == "cross_entropy") return cross_entropy(op);
-  if (t == "kv_cache") fail(op, "keeps a decoder's keys and values between runs, which an ONNX graph cannot (export the model without the cache)");
   if (t == "assign") return bind(out_var(op, "Out"), apply("Identity", {in(op, "X")}, op));
   if (t == "lookup_table") return lookup(op);
   if (t == "cast") {

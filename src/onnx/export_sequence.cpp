@@ -8,8 +8,9 @@ void Exporter::row_wise(const Operator& op) {
   static const std::set<std::string> rows = {"lookup_table", "mul", "elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
                                              "fused_elementwise", "scale", "dropout", "softmax", "log_softmax", "relu", "sigmoid", "tanh",
                                              "exp", "log", "sqrt", "abs", "square", "softplus", "softsign", "gelu", "leaky_relu", "elu",
-                                             "relu6", "hard_sigmoid", "swish", "pow", "clip", "cross_entropy"};
-  if (!rows.count(t)) fail(op, "reads a sequence, and only row-wise ops, lstm, gru, sequence_pool and add_position_encoding are exported over sequences");
+                                             "relu6", "hard_sigmoid", "swish", "pow", "clip", "cross_entropy", "reshape"};
+  if (!rows.count(t))
+    fail(op, "reads a sequence, and only row-wise ops, lstm, gru, sequence_pool, attention and the position ops are exported over sequences");
   for (auto& n : op.input_names()) {  // a dense operand must broadcast over every row alike: a parameter
     if (is_seq(n) || param(n)) continue;
     fail(op, fmt::format("mixes the sequence with '{}', which is neither a sequence nor a parameter", n));
@@ -18,7 +19,32 @@ void Exporter::row_wise(const Operator& op) {
   if ((t == "softmax" || t == "log_softmax") && op.attr_or<int32_t>("axis", -1) != -1 && op.attr_or<int32_t>("axis", -1) != 1)
     fail(op, "normalizes across a sequence's rows");
   for (auto& n : op.output_names()) seq_.insert(n);  // before emitting: bind() keeps the name
+  if (t == "reshape") return row_reshape(op);
   emit_dense(op);
+}
+
+void Exporter::row_reshape(const Operator& op) {
+  const auto& xn = op.input("X").at(0);
+  const Shape& xs = shape(xn);
+  const auto s = op.attr<std::vector<int32_t>>("shape");
+  // The rows stay rows when dim 0 copies the row count (0), or is inferred (-1) from row dims that keep their size.
+  bool keeps = !s.empty() && s[0] == 0;
+  if (!s.empty() && s[0] == -1) {
+    int64_t row = 1, want = 1;
+    for (int i = 1; i < xs.rank(); ++i) row = xs[i] < 0 || row < 0 ? -1 : row * xs[i];
+    for (size_t i = 1; i < s.size(); ++i) {
+      const int64_t d = s[i] == 0 ? (int(i) < xs.rank() ? xs[int(i)] : -1) : s[i];
+      want = d < 0 || want < 0 ? -1 : want * d;
+    }
+    keeps = row >= 0 && row == want;
+  }
+  if (!keeps)
+    fail(op, fmt::format("reshapes the rows of a sequence {} to [{}], which need not keep one row per step (dim 0 must be 0, or -1 with the rows' size kept)",
+                         xs.str(), fmt::join(s, ", ")));
+  // Padded [batch, max_len, row dims...]: the two leading dims copied, a 0 in the row dims still copying its own.
+  std::vector<int64_t> p = {0, 0};
+  for (size_t i = 1; i < s.size(); ++i) p.push_back(s[i]);
+  bind(out_var(op, "Out"), apply("Reshape", {value(xn), ints(p)}, op));
 }
 
 std::string Exporter::step_mask(const std::string& x, DType dt, const Operator& op) {

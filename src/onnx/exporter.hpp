@@ -1,8 +1,9 @@
 // src/onnx/exporter.hpp: the Exporter that export_program runs (export.cpp): the ONNX graph being written, the
 // names of its values and the helpers every op's mapping uses; the mappings live in export_ops.cpp (dispatch,
 // element-wise and shape ops), export_nn.cpp (products, convolution, pooling, normalization, embedding,
-// reductions, losses), export_sequence.cpp (padded sequences, LSTM / GRU, sequence_pool) and
-// export_attention.cpp (attention, position encodings). Private to liboar_onnx.
+// reductions, losses), export_sequence.cpp (padded sequences, LSTM / GRU, sequence_pool),
+// export_attention.cpp (attention, position encodings) and export_attention_seq.cpp (attention over padded
+// sequences). Private to liboar_onnx.
 #pragma once
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -257,6 +258,10 @@ class Exporter {
   /// max_len, ...] (their outputs are padded sequences too); others are refused.
   void row_wise(const Operator& op);
 
+  /// reshape of a sequence's rows ([N, D] to [N, H, d] and back: attention's heads), the row count kept: the
+  /// padded [batch, max_len, ...] reshaped with its two leading dims copied.
+  void row_reshape(const Operator& op);
+
   /// 1 where a step lies inside its sequence: [batch, max_len] of `dt` (Range over max_len against lengths).
   std::string step_mask(const std::string& x, DType dt, const Operator& op);
 
@@ -298,14 +303,30 @@ class Exporter {
   /// one: f64 [T], or [B, T] with Offset (Range over the dim at run time).
   std::string positions(const std::string& x, int64_t time_axis, int64_t shift, const Operator& op);
 
-  /// add_position_encoding (dense [B, T, D] or a padded sequence) and rotary_position_embedding (dense [B, H,
-  /// T, d]): sines and cosines of positions times frequencies, computed in f64 as oar's kernels do, cast to X's
-  /// dtype.
+  /// add_position_encoding (dense [B, T, D] or a padded sequence [B, T, D]) and rotary_position_embedding
+  /// (dense [B, H, T, d] or a padded sequence [B, T, H, d], whose positions are the padded steps): sines and
+  /// cosines of positions times frequencies, computed in f64 as oar's kernels do, cast to X's dtype.
   void position(const Operator& op);
 
-  /// scaled_dot_product_attention, dense: Softmax(Q K^T scale + mask) V with MatMul, the causal mask from
-  /// Range over Tq and Tk; a query row whose keys are all masked gives zeros, as in oar.
+  /// scaled_dot_product_attention: the dense form directly, the LoD form through attention_seq.
   void attention(const Operator& op);
+
+  /// The scale of the scores: the op's, or 1 / sqrt(d) for the head size d, the last dim of Q's shape `qs`. Refuses
+  /// the op when it drops weights at random (is_test off), which an inference graph does not.
+  double attention_scale(const Operator& op, const Shape& qs);
+
+  /// Softmax(q k^T scale + mask) v over ONNX values q [B, H, Tq, d], k [B, H, Tk, d], v [B, H, Tk, dv] of dtype
+  /// dt: the op's Mask (float: added; bool: false drops the key), its causal mask (Range over Tq and Tk at run
+  /// time), and `keep`, a 0/1 mask of dtype dt that broadcasts to [B, H, Tq, Tk] (empty: none). A query row whose
+  /// keys are all masked gives zeros, as in oar. Returns [B, H, Tq, dv].
+  std::string attend(const Operator& op, const std::string& q, const std::string& k, const std::string& v, DType dt, double scale,
+                     const std::string& keep);
+
+  /// scaled_dot_product_attention over LoD sequences (export_attention_seq.cpp): the padded Q, K, V [B, T, H,
+  /// d] transposed to [B, H, T, d], the dense attention with the keys past each sequence's length masked out,
+  /// transposed back to a padded sequence [B, T, H, dv]. Q and K have the graph's one set of lengths, so the
+  /// causal mask of the padded steps is each sequence's own.
+  void attention_seq(const Operator& op);
 };
 
 }  // namespace oar::onnx::export_detail

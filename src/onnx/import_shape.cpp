@@ -290,29 +290,32 @@ void Importer::h_arg() {
   add("elementwise_add", {{"X", {neg}}, {"Y", {const_var("last", i64_tensor({n - 1}, Shape{1}))}}}, {{"Out", {out(0)}}}, {{"axis", Attribute(int32_t(-1))}});
 }
 
-void Importer::h_gather_elements() {  // out[..i..] = data[..indices[..i..]..] along axis: a one-hot product summed
+// out[..i..] = data[..indices[..i..]..] along axis: with the axis moved last, a one-hot of each index over the
+// axis's n positions [.., m, n] times the data [.., 1, n], summed over n. Only n must be known when the model is
+// imported (one_hot's depth); the other dims may be symbolic (a padded batch of sequences [B, T, C] gathered at
+// its labels [B, T, 1]), since nothing is reshaped across them.
+void Importer::h_gather_elements() {
   const std::string data = in(0);
   const Shape ds = shape(data), is = in_shape(1);
   const int r = ds.rank();
+  if (is.rank() != r) unsupported(fmt::format("data {} and indices {} of different ranks", ds.str(), is.str()));
   const int64_t axis = axis_in(ai("axis", 0), r);
-  if (is.rank() != r || !ds.known() || !is.known()) unsupported(fmt::format("data {} and indices {} (oar needs known shapes of one rank)", ds.str(), is.str()));
+  const int64_t n = ds[int(axis)];
+  if (n < 0) unsupported(fmt::format("gathering along dim {} of data {}, whose size is unknown (oar needs it for a one-hot)", axis, ds.str()));
+  // ONNX lets indices be narrower than data off the axis; oar's product broadcasts instead, so the dims must be
+  // equal (or both unknown: equal at run time in the graphs that gather at a padded batch's labels).
   for (int i = 0; i < r; ++i)
-    if (i != axis && is[i] != ds[i]) unsupported(fmt::format("indices {} narrower than data {} off the axis", is.str(), ds.str()));
-  const int64_t n = ds[int(axis)], m = is[int(axis)], rows = ds.numel() / n;
+    if (i != axis && is[i] != ds[i]) unsupported(fmt::format("indices {} unlike data {} off the axis (oar needs them equal)", is.str(), ds.str()));
   const auto perm = axis_last(r, axis);
   std::string d = transposed(to_f64_if_int(data), perm);
   std::string idx = transposed(wrap_negative(in(1), n), perm);
-  std::string i2 = tmp(), hot = tmp(), hot3 = tmp(), d3 = tmp(), sum = tmp(), back = tmp();
-  reshape_to(idx, {-1, 1}, i2);
-  add("one_hot", {{"X", {i2}}}, {{"Out", {hot}}}, {{"depth", Attribute(int32_t(n))}, {"dtype", Attribute(int32_t(dtype(d)))}});
-  reshape_to(hot, {rows, m, n}, hot3);
-  reshape_to(d, {rows, 1, n}, d3);
-  add("reduce_sum", {{"X", {fused_tmp({d3, hot3}, "x0 x1 mul")}}}, {{"Out", {sum}}},
-      {{"dim", Attribute(std::vector<int32_t>{2})}, {"keep_dim", Attribute(false)}, {"reduce_all", Attribute(false)}});
-  std::vector<int64_t> moved;
-  for (auto p : perm) moved.push_back(is[int(p)]);
-  reshape_to(sum, moved, back);
-  out_like(transposed(back, inverse(perm)), data);
+  std::string i1 = tmp(), hot = tmp(), d1 = tmp(), sum = tmp();
+  add("unsqueeze", {{"X", {idx}}}, {{"Out", {i1}}}, {{"axes", Attribute(std::vector<int32_t>{r})}});  // [.., m, 1]
+  add("one_hot", {{"X", {i1}}}, {{"Out", {hot}}}, {{"depth", Attribute(int32_t(n))}, {"dtype", Attribute(int32_t(dtype(d)))}});  // [.., m, n]
+  add("unsqueeze", {{"X", {d}}}, {{"Out", {d1}}}, {{"axes", Attribute(std::vector<int32_t>{r - 1})}});  // [.., 1, n]
+  add("reduce_sum", {{"X", {fused_tmp({d1, hot}, "x0 x1 mul")}}}, {{"Out", {sum}}},
+      {{"dim", Attribute(std::vector<int32_t>{r})}, {"keep_dim", Attribute(false)}, {"reduce_all", Attribute(false)}});
+  out_like(transposed(sum, inverse(perm)), data);
 }
 
 void Importer::h_cumsum() {  // along the axis (moved last): a product with a triangle of ones

@@ -65,14 +65,16 @@ void write_case(const fs::path& root, const oar::Model& model, const Case& c, in
 }
 
 // A case whose first feed is a sequence batch (LoD level 1, rows [total, 1] of ids): oar runs the LoD tensor,
-// the files hold what the exported graph takes, the ids padded with 0 to [batch, max_len, 1] and the lengths.
+// the files hold what the exported graph takes, the ids padded with 0 to [batch, max_len, 1] and the lengths,
+// then the `dense` feeds (one row per sequence, such as a position offset) as they are.
 void write_sequence_case(const fs::path& root, const oar::Model& model, const std::string& name, const oar::Var& ids, const oar::Var& out,
-                         const std::vector<std::vector<int64_t>>& seqs) {
+                         const std::vector<std::vector<int64_t>>& seqs, const std::vector<std::pair<oar::Var, oar::Tensor>>& dense = {}) {
   const fs::path dir = root / name;
   fs::remove_all(dir);
   fs::create_directories(dir / "test_data_set_0");
   oar::onnx::ExportOptions o;
   o.feeds = {model.name_of(ids)};
+  for (auto& [v, t] : dense) o.feeds.push_back(model.name_of(v));
   o.fetches = {model.name_of(out)};
   oar::onnx::export_model(model, dir / "model.onnx", o);
   std::vector<int64_t> rows, lengths, padded;
@@ -86,22 +88,26 @@ void write_sequence_case(const fs::path& root, const oar::Model& model, const st
     for (size_t t = 0; t < longest; ++t) padded.push_back(t < q.size() ? q[t] : 0);
   }
   oar::Evaluator ev(model, o.fetches);
-  auto res = ev.forward({{o.feeds[0], oar::LoDTensor::from_lengths(oar::Tensor::from<int64_t>(rows, {int64_t(rows.size()), 1}), lod)}});
+  oar::FeedMap feeds{{o.feeds[0], oar::LoDTensor::from_lengths(oar::Tensor::from<int64_t>(rows, {int64_t(rows.size()), 1}), lod)}};
+  for (size_t i = 0; i < dense.size(); ++i) feeds[o.feeds[i + 1]] = oar::LoDTensor(dense[i].second);
+  auto res = ev.forward(feeds);
   oar::onnx::write_tensor_proto(dir / "test_data_set_0" / "input_0.pb",
                                 oar::Tensor::from<int64_t>(padded, {int64_t(seqs.size()), int64_t(longest), 1}), o.feeds[0]);
   oar::onnx::write_tensor_proto(dir / "test_data_set_0" / "input_1.pb", oar::Tensor::from<int64_t>(lengths, {int64_t(seqs.size())}),
                                 o.feeds[0] + "_lengths");
+  for (size_t i = 0; i < dense.size(); ++i)  // the graph's inputs in order: the padded ids, their lengths, the dense feeds
+    oar::onnx::write_tensor_proto(dir / "test_data_set_0" / fmt::format("input_{}.pb", i + 2), dense[i].second, o.feeds[i + 1]);
   oar::onnx::write_tensor_proto(dir / "test_data_set_0" / "output_0.pb", res[0], o.fetches[0]);
   std::printf("%s: %zu sequences (padded to %zu), 1 output\n", name.c_str(), seqs.size(), longest);
 }
 
 // embedding -> fc -> dynamic_lstm (with and without peepholes, forward and reversed, with initial states) or
-// dynamic_gru (with and without an initial state), or add_position_encoding times cross_entropy -> sequence
-// pools -> fc softmax:
+// dynamic_gru (with and without an initial state), or add_position_encoding times cross_entropy (soft labels),
+// or cross_entropy with hard labels -> sequence pools -> fc softmax:
 // ONNX's LSTM / GRU over the padded batch with sequence_lens.
 void sequences(const fs::path& root) {
   const std::vector<std::vector<int64_t>> seqs = {{3, 7, 1, 9, 4}, {2, 8}, {5, 5, 6, 1, 2, 3, 7}, {11}};
-  for (int variant = 0; variant < 6; ++variant) {
+  for (int variant = 0; variant < 7; ++variant) {
     oar::Tape tape;
     auto ids = oar::data("ids", oar::i64, {-1, 1}).lod_level(1);
     auto emb = oar::embedding(ids, {12, 6});
@@ -117,10 +123,12 @@ void sequences(const fs::path& root) {
       name = "lstm_initial_states";
     if (variant == 4) h = oar::dynamic_gru(oar::fc(emb, 3 * 5), 5, initial(oar::SequencePoolType::sum)), name = "gru_initial_state";
     if (variant == 5) {  // positions: the padded steps; cross_entropy row by row
-      // NOTE: soft labels only: the importer's GatherElements (hard labels) needs dims known at import.
       auto ce = oar::cross_entropy(oar::softmax(oar::fc(emb, 12)), oar::softmax(oar::fc(emb, 12))).soft_label();
       h = oar::add_position_encoding(emb, 1.0, 2.0) * ce, name = "position_encoding_xent";
     }
+    // Hard labels: each step's own id among 12 classes (GatherElements over [batch, max_len, 12] with both
+    // leading dims symbolic), id 5 as ignore_index (a loss of 0 at 3 steps); the padding's label 0 is in range.
+    if (variant == 6) h = oar::cross_entropy(oar::softmax(oar::fc(emb, 12)), ids).set("ignore_index", int32_t(5)), name = "hard_label_xent";
     using P = oar::SequencePoolType;
     auto pooled = oar::concat({oar::sequence_pool(h, P::last), oar::sequence_pool(h, P::max), oar::sequence_pool(h, P::average),
                                oar::sequence_pool(oar::tanh(h), P::sum), oar::sequence_pool(h, P::first), oar::sequence_pool(h, P::sqrt)}, 1);
@@ -129,6 +137,30 @@ void sequences(const fs::path& root) {
     // The pooled states themselves are compared: a classifier's softmax on untrained weights hides too much.
     write_sequence_case(root, model, name, ids, pooled, seqs);
   }
+}
+
+// A small Transformer block over LoD sequences (no padding in oar; padded in the graph): embedding rows, fc
+// projections to 2 heads ([N, 8] rows as [N, 2, 4]), rotary queries (offset 1) and keys (each sequence's first
+// position fed), attention within each sequence (plain, and causal with a scale), the heads joined back to rows
+// (both reshape forms), projected and added to the embedding; beside it the multi_head_attention layer over the
+// same rows (causal, rotary); then pooled per sequence, the output.
+void sequence_attention(const fs::path& root) {
+  const std::vector<std::vector<int64_t>> seqs = {{3, 7, 1, 9, 4}, {2, 8}, {5, 5, 6, 1, 2, 3, 7}, {11}};
+  oar::Tape tape;
+  auto ids = oar::data("ids", oar::i64, {-1, 1}).lod_level(1);
+  auto start = oar::data("start", oar::i64, {-1});
+  auto x = oar::embedding(ids, {12, 8});
+  auto heads = [](const oar::Var& v) { return oar::reshape(oar::fc(v, 8), {0, 2, 4}); };
+  auto q = oar::rotary_position_embedding(heads(x), 1), k = oar::rotary_position_embedding(heads(x), start), v = heads(x);
+  auto a1 = oar::scaled_dot_product_attention(q, k, v);
+  auto a2 = oar::scaled_dot_product_attention(q, k, v).causal().scale(0.7);
+  auto h = x + oar::fc(oar::reshape(a1, {-1, 8}), 8) + oar::fc(oar::reshape(a2, {0, 8}), 8);
+  using P = oar::SequencePoolType;
+  auto pooled = oar::concat({oar::sequence_pool(h, P::average), oar::sequence_pool(h, P::max), oar::sequence_pool(h, P::last),
+                             oar::sequence_pool(oar::reshape(a2, {0, 8}), P::sum),
+                             oar::sequence_pool(oar::multi_head_attention(x, 2, 8, {.causal = true, .rotary = true}), P::average)}, 1);
+  oar::Model model(tape.program(pooled), 30);
+  write_sequence_case(root, model, "attention_lod", ids, pooled, seqs, {{start, oar::Tensor::from<int64_t>({0, 3, 1, 2}, {4})}});
 }
 
 // The book MLP (examples/mnist_mlp.cpp's layers).
@@ -325,9 +357,9 @@ void attention(const fs::path& root, bool dynamic) {
 // that made it. Returns whether every refusal came as expected.
 bool refusals() {
   bool ok = true;
-  auto expect = [&](const oar::Model& model, const oar::Var& feed, const oar::Var& out, const std::string& op, const std::string& why) {
+  auto expect = [&](const oar::Model& model, const std::vector<oar::Var>& feeds, const oar::Var& out, const std::string& op, const std::string& why) {
     oar::onnx::ExportOptions o;
-    o.feeds = {model.name_of(feed)};
+    o.feeds = model.names_of(std::span<const oar::Var>(feeds));
     o.fetches = {model.name_of(out)};
     try {
       oar::onnx::export_model(model, fs::temp_directory_path() / "oar_refused.onnx", o);
@@ -345,14 +377,22 @@ bool refusals() {
     auto x = oar::data("x", oar::f32, {-1, 2, 3, 4});
     auto c = oar::kv_cache(x);
     oar::Model model(tape.program(c.rows), 11);
-    expect(model, x, c.rows, "kv_cache", "between runs");
+    expect(model, {x}, c.rows, "kv_cache", "between runs");
+  }
+  {  // over LoD sequences, where attention itself is exported
+    oar::Tape tape;
+    auto x = oar::data("x", oar::f32, {-1, 8}).lod_level(1);
+    auto y = oar::multi_head_attention(x, 2, 8, {.rotary = true, .kv_cache = true});
+    oar::Model model(tape.program(y), 12);
+    expect(model, {x}, y, "kv_cache", "between runs");
   }
   {
     oar::Tape tape;
     auto q = oar::data("q", oar::f32, {-1, 2, 4}).lod_level(1);
-    auto a = oar::scaled_dot_product_attention(q, q, q);
-    oar::Model model(tape.program(a), 12);
-    expect(model, q, a, "scaled_dot_product_attention", "over LoD sequences");
+    auto k = oar::data("k", oar::f32, {-1, 2, 4});
+    auto a = oar::scaled_dot_product_attention(q, k, k);
+    oar::Model model(tape.program(a), 13);
+    expect(model, {q, k}, a, "scaled_dot_product_attention", "its K 'k' is not a sequence");
   }
   return ok;
 }
@@ -379,6 +419,7 @@ int main(int argc, char** argv) try {
   attention(root, false);
   if (argc == 3) {  // dims known only when the model runs: Shape and Range sized at run time
     sequences(argv[2]);
+    sequence_attention(argv[2]);
     attention(argv[2], true);
   }
   return refusals() ? 0 : 1;
