@@ -55,7 +55,7 @@ void Exporter::position(const Operator& op) {
     const double alpha = op.attr_or<float>("alpha", 1.f), beta = op.attr_or<float>("beta", 1.f);
     std::string ax = alpha == 1 ? x : apply("Mul", {x, scalar(alpha, dt)}, op);
     if (beta != 1) pe = apply("Mul", {pe, scalar(beta, dt)}, op);
-    if (seq) seq_.insert(out_var(op, "Out"));
+    if (seq) mark_seq(out_var(op, "Out"), xn);
     return bind(out_var(op, "Out"), apply("Add", {ax, pe}, op));
   }
   // X's pairs (x[2i], x[2i + 1]) as u, v [B, H, T, half, 1] (padded: [B, T, H, half, 1]); the angles moved to
@@ -70,7 +70,7 @@ void Exporter::position(const Operator& op) {
   std::string y = fresh("t");
   attr(node("Concat", {apply("Sub", {apply("Mul", {u, c}, op), apply("Mul", {v, s}, op)}, op), apply("Add", {apply("Mul", {u, s}, op), apply("Mul", {v, c}, op)}, op)}, {y}, op),
        "axis", int64_t(-1));
-  if (seq) seq_.insert(out_var(op, "Out"));
+  if (seq) mark_seq(out_var(op, "Out"), xn);
   bind(out_var(op, "Out"), apply("Reshape", {y, ints({0, 0, 0, d})}, op));
 }
 

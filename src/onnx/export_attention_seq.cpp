@@ -21,15 +21,20 @@ void Exporter::attention_seq(const Operator& op) {
     attr(node("Transpose", {x}, {o}, op), "perm", std::vector<int64_t>{0, 2, 1, 3});
     return o;
   };
-  const std::string k = value(op.input("K").at(0));
-  // Key t of sequence b exists when t < length b: [B, 1, 1, T] over the scores [B, H, Tq, T]. Q and K share the
-  // graph's lengths, so Tq_b = Tk_b and oar's causal rule j <= i + Tk_b - Tq_b is the padded one, j <= i. A
-  // padding query row still sees its sequence's keys (or, in an empty sequence, none: zeros), so its values
-  // stay finite for the ops after it that mask padding by a product.
-  const std::string keys = apply("Unsqueeze", {step_mask(k, dt, op), ints({1, 2})}, op);
+  const auto& kn = op.input("K").at(0);
+  const std::string k = value(kn);
+  // oar's causal rule is j <= i + Tk_b - Tq_b; with Q and K from one feed Tq_b = Tk_b, and it is the padded
+  // j <= i. Across two feeds (a decoder's queries over an encoder's keys) the offset differs per sequence.
+  if (op.attr_or<bool>("causal", false) && lengths_of(qn) != lengths_of(kn))
+    fail(op, fmt::format("is causal with Q and K from different feeds ({} and {}), whose lengths may differ: not exported", lengths_of(qn),
+                         lengths_of(kn)));
+  // Key t of sequence b exists when t < K's length b: [B, 1, 1, Tk] over the scores [B, H, Tq, Tk]. A padding
+  // query row still sees its sequence's keys (or, in an empty sequence, none: zeros), so its values stay finite
+  // for the ops after it that mask padding by a product.
+  const std::string keys = apply("Unsqueeze", {step_mask(k, lengths_of(kn), dt, op), ints({1, 2})}, op);
   const std::string o = attend(op, heads_first(value(qn)), heads_first(k), heads_first(value(op.input("V").at(0))), dt, scale, keys);
   const std::string& out = out_var(op, "Out");
-  seq_.insert(out);
+  mark_seq(out, qn);
   bind(out, heads_first(o));
 }
 

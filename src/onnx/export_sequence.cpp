@@ -18,7 +18,10 @@ void Exporter::row_wise(const Operator& op) {
   if (t == "mul" && op.attr<int32_t>("x_num_col_dims") != 1) fail(op, "flattens a sequence's rows (x_num_col_dims != 1)");
   if ((t == "softmax" || t == "log_softmax") && op.attr_or<int32_t>("axis", -1) != -1 && op.attr_or<int32_t>("axis", -1) != 1)
     fail(op, "normalizes across a sequence's rows");
-  for (auto& n : op.output_names()) seq_.insert(n);  // before emitting: bind() keeps the name
+  std::string first;  // the rows' lengths: a row-wise op over two sequences pairs their rows, so any one's
+  for (auto& n : op.input_names())
+    if (first.empty() && is_seq(n)) first = n;
+  for (auto& n : op.output_names()) mark_seq(n, first);  // before emitting: bind() keeps the name
   if (t == "reshape") return row_reshape(op);
   emit_dense(op);
 }
@@ -47,12 +50,12 @@ void Exporter::row_reshape(const Operator& op) {
   bind(out_var(op, "Out"), apply("Reshape", {value(xn), ints(p)}, op));
 }
 
-std::string Exporter::step_mask(const std::string& x, DType dt, const Operator& op) {
+std::string Exporter::step_mask(const std::string& x, const std::string& lengths, DType dt, const Operator& op) {
   auto shp = apply("Shape", {x}, op);
   auto t = apply("Gather", {shp, ints({1})}, op);  // [1]: max_len
   auto tl = apply("Squeeze", {t, ints({0})}, op);
   auto range = apply("Range", {scalar(0, DType::i64), tl, scalar(1, DType::i64)}, op);
-  auto less = apply("Less", {apply("Unsqueeze", {range, ints({0})}, op), apply("Unsqueeze", {lengths_, ints({1})}, op)}, op);
+  auto less = apply("Less", {apply("Unsqueeze", {range, ints({0})}, op), apply("Unsqueeze", {lengths, ints({1})}, op)}, op);
   std::string o = fresh("t");
   attr(node("Cast", {less}, {o}, op), "to", int64_t(detail::onnx_type(dt, "mask")));
   return o;
@@ -96,7 +99,7 @@ void Exporter::rnn(const Operator& op) {
   const std::string base = op.input("Weight").at(0);
   std::string steps = fresh("t"), lens = fresh("t");  // [max_len, batch, G]; sequence_lens is int32
   attr(node("Transpose", {value(xn)}, {steps}, op), "perm", std::vector<int64_t>{1, 0, 2});
-  attr(node("Cast", {lengths_}, {lens}, op), "to", int64_t(::onnx::TensorProto::INT32));
+  attr(node("Cast", {lengths_of(xn)}, {lens}, op), "to", int64_t(::onnx::TensorProto::INT32));
   std::vector<std::string> in = {steps, initializer(tensor(W, {1, g * h, g * h}), base + "_W"), initializer(tensor(R, {1, g * h, h}), base + "_R"),
                                  initializer(tensor(B, {1, 2 * g * h}), base + "_B"), lens};
   // H0 and C0 [batch, D] (one row per sequence, in batch order) as initial_h / initial_c [1, batch, D].
@@ -137,7 +140,7 @@ void Exporter::rnn(const Operator& op) {
   std::string yo = fresh("t");
   attr(node("Transpose", {apply("Squeeze", {y, ints({1})}, op)}, {yo}, op), "perm", std::vector<int64_t>{1, 0, 2});
   const std::string& hidden = out_var(op, "Hidden");
-  seq_.insert(hidden);
+  mark_seq(hidden, xn);
   bind(hidden, yo);
   if (lstm)
     for (auto& c : op.output("Cell"))
@@ -158,7 +161,8 @@ void Exporter::sequence_pool(const Operator& op) {
     attr(node("Gather", {x, ints({0})}, {o}, op), "axis", int64_t(1));
     return bind(out_var(op, "Out"), apply("Squeeze", {o, ints({1})}, op));
   }
-  std::string mask = step_mask(x, dt, op);
+  const std::string& lengths = lengths_of(xn);
+  std::string mask = step_mask(x, lengths, dt, op);
   std::string m = tail.empty() ? mask : apply("Unsqueeze", {mask, ints(tail)}, op);
   auto reduce = [&](const std::string& type2, const std::string& v) {
     std::string o = fresh("t");
@@ -180,7 +184,7 @@ void Exporter::sequence_pool(const Operator& op) {
     auto shp = apply("Shape", {x}, op);
     auto tl = apply("Squeeze", {apply("Gather", {shp, ints({1})}, op), ints({0})}, op);
     auto range = apply("Range", {scalar(0, DType::i64), tl, scalar(1, DType::i64)}, op);
-    auto last = apply("Sub", {lengths_, scalar(1, DType::i64)}, op);
+    auto last = apply("Sub", {lengths, scalar(1, DType::i64)}, op);
     auto eq = apply("Equal", {apply("Unsqueeze", {range, ints({0})}, op), apply("Unsqueeze", {last, ints({1})}, op)}, op);
     std::string f = fresh("t");
     attr(node("Cast", {eq}, {f}, op), "to", int64_t(detail::onnx_type(dt, "mask")));
@@ -190,7 +194,7 @@ void Exporter::sequence_pool(const Operator& op) {
   std::string sum = reduce("ReduceSum", apply("Mul", {x, m}, op));
   if (type == "SUM") return bind(out_var(op, "Out"), sum);
   std::string len = fresh("t");
-  attr(node("Cast", {lengths_}, {len}, op), "to", int64_t(detail::onnx_type(dt, "lengths")));
+  attr(node("Cast", {lengths}, {len}, op), "to", int64_t(detail::onnx_type(dt, "lengths")));
   std::vector<int64_t> lt = {1};
   for (int i = 2; i < rank - 1; ++i) lt.push_back(i);
   std::string l2 = apply("Unsqueeze", {len, ints(lt)}, op);

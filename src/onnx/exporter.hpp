@@ -46,11 +46,12 @@ class Exporter {
         for (int i = 1; i < v.shape().rank(); ++i) padded.push_back(v.shape()[i]);
         auto& in = *g_->add_input();
         value_info(in, f, v.dtype(), padded, true);
-        in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_param("max_len");
-        lengths_ = f + "_lengths";
-        used_.insert(lengths_);
-        value_info(*g_->add_input(), lengths_, DType::i64, Shape{-1}, true);
-        seq_.insert(f);
+        // each feed its own symbolic length: one dim_param named twice tells ONNX the two are equal
+        in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_param(seq_.empty() ? "max_len" : f + "_max_len");
+        const std::string lengths = f + "_lengths";
+        used_.insert(lengths);
+        value_info(*g_->add_input(), lengths, DType::i64, Shape{-1}, true);
+        seq_[f] = lengths;
       }
       if (v.lod_level() == 0) value_info(*g_->add_input(), f, v.dtype(), v.shape(), true);
       define(f);
@@ -84,10 +85,14 @@ class Exporter {
   std::set<std::string> used_;                  // every ONNX value name taken
   std::map<std::string, std::string> consts_;   // constant key -> initializer name
   // Sequences (LoD level 1) are padded in the graph: [batch, max_len, row dims...], with their lengths in the
-  // graph input lengths_. seq_ holds the oar variables that are such padded sequences.
-  std::set<std::string> seq_;
-  std::string lengths_;
+  // graph input `<feed>_lengths` of the feed they come from. seq_ maps the oar variables that are such padded
+  // sequences to those lengths: each sequence is masked by its own feed's lengths (an encoder's source and a
+  // decoder's target differ), and a row-wise op over two sequences pairs their rows, so they share one LoD.
+  std::map<std::string, std::string> seq_;
   bool is_seq(const std::string& n) const { return seq_.count(n) != 0; }
+  const std::string& lengths_of(const std::string& n) const { return seq_.at(n); }
+  /// `out` is a padded sequence with the lengths of the sequence `from`.
+  void mark_seq(const std::string& out, const std::string& from) { seq_[out] = seq_.at(from); }
 
   const Variable& var(const std::string& n) const {
     if (auto* v = b_.find_var(n)) return *v;
@@ -263,7 +268,8 @@ class Exporter {
   void row_reshape(const Operator& op);
 
   /// 1 where a step lies inside its sequence: [batch, max_len] of `dt` (Range over max_len against lengths).
-  std::string step_mask(const std::string& x, DType dt, const Operator& op);
+  /// [batch, max_len] of dtype `dt`: 1 where step t < lengths[b], for the padded value `x` with those lengths.
+  std::string step_mask(const std::string& x, const std::string& lengths, DType dt, const Operator& op);
 
   /// lstm / gru over a padded [batch, max_len, gates] input as ONNX's LSTM / GRU with sequence_lens. oar's
   /// input projection is already applied, so the node's W is a 0/1 matrix routing oar's gate columns into

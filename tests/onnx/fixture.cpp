@@ -64,41 +64,51 @@ void write_case(const fs::path& root, const oar::Model& model, const Case& c, in
   std::printf("%s: %zu inputs, %zu outputs\n", c.name.c_str(), c.inputs.size(), out.size());
 }
 
-// A case whose first feed is a sequence batch (LoD level 1, rows [total, 1] of ids): oar runs the LoD tensor,
-// the files hold what the exported graph takes, the ids padded with 0 to [batch, max_len, 1] and the lengths,
-// then the `dense` feeds (one row per sequence, such as a position offset) as they are.
-void write_sequence_case(const fs::path& root, const oar::Model& model, const std::string& name, const oar::Var& ids, const oar::Var& out,
-                         const std::vector<std::vector<int64_t>>& seqs, const std::vector<std::pair<oar::Var, oar::Tensor>>& dense = {}) {
+// A case whose first feeds are sequence batches (LoD level 1, rows [total, 1] of ids): oar runs the LoD tensors,
+// the files hold what the exported graph takes, for each the ids padded with 0 to [batch, max_len, 1] and the
+// lengths, then the `dense` feeds (one row per sequence, such as a position offset) as they are.
+using SeqFeed = std::pair<oar::Var, std::vector<std::vector<int64_t>>>;
+void write_sequence_case(const fs::path& root, const oar::Model& model, const std::string& name, const std::vector<SeqFeed>& seq_feeds,
+                         const oar::Var& out, const std::vector<std::pair<oar::Var, oar::Tensor>>& dense = {}) {
   const fs::path dir = root / name;
   fs::remove_all(dir);
   fs::create_directories(dir / "test_data_set_0");
   oar::onnx::ExportOptions o;
-  o.feeds = {model.name_of(ids)};
+  for (auto& [v, seqs] : seq_feeds) o.feeds.push_back(model.name_of(v));
   for (auto& [v, t] : dense) o.feeds.push_back(model.name_of(v));
   o.fetches = {model.name_of(out)};
   oar::onnx::export_model(model, dir / "model.onnx", o);
-  std::vector<int64_t> rows, lengths, padded;
-  size_t longest = 0;
-  for (auto& q : seqs) longest = std::max(longest, q.size());
-  oar::Lengths lod(1);
-  for (auto& q : seqs) {
-    rows.insert(rows.end(), q.begin(), q.end());
-    lengths.push_back(int64_t(q.size()));
-    lod[0].push_back(q.size());
-    for (size_t t = 0; t < longest; ++t) padded.push_back(t < q.size() ? q[t] : 0);
+  oar::FeedMap feeds;
+  int input = 0;  // the graph's inputs in order: each sequence's padded ids and lengths, then the dense feeds
+  auto write = [&](const oar::Tensor& t, const std::string& n) {
+    oar::onnx::write_tensor_proto(dir / "test_data_set_0" / fmt::format("input_{}.pb", input++), t, n);
+  };
+  std::string shape;
+  for (size_t f = 0; f < seq_feeds.size(); ++f) {
+    const auto& seqs = seq_feeds[f].second;
+    std::vector<int64_t> rows, lengths, padded;
+    size_t longest = 0;
+    for (auto& q : seqs) longest = std::max(longest, q.size());
+    oar::Lengths lod(1);
+    for (auto& q : seqs) {
+      rows.insert(rows.end(), q.begin(), q.end());
+      lengths.push_back(int64_t(q.size()));
+      lod[0].push_back(q.size());
+      for (size_t t = 0; t < longest; ++t) padded.push_back(t < q.size() ? q[t] : 0);
+    }
+    feeds[o.feeds[f]] = oar::LoDTensor::from_lengths(oar::Tensor::from<int64_t>(rows, {int64_t(rows.size()), 1}), lod);
+    write(oar::Tensor::from<int64_t>(padded, {int64_t(seqs.size()), int64_t(longest), 1}), o.feeds[f]);
+    write(oar::Tensor::from<int64_t>(lengths, {int64_t(seqs.size())}), o.feeds[f] + "_lengths");
+    shape += fmt::format("{}{} sequences padded to {}", f ? ", " : "", seqs.size(), longest);
+  }
+  for (size_t i = 0; i < dense.size(); ++i) {
+    feeds[o.feeds[seq_feeds.size() + i]] = oar::LoDTensor(dense[i].second);
+    write(dense[i].second, o.feeds[seq_feeds.size() + i]);
   }
   oar::Evaluator ev(model, o.fetches);
-  oar::FeedMap feeds{{o.feeds[0], oar::LoDTensor::from_lengths(oar::Tensor::from<int64_t>(rows, {int64_t(rows.size()), 1}), lod)}};
-  for (size_t i = 0; i < dense.size(); ++i) feeds[o.feeds[i + 1]] = oar::LoDTensor(dense[i].second);
   auto res = ev.forward(feeds);
-  oar::onnx::write_tensor_proto(dir / "test_data_set_0" / "input_0.pb",
-                                oar::Tensor::from<int64_t>(padded, {int64_t(seqs.size()), int64_t(longest), 1}), o.feeds[0]);
-  oar::onnx::write_tensor_proto(dir / "test_data_set_0" / "input_1.pb", oar::Tensor::from<int64_t>(lengths, {int64_t(seqs.size())}),
-                                o.feeds[0] + "_lengths");
-  for (size_t i = 0; i < dense.size(); ++i)  // the graph's inputs in order: the padded ids, their lengths, the dense feeds
-    oar::onnx::write_tensor_proto(dir / "test_data_set_0" / fmt::format("input_{}.pb", i + 2), dense[i].second, o.feeds[i + 1]);
   oar::onnx::write_tensor_proto(dir / "test_data_set_0" / "output_0.pb", res[0], o.fetches[0]);
-  std::printf("%s: %zu sequences (padded to %zu), 1 output\n", name.c_str(), seqs.size(), longest);
+  std::printf("%s: %s, 1 output\n", name.c_str(), shape.c_str());
 }
 
 // embedding -> fc -> dynamic_lstm (with and without peepholes, forward and reversed, with initial states) or
@@ -135,7 +145,7 @@ void sequences(const fs::path& root) {
     auto y = oar::fc(pooled, 3).act(oar::softmax);
     oar::Model model(tape.program(y), uint64_t(20 + variant));
     // The pooled states themselves are compared: a classifier's softmax on untrained weights hides too much.
-    write_sequence_case(root, model, name, ids, pooled, seqs);
+    write_sequence_case(root, model, name, {{ids, seqs}}, pooled);
   }
 }
 
@@ -160,7 +170,26 @@ void sequence_attention(const fs::path& root) {
                              oar::sequence_pool(oar::reshape(a2, {0, 8}), P::sum),
                              oar::sequence_pool(oar::multi_head_attention(x, 2, 8, {.causal = true, .rotary = true}), P::average)}, 1);
   oar::Model model(tape.program(pooled), 30);
-  write_sequence_case(root, model, "attention_lod", ids, pooled, seqs, {{start, oar::Tensor::from<int64_t>({0, 3, 1, 2}, {4})}});
+  write_sequence_case(root, model, "attention_lod", {{ids, seqs}}, pooled, {{start, oar::Tensor::from<int64_t>({0, 3, 1, 2}, {4})}});
+}
+
+// Two sequence feeds of different lengths (a source and a target, as a translation model has): each is masked
+// by its own lengths. The source through a GRU, the target's queries attending over the source's keys, each
+// pooled; a mask taken from the wrong feed changes every pooled value.
+void two_sequence_feeds(const fs::path& root) {
+  const std::vector<std::vector<int64_t>> src = {{3, 7, 1}, {2, 8, 4, 4, 9}, {5}}, tgt = {{1, 2, 3, 4, 5, 6}, {7}, {8, 9}};
+  oar::Tape tape;
+  auto s = oar::data("src", oar::i64, {-1, 1}).lod_level(1);
+  auto t = oar::data("tgt", oar::i64, {-1, 1}).lod_level(1);
+  auto es = oar::embedding(s, {10, 8}), et = oar::embedding(t, {10, 8});
+  auto hs = oar::dynamic_gru(oar::fc(es, 3 * 8), 8);
+  auto heads = [](const oar::Var& v) { return oar::reshape(oar::fc(v, 8), {0, 2, 4}); };
+  auto cross = oar::reshape(oar::scaled_dot_product_attention(heads(et), heads(hs), heads(hs)), {0, 8});
+  using P = oar::SequencePoolType;
+  auto pooled = oar::concat({oar::sequence_pool(hs, P::last), oar::sequence_pool(hs, P::average), oar::sequence_pool(et, P::max),
+                             oar::sequence_pool(cross, P::average), oar::sequence_pool(cross, P::last)}, 1);
+  oar::Model model(tape.program(pooled), 31);
+  write_sequence_case(root, model, "two_sequence_feeds", {{s, src}, {t, tgt}}, pooled);
 }
 
 // The book MLP (examples/mnist_mlp.cpp's layers).
@@ -419,6 +448,7 @@ int main(int argc, char** argv) try {
   attention(root, false);
   if (argc == 3) {  // dims known only when the model runs: Shape and Range sized at run time
     sequences(argv[2]);
+    two_sequence_feeds(argv[2]);
     sequence_attention(argv[2]);
     attention(argv[2], true);
   }
