@@ -13,9 +13,12 @@
 
 std::atomic<int64_t> oar_test::heap_allocations{0};
 std::atomic<bool> oar_test::heap_trap{false};
+std::atomic<size_t> oar_test::largest_allocation{0};
 
 void* operator new(std::size_t n) {
   oar_test::heap_allocations.fetch_add(1, std::memory_order_relaxed);
+  for (size_t m = oar_test::largest_allocation.load(std::memory_order_relaxed); n > m;)
+    if (oar_test::largest_allocation.compare_exchange_weak(m, n, std::memory_order_relaxed)) break;
   if (oar_test::heap_trap.load(std::memory_order_relaxed)) [[unlikely]] {
     static thread_local bool inside = false;  // backtrace() may allocate itself
     if (!inside) {

@@ -1,15 +1,18 @@
 // tests/api/damaged_files.cpp: a saved model whose files are damaged gives an oar::Error when it is loaded, run
 // or trained, never a crash: by hand (a slot renamed, a step variable that is not there, a window cut short, an
 // output that names no variable, a __meta__ line misspelt) and by random byte changes of every file of models with a recurrent group, a
-// DynamicRNN (a while loop) and a conv net, and of their inference models.
+// DynamicRNN (a while loop) and a conv net, and of their inference models; a flipped byte in __params__ is caught
+// by its checksum sidecar, and a string field that is not UTF-8 is one oar::Error with nothing from libprotobuf on stderr.
 #include "pch.hpp"
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <unistd.h>
 
-#include <google/protobuf/stubs/logging.h>
 #include <oar/ops/control_flow.hpp>
 #include <oar/ops/pool2d.hpp>
 #include <oar/ops/recurrent.hpp>
@@ -118,6 +121,33 @@ std::string read(const fs::path& p) {
 }
 void write(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes; }
 
+/// Runs `f` with stderr (fd 2) going to a temporary file; what was written there.
+template <class F>
+std::string stderr_of(F&& f) {
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  std::FILE* tmp = std::tmpfile();
+  ::dup2(::fileno(tmp), 2);
+  auto restore = [&] {
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+  };
+  try {
+    f();
+  } catch (...) {
+    restore();
+    std::fclose(tmp);
+    throw;
+  }
+  restore();
+  std::string out;
+  std::rewind(tmp);
+  for (int c; (c = std::fgetc(tmp)) != EOF;) out.push_back(char(c));
+  std::fclose(tmp);
+  return out;
+}
+
 /// One random change of `bytes`: bits flipped, a byte set, the end cut off, a run deleted or repeated.
 std::string damage(std::string bytes, std::mt19937_64& rng) {
   if (bytes.empty()) return bytes;
@@ -193,7 +223,6 @@ TEST_CASE("damaged files: a __meta__ with a line misspelt, missing, or naming no
 
 TEST_CASE("damaged files: random changes to every file of a saved model give an oar::Error or a model that runs, never a crash") {
   // Each change is undone before the next. A crash ends the test binary; another exception type fails here.
-  const google::protobuf::LogSilencer quiet;  // protobuf's own log lines about the strings it refuses
   int errors = 0, ran = 0;
   std::mt19937_64 rng(2026);
   std::vector<Saved> models;
@@ -223,4 +252,63 @@ TEST_CASE("damaged files: random changes to every file of a saved model give an 
   }
   MESSAGE(errors << " damaged models refused with an oar::Error, " << ran << " ran");
   CHECK(errors > 300);
+}
+
+TEST_CASE("damaged files: one byte flipped in the middle of an inference model's __params__ is an oar::Error naming the file and the tensor") {
+  Saved s = conv_model();
+  Saved inf = inference_of(s);
+  fs::remove_all(s.dir);
+  const fs::path params = inf.dir / "__params__";
+  const std::string good = read(params), sum = read(inf.dir / "__params__.oarsum");
+  // the tensor that holds the middle byte, from the sidecar's lines (name, byte length, crc32)
+  std::istringstream lines(sum.substr(sum.find('\n') + 1));
+  std::string name, crc;
+  size_t len = 0, at = 0;
+  while (lines >> name >> len >> crc && at + len <= good.size() / 2) at += len;
+  REQUIRE(at + len > good.size() / 2);
+  std::string bad = good;
+  bad[good.size() / 2] ^= 0x04;
+  write(params, bad);
+  const std::string e = load_and_run(inf);
+  CHECK(e == fmt::format("'{}': tensor '{}' (bytes {}..{}) does not match its checksum in '__params__.oarsum': the file is damaged", params.string(),
+                         name, at, at + len));
+  // Fluid's layout has no checksum: without the sidecar the damaged weights load and run without a word
+  fs::remove(inf.dir / "__params__.oarsum");
+  CHECK(load_and_run(inf).empty());
+  write(params, good);
+  CHECK(load_and_run(inf).empty());
+  // the program is checked too
+  std::string model = read(inf.dir / "__model__");
+  model[model.size() / 2] ^= 0x01;
+  write(inf.dir / "__model__", model);
+  CHECK(load_and_run(inf).find("'" + (inf.dir / "__model__").string() + "': program '__model__' (bytes 0..") != std::string::npos);
+  fs::remove_all(inf.dir);
+}
+
+TEST_CASE("damaged files: a string field that is not UTF-8 is one oar::Error naming the field, and libprotobuf prints nothing") {
+  Tape t;
+  Var x = data("utf8_input", f32, {-1, 3});
+  Model m(t.program(mean(fc(x, 2))));
+  const fs::path dir = fresh_dir("utf8");
+  m.save(dir);
+  std::string model = read(dir / "__model__");
+  const size_t at = model.find("utf8_input");  // its VarDesc comes first: a block's vars precede its ops
+  REQUIRE(at != std::string::npos);
+  model[at + 2] = char(0xff);
+  model[at + 3] = char(0xfe);
+  write(dir / "__model__", model);
+  std::string e;
+  const std::string printed = stderr_of([&] { e = load_and_run(Saved{dir, {}}); });
+  CAPTURE(e);
+  CHECK(printed.find("libprotobuf") == std::string::npos);
+  CHECK(printed.empty());
+  CHECK(e.find("String field 'oar.proto.VarDesc.name' contains invalid UTF-8 data") != std::string::npos);
+  CHECK(e.find("while loading program file '" + (dir / "__model__").string() + "'") != std::string::npos);
+  CHECK(std::count(e.begin(), e.end(), '\n') == 1);  // the message and the file: one error
+  // a ProgramDesc that lacks a required field: libprotobuf's list of them goes into the error too
+  write(dir / "__model__", std::string("\x0a\x00\x0a\x02\x08\x00", 6));  // a block without parent_idx
+  const std::string missing = stderr_of([&] { e = load_and_run(Saved{dir, {}}); });
+  CHECK(missing.empty());
+  CHECK(e.find("missing required fields") != std::string::npos);
+  fs::remove_all(dir);
 }

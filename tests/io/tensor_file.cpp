@@ -3,11 +3,13 @@
 #include "pch.hpp"
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "oar/io/durable-inl.hpp"
 #include "oar/io/tensor_file.hpp"
 
 using namespace oar;
@@ -133,12 +135,13 @@ TEST_CASE("tensor_file: f32, f64, i64 and other dtypes round trip with and witho
   LoDTensor back = load_tensor(dir / "slice");
   CHECK(back.shape() == Shape{2, 2});
   CHECK(back.to_vector<float>() == std::vector<float>{3, 4.5, 6, 7.5});
-  // overwriting is atomic and leaves no temp files behind
+  // overwriting is atomic and leaves no temp files behind: each tensor file and its checksum sidecar
   save_tensor(dir / "slice", ts[0]);
   check_same(load_tensor(dir / "slice"), ts[0]);
   int files = 0;
   for (auto& e : fs::directory_iterator(dir)) files += e.path().filename().string().starts_with(".") ? 100 : 1;
-  CHECK(files == int(ts.size()) + 1);
+  CHECK(files == 2 * (int(ts.size()) + 1));
+  CHECK(fs::exists(dir / "slice.oarsum"));
   CHECK_THROWS_WITH_AS(save_tensor(dir / "x", LoDTensor()), doctest::Contains("not initialized"), Error);
   fs::remove_all(dir);
 }
@@ -214,10 +217,10 @@ TEST_CASE("tensor_file: corrupted headers are errors, and a huge declared size a
   // a negative dim: varint of -1 is ten bytes
   s = good.substr(0, 48) + bytes_of({15, 0, 0, 0, 0x08, 5, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x10, 3}) + good.substr(58);
   fails(s, "dim 0 is -1");
-  // dims of 2^40 x 2^40: fails on the size check, long before any allocation
+  // dims of 2^40 x 2^40: fails on the dims check (their product overflows), long before any allocation
   s = good.substr(0, 48) + bytes_of({16, 0, 0, 0, 0x08, 5, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20, 0x10, 0x80, 0x80, 0x80, 0x80, 0x80, 0x20}) + good.substr(58);
   int64_t before = memory_stats().current.load();
-  fails(s, "needs more than the 24 bytes left");
+  fails(s, "dims [1099511627776, 1099511627776] multiply past 2^63");
   CHECK(memory_stats().current.load() == before);
   // the LoD must end at the number of rows
   s = good;
@@ -257,5 +260,90 @@ TEST_CASE("tensor_file: save_combined writes the tensors sorted by name; load_co
   read_lod_tensor(body);  // b
   oar::detail::write_file_atomic(dir / "cut", std::string_view(want).substr(0, want.size() - body.size() + 10));
   CHECK_THROWS_WITH_AS(load_combined(dir / "cut", {"w", "step", "b", "emb"}), doctest::Contains("tensor 'emb' (2 of 4)"), Error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tensor_file: the .oarsum sidecar lists each tensor's name, byte length and crc32 in file order") {
+  fs::path dir = tf_tmp_dir("sidecar");
+  LoDTensor w = iota_tensor<float>({3, 2}), b = iota_tensor<float>({2}), odd = iota_tensor<int64_t>({2});
+  fs::path p = dir / "params";
+  save_combined(p, {{"w", w}, {"b", b}, {"a name%", odd}});
+  std::string want = "oarsum 1 crc32\n";
+  for (auto& [n, t] : std::vector<std::pair<std::string, const LoDTensor*>>{{"a%20name%25", &odd}, {"b", &b}, {"w", &w}}) {
+    std::string bytes;
+    write_lod_tensor(bytes, *t);
+    want += fmt::format("{} {} {:08x}\n", n, bytes.size(), ::crc32(0, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
+  }
+  CHECK(oar::detail::read_file(dir / "params.oarsum") == want);
+  auto got = load_combined(p, {"w", "a name%", "b"});
+  check_same(got[0], w);
+  check_same(got[1], odd);
+  // a single tensor file: one line, named after the file
+  save_tensor(dir / "fc_0.w_0", w);
+  std::string one;
+  write_lod_tensor(one, w);
+  CHECK(oar::detail::read_file(dir / "fc_0.w_0.oarsum") ==
+        fmt::format("oarsum 1 crc32\nfc_0.w_0 {} {:08x}\n", one.size(), ::crc32(0, reinterpret_cast<const Bytef*>(one.data()), uInt(one.size()))));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("tensor_file: a damaged byte is an oar::Error naming the file and the tensor; a file without a sidecar (Fluid's) loads") {
+  fs::path dir = tf_tmp_dir("damaged");
+  LoDTensor w = iota_tensor<float>({64, 16}), b = iota_tensor<float>({16}), emb = iota_tensor<double>({8, 4});
+  fs::path p = dir / "__params__";
+  save_combined(p, {{"fc_0.w_0", w}, {"fc_0.b_0", b}, {"emb", emb}});
+  const std::string good = oar::detail::read_file(p);
+  // file order: emb, fc_0.b_0, fc_0.w_0
+  std::string s_emb, s_b;
+  write_lod_tensor(s_emb, emb);
+  write_lod_tensor(s_b, b);
+  const size_t w_at = s_emb.size() + s_b.size(), mid = good.size() / 2;
+  REQUIRE(mid > w_at);
+  std::string bad = good;
+  bad[mid] ^= 0x10;  // inside fc_0.w_0's data: the stream still parses, the weights would be wrong
+  spit(p, bad);
+  const std::vector<std::string> names = {"fc_0.w_0", "fc_0.b_0", "emb"};
+  CHECK_THROWS_WITH_AS(load_combined(p, names),
+                       fmt::format("'{}': tensor 'fc_0.w_0' (bytes {}..{}) does not match its checksum in '__params__.oarsum': the file is damaged",
+                                   p.string(), w_at, good.size()).c_str(),
+                       Error);
+  bad = good;
+  bad[s_emb.size() + 3] ^= 1;
+  spit(p, bad);
+  CHECK_THROWS_WITH_AS(load_combined(p, names), doctest::Contains(fmt::format("tensor 'fc_0.b_0' (bytes {}..{})", s_emb.size(), w_at).c_str()), Error);
+  spit(p, good.substr(0, good.size() - 4));
+  CHECK_THROWS_WITH_AS(load_combined(p, names),
+                       fmt::format("'{}' has {} bytes, but its checksum file '__params__.oarsum' lists {}: the file is damaged (cut short or extended)",
+                                   p.string(), good.size() - 4, good.size()).c_str(),
+                       Error);
+  // a save in progress (the sidecar lists the old checksums and the new): either file loads, nothing else
+  save_tensor(dir / "t", b);
+  const std::string old_bytes = oar::detail::read_file(dir / "t"), old_sum = oar::detail::read_file(dir / "t.oarsum");
+  save_tensor(dir / "t", emb);
+  const std::string new_sum = oar::detail::read_file(dir / "t.oarsum");
+  spit(dir / "t.oarsum", old_sum + "or\n" + new_sum.substr(new_sum.find('\n') + 1));
+  check_same(load_tensor(dir / "t"), emb);
+  spit(dir / "t", old_bytes);
+  check_same(load_tensor(dir / "t"), b);
+  bad = old_bytes;
+  bad[bad.size() - 1] ^= 1;
+  spit(dir / "t", bad);
+  CHECK_THROWS_WITH_AS(load_tensor(dir / "t"), doctest::Contains("tensor 't' (bytes 0.."), Error);
+  // the next save leaves one list again
+  save_tensor(dir / "t", w);
+  CHECK(oar::detail::read_file(dir / "t.oarsum").find("\nor\n") == std::string::npos);
+  check_same(load_tensor(dir / "t"), w);
+  // a damaged sidecar is an error naming it; a missing one means an unchecked file, as Fluid writes them
+  spit(p, good);
+  const std::string sum = oar::detail::read_file(dir / "__params__.oarsum");
+  spit(dir / "__params__.oarsum", sum.substr(0, sum.size() - 3));
+  CHECK_THROWS_WITH_AS(load_combined(p, names), doctest::Contains(("checksum file '" + (dir / "__params__.oarsum").string() + "' is damaged: line 4 is cut short").c_str()), Error);
+  spit(dir / "__params__.oarsum", "oarsum 2 sha256\n");
+  CHECK_THROWS_WITH_AS(load_combined(p, names), doctest::Contains("unknown version or checksum: 'oarsum 2 sha256'"), Error);
+  fs::remove(dir / "__params__.oarsum");
+  bad = good;
+  bad[mid] ^= 0x10;
+  spit(p, bad);
+  CHECK(load_combined(p, names).size() == 3);  // without a checksum the damage goes unseen: why oar writes one
   fs::remove_all(dir);
 }

@@ -2,6 +2,7 @@
 // prove that a steady-state run allocates nothing on the heap, in any thread.
 #pragma once
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
@@ -10,6 +11,8 @@ extern std::atomic<int64_t> heap_allocations;
 /// While true, every operator new prints a short backtrace to stderr (who allocates); set by tests that
 /// count allocations when the environment has OAR_TEST_HEAP_TRAP=1.
 extern std::atomic<bool> heap_trap;
+/// The largest size one operator new asked for since it was last set to 0.
+extern std::atomic<size_t> largest_allocation;
 
 /// How many times `f()` calls operator new; with OAR_TEST_HEAP_TRAP=1 in the environment each of those calls
 /// prints its backtrace.

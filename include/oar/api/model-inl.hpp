@@ -8,6 +8,7 @@
 
 #include "oar/core/error.hpp"
 #include "oar/core/file.hpp"
+#include "oar/io/durable-inl.hpp"
 #include "oar/io/inference_model.hpp"
 #include "oar/io/tensor_file.hpp"
 #include "oar/ir/serialize.hpp"
@@ -57,20 +58,23 @@ OAR_FUNC void Model::initialize(const Program& startup) {
 }
 
 OAR_FUNC void Model::save(const std::filesystem::path& dir) const {
-  std::filesystem::create_directories(dir);
-  save_program(topo_.main, dir / "__model__");
-  save_program(topo_.startup, dir / "__startup__");
-  io::save_combined(dir / "__params__", persistables());
   std::string meta = "feeds";
   for (auto& f : topo_.feeds) meta += " " + f;
   meta += "\noutputs";
   for (auto& o : topo_.outputs) meta += " " + o;
   meta += "\nparams";
   for (auto& [n, t] : persistables()) meta += " " + n;
-  detail::write_file_atomic(dir / "__meta__", meta + "\n");
+  // The four files are staged and swapped in as one directory: a kill never mixes two saves (io/durable-inl.hpp).
+  io::detail::save_directory(dir, [&](const std::filesystem::path& d) {
+    save_program(topo_.main, d / "__model__");
+    save_program(topo_.startup, d / "__startup__");
+    io::save_combined(d / "__params__", persistables());
+    detail::write_file_atomic(d / "__meta__", meta + "\n");
+  });
 }
 
 OAR_FUNC Model Model::load(const std::filesystem::path& dir, Place place) {
+  io::detail::recover_directory(dir);  // a crash in the middle of a save may have left the model aside
   Topology t;
   t.main = io::load_checked_program(dir / "__model__");
   t.startup = io::load_checked_program(dir / "__startup__");

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "oar/core/error.hpp"
+#include "oar/io/durable-inl.hpp"
 #include "oar/io/tensor_file.hpp"
 #include "oar/ir/serialize.hpp"
 #include "oar/ops/feed_fetch.hpp"
@@ -36,7 +37,6 @@ OAR_FUNC void save_inference_model(const std::filesystem::path& dir, const std::
     op.set_input(ops::Fetch::x, {fetches[i]}).set_output(ops::Fetch::out, {"fetch"}).set_attr(ops::Fetch::col, int32_t(i));
     g.append_op(std::move(op));
   }
-  std::filesystem::create_directories(dir);
   std::vector<std::pair<std::string, LoDTensor>> params;
   for (auto* v : g.vars())
     if (v->persistable() && v->kind() == VarKind::lod_tensor) {
@@ -46,16 +46,28 @@ OAR_FUNC void save_inference_model(const std::filesystem::path& dir, const std::
       params.push_back({v->name(), val->tensor()});
     }
   std::sort(params.begin(), params.end(), [](auto& a, auto& b) { return a.first < b.first; });
-  if (combined) {
-    save_combined(dir / "__params__", params);
-  } else {
-    for (auto& [n, t] : params) save_tensor(dir / n, t);
-  }
-  save_program(p, dir / "__model__");
+  const std::string program = serialize(p);
+  // Written whole into a staging directory and swapped in: a kill never mixes two models (io/durable-inl.hpp).
+  detail::save_directory(dir, [&](const std::filesystem::path& d) {
+    if (combined) {
+      save_combined(d / "__params__", params);
+    } else {
+      for (auto& [n, t] : params) save_tensor(d / n, t);
+    }
+    detail::save_with_sum(d / "__model__", program, {{"__model__", program.size()}});
+  });
 }
 
 OAR_FUNC Program load_checked_program(const std::filesystem::path& path) {
-  Program p = load_program(path);
+  const std::string bytes = oar::detail::read_file(path);
+  detail::verify_sum(path, bytes, "program");
+  Program p;
+  try {
+    p = parse_program(bytes);
+  } catch (Error& e) {
+    e.add_context(fmt::format("while loading program file '{}'", path.string()));
+    throw;
+  }
   try {
     validate_program(p);
   } catch (Error& e) {
@@ -66,6 +78,7 @@ OAR_FUNC Program load_checked_program(const std::filesystem::path& path) {
 }
 
 OAR_FUNC InferenceModel load_inference_model(const std::filesystem::path& dir) {
+  detail::recover_directory(dir);  // a crash in the middle of a save may have left the model aside
   InferenceModel m;
   m.program = load_checked_program(dir / "__model__");
   Block& g = m.program.global_block();

@@ -22,15 +22,22 @@ struct InferenceModel {
   std::vector<std::pair<std::string, LoDTensor>> params;
 };
 
-/// Writes `dir/__model__` and the persistables the pruned program needs, taken from `scope`.
+/// Writes `dir/__model__` and the persistables the pruned program needs, taken from `scope`, each with a checksum
+/// sidecar (`__model__.oarsum`, `__params__.oarsum`). The directory is replaced as a whole (staged beside it, then
+/// swapped in): a kill at any moment leaves the old model or the new one, never a mix. Files in `dir` that oar
+/// did not write are kept. A read-only target or a full disk is an oar::Error naming `dir`, and the previous
+/// model is untouched.
 void save_inference_model(const std::filesystem::path& dir, const std::vector<std::string>& feeds, const std::vector<std::string>& fetches,
                           const Program& main, const Scope& scope, bool combined = true);
 
-/// Reads a directory written by save_inference_model (or by Fluid with the same layout).
+/// Reads a directory written by save_inference_model (or by Fluid with the same layout). Files with a sidecar are
+/// checked against it: a damaged tensor is an oar::Error naming the file and the tensor. A model a crash left
+/// aside during a save is put back first.
 InferenceModel load_inference_model(const std::filesystem::path& dir);
 
 /// A program file of a saved model, every op checked against its schema (validate_program): the file may be
-/// damaged or written by another tool, and the kernels trust the schema. Errors name the file.
+/// damaged or written by another tool, and the kernels trust the schema. Checked against `path`.oarsum when there
+/// is one. Errors name the file.
 Program load_checked_program(const std::filesystem::path& path);
 
 }  // namespace oar::io

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "oar/core/error.hpp"
+#include "oar/io/durable-inl.hpp"
 #include "oar/ir/wire-inl.hpp"
 
 namespace oar::io {
@@ -121,6 +122,7 @@ OAR_FUNC LoDTensor read_lod_tensor(std::string_view& in, std::string_view what) 
   DType dtype = DType(dt);
   const size_t elem = size_of(dtype);
   std::vector<int64_t> dims = oar::detail::wire_ints<int64_t>(w, "dims");
+  if (std::string why = oar::detail::dims_error(dims); !why.empty()) r.fail(fmt::format("corrupted: {}", why));
   // numel * elem must fit in what is left: checked without overflow before anything is allocated.
   uint64_t numel = 1;
   bool zero = false;
@@ -153,11 +155,12 @@ OAR_FUNC void save_tensor(const std::filesystem::path& path, const LoDTensor& t)
   } catch (const Error& e) {
     throw Error(fmt::format("save_tensor '{}': {}", path.string(), e.message()));
   }
-  oar::detail::write_file_atomic(path, bytes);
+  detail::save_with_sum(path, bytes, {{path.filename().string(), bytes.size()}});
 }
 
 OAR_FUNC LoDTensor load_tensor(const std::filesystem::path& path) {
   std::string bytes = oar::detail::read_file(path);
+  detail::verify_sum(path, bytes);
   std::string_view in(bytes);
   std::string what = fmt::format("tensor file '{}'", path.string());
   LoDTensor t = read_lod_tensor(in, what);
@@ -168,16 +171,19 @@ OAR_FUNC LoDTensor load_tensor(const std::filesystem::path& path) {
 OAR_FUNC void save_combined(const std::filesystem::path& path, std::vector<std::pair<std::string, LoDTensor>> tensors) {
   std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::string bytes;
+  std::vector<std::pair<std::string, size_t>> parts;
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (i > 0 && tensors[i].first == tensors[i - 1].first)
       throw Error(fmt::format("save_combined '{}': the name '{}' appears twice", path.string(), tensors[i].first));
+    const size_t at = bytes.size();
     try {
       write_lod_tensor(bytes, tensors[i].second);
     } catch (const Error& e) {
       throw Error(fmt::format("save_combined '{}': tensor '{}': {}", path.string(), tensors[i].first, e.message()));
     }
+    parts.push_back({tensors[i].first, bytes.size() - at});
   }
-  oar::detail::write_file_atomic(path, bytes);
+  detail::save_with_sum(path, bytes, parts);
 }
 
 OAR_FUNC std::vector<LoDTensor> load_combined(const std::filesystem::path& path, const std::vector<std::string>& names) {
@@ -188,6 +194,7 @@ OAR_FUNC std::vector<LoDTensor> load_combined(const std::filesystem::path& path,
     if (names[order[i]] == names[order[i - 1]])
       throw Error(fmt::format("load_combined '{}': the name '{}' appears twice", path.string(), names[order[i]]));
   std::string bytes = oar::detail::read_file(path);
+  detail::verify_sum(path, bytes);
   std::string_view in(bytes);
   std::vector<LoDTensor> out(names.size());
   for (size_t k = 0; k < order.size(); ++k) {

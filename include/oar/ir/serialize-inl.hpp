@@ -3,7 +3,10 @@
 #pragma once
 #include "oar/ir/serialize.hpp"
 
+#include <google/protobuf/stubs/logging.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 
 #include "oar/core/file.hpp"
@@ -12,6 +15,46 @@
 namespace oar {
 
 namespace detail {
+
+/// libprotobuf logs what it dislikes in the bytes it parses (a string field that is not UTF-8, a required field
+/// missing) to stderr, beside the oar::Error that reports the same file. Its log goes instead to the parse in
+/// progress on this thread, which puts it into its error; when no oar parse is in progress it goes on to the
+/// handler that was installed before (the application's, or libprotobuf's stderr printer).
+class ProtobufLog {
+ public:
+  ProtobufLog() : outer_(current()) {
+    [[maybe_unused]] static const bool installed = [] {
+      previous().store(pb::SetLogHandler(&handle));  // once per process, the first time oar parses
+      return true;
+    }();
+    current() = this;
+  }
+  ~ProtobufLog() { current() = outer_; }
+  ProtobufLog(const ProtobufLog&) = delete;
+  ProtobufLog& operator=(const ProtobufLog&) = delete;
+  /// What libprotobuf logged during this parse, its advice to .proto authors cut ("" when nothing).
+  const std::string& text() const { return text_; }
+
+ private:
+  static ProtobufLog*& current() {
+    thread_local ProtobufLog* c = nullptr;
+    return c;
+  }
+  static std::atomic<pb::LogHandler*>& previous() {
+    static std::atomic<pb::LogHandler*> h{nullptr};
+    return h;
+  }
+  static void handle(pb::LogLevel level, const char* file, int line, const std::string& message) {
+    if (ProtobufLog* c = current()) {
+      std::string m = message.substr(0, message.find(" Use the 'bytes' type"));
+      c->text_ += (c->text_.empty() ? "" : "; ") + m;
+      return;
+    }
+    if (pb::LogHandler* h = previous().load()) h(level, file, line, message);
+  }
+  ProtobufLog* outer_;
+  std::string text_;
+};
 
 // AttrType in framework.proto numbers the types in the order of Attribute's alternatives.
 inline constexpr int kAttrStrings = 5;
@@ -105,7 +148,9 @@ inline void var_from_wire(const Wire& in, Block& b) {
   auto read = [&](const Wire& td, int lod) {
     check_dtype(int(td.get("data_type")), name);
     spec.dtype = DType(int(td.get("data_type")));
-    spec.shape = Shape(wire_ints<int64_t>(td, "dims"));
+    const auto dims = wire_ints<int64_t>(td, "dims");
+    if (std::string why = dims_error(dims); !why.empty()) throw Error(fmt::format("variable '{}' has a bad shape: {}", name, why));
+    spec.shape = Shape(dims);
     spec.lod_level = lod;
   };
   if (t.has("lod_tensor")) read(t.message("lod_tensor").message("tensor"), int(t.message("lod_tensor").get("lod_level")));
@@ -219,8 +264,12 @@ OAR_FUNC std::string serialize(const Program& p) {
 
 OAR_FUNC Program parse_program(std::string_view bytes) {
   auto d = detail::WireTypes::instance().make("ProgramDesc");
+  const detail::ProtobufLog log;
   if (!d->ParseFromArray(bytes.data(), int(bytes.size())))
-    throw Error(fmt::format("not a valid program: {} bytes do not decode as a ProgramDesc (truncated or not a program file?)", bytes.size()));
+    throw Error(fmt::format("not a valid program: {} bytes do not decode as a ProgramDesc (truncated or not a program file?){}", bytes.size(),
+                            log.text().empty() ? "" : " (libprotobuf: " + log.text() + ")"));
+  // libprotobuf keeps a proto2 string that is not UTF-8 and only logs it; no program oar or Fluid writes has one.
+  if (!log.text().empty()) throw Error(fmt::format("not a valid program: the file is damaged: {}", log.text()));
   return detail::program_from_wire(detail::Wire(*d));
 }
 
@@ -232,7 +281,9 @@ OAR_FUNC std::string to_text(const Program& p) {
 
 OAR_FUNC Program parse_program_text(const std::string& text) {
   auto d = detail::WireTypes::instance().make("ProgramDesc");
-  if (!google::protobuf::TextFormat::ParseFromString(text, d.get())) throw Error("not a valid program in protobuf text form");
+  const detail::ProtobufLog log;
+  if (!google::protobuf::TextFormat::ParseFromString(text, d.get()))
+    throw Error(fmt::format("not a valid program in protobuf text form{}", log.text().empty() ? "" : ": " + log.text()));
   return detail::program_from_wire(detail::Wire(*d));
 }
 

@@ -3,18 +3,21 @@
 // first use from the descriptor embedded in framework_descriptor.hpp, so libprotobuf is all that is needed:
 // no protoc-generated code to compile or link, which keeps oar header-only.
 #pragma once
+#include <fmt/ranges.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/descriptor.pb.h>
 #include <google/protobuf/dynamic_message.h>
 #include <google/protobuf/message.h>
 #include <google/protobuf/text_format.h>
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "oar/core/error.hpp"
+#include "oar/core/shape.hpp"
 #include "oar/ir/framework_descriptor.hpp"
 
 namespace oar::detail {
@@ -127,6 +130,22 @@ class Wire {
   pb::Message* m_;
   const pb::Reflection* r_;
 };
+
+/// Why the dims a file declares cannot make a Shape ("" when they can): more than Shape::kMaxRank of them, a
+/// dim below -1 (-1: unknown), or known dims whose product overflows int64 (even beside a 0: code that takes
+/// a shape's element count multiplies them).
+inline std::string dims_error(const std::vector<int64_t>& dims) {
+  if (dims.size() > size_t(Shape::kMaxRank)) return fmt::format("{} dims (a shape has at most {})", dims.size(), Shape::kMaxRank);
+  uint64_t product = 1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] < -1) return fmt::format("dim {} is {}", i, dims[i]);
+    if (dims[i] <= 0) continue;
+    if (product > uint64_t(std::numeric_limits<int64_t>::max()) / uint64_t(dims[i]))
+      return fmt::format("dims [{}] multiply past 2^63", fmt::join(dims, ", "));
+    product *= uint64_t(dims[i]);
+  }
+  return {};
+}
 
 /// A repeated integer field as a vector.
 template <class T>
