@@ -108,6 +108,35 @@ int main(int argc, char** argv) try {
   const double a = r[0].get(0), b = ev2.forward(feeds)[0].get(0);
   check(a == b, fmt::format("saved as an oar model and loaded: loss {} and {}", a, b));
 
+  // On a GPU (when one is there): the imported net, and a sequence model whose masks need run-time Shape and
+  // Range, give the CPU's outputs on cuda(0).
+  if (oar::cuda_device_count() > 0) {
+    oar::Model gpu = oar::onnx::import_model(work / "net.onnx", oar::cuda(0));
+    oar::Model cpu = oar::onnx::import_model(work / "net.onnx");
+    const auto g = oar::Evaluator(gpu, {logits}).forward(feeds)[0].to(oar::cpu());
+    const auto c = oar::Evaluator(cpu, {logits}).forward(feeds)[0];
+    double worst = 0;
+    for (int64_t i = 0; i < c.numel(); ++i) worst = std::max(worst, std::abs(g.get(i) - c.get(i)) / (1e-6 + std::abs(c.get(i))));
+    check(worst < 1e-4, fmt::format("imported onto cuda(0): logits within {:.2e} of the CPU's", worst));
+    {
+      oar::Tape tape;
+      auto ids = oar::data("ids", oar::i64, {-1, 1}).lod_level(1);
+      auto y = oar::sequence_pool(oar::dynamic_gru(oar::fc(oar::embedding(ids, {9, 4}), 3 * 4), 4), oar::SequencePoolType::max);
+      oar::Model m(tape.program(y), 3);
+      oar::onnx::export_model(m, work / "gru.onnx", {.feeds = m.names_of({ids}), .fetches = m.names_of({y})});
+    }
+    oar::Model sg = oar::onnx::import_model(work / "gru.onnx", oar::cuda(0)), sc = oar::onnx::import_model(work / "gru.onnx");
+    oar::FeedMap sf = {{sc.feeds()[0], oar::LoDTensor(oar::Tensor::from<int64_t>({1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 1, 2}, {3, 4, 1}))},
+                       {sc.feeds()[1], oar::LoDTensor(oar::Tensor::from<int64_t>({4, 1, 2}, {3}))}};
+    const auto sgo = oar::Evaluator(sg, sg.outputs()).forward(sf)[0].to(oar::cpu());
+    const auto sco = oar::Evaluator(sc, sc.outputs()).forward(sf)[0];
+    worst = 0;
+    for (int64_t i = 0; i < sco.numel(); ++i) worst = std::max(worst, std::abs(sgo.get(i) - sco.get(i)) / (1e-6 + std::abs(sco.get(i))));
+    check(worst < 1e-4, fmt::format("an imported GRU over padded sequences onto cuda(0): within {:.2e} of the CPU's", worst));
+  } else {
+    std::printf("skipped: importing onto cuda(0) (no GPU here)\n");
+  }
+
   // Errors: a node oar cannot run, a file that is not ONNX.
   {
     std::ofstream(work / "garbage.onnx") << "not a model";
