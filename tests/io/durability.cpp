@@ -17,8 +17,10 @@
 #include <thread>
 
 #include "oar/io/durable-inl.hpp"
+#include "support/op_check.hpp"
 
 using namespace oar;
+using oar::test::error_of;
 namespace fs = std::filesystem;
 
 namespace {
@@ -40,16 +42,6 @@ std::vector<std::string> entries(const fs::path& dir) {
   return out;
 }
 
-/// The text of the oar::Error `f` throws ("" when none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 Model mlp(int64_t in, int64_t hidden) {
   Tape t;

@@ -3,7 +3,6 @@
 // oar::Error before anything of the declared size is allocated: the largest allocation stays small.
 #include "pch.hpp"
 #include "support/heap.hpp"
-#include "support/op_check.hpp"
 
 using namespace oar;
 namespace fs = std::filesystem;
