@@ -73,6 +73,7 @@ class Importer {
       if (!node_->domain().empty() && node_->domain() != "ai.onnx")
         throw UnsupportedError(fmt::format("{}: {} is in domain '{}', not ai.onnx", what_, where(), node_->domain()));
       if (it == handlers().end()) throw UnsupportedError(fmt::format("{}: {}: oar has no {} op", what_, where(), node_->op_type()));
+      if (node_->output_size() == 0) throw Error(fmt::format("{}: {}: has no output", what_, where()));
       try {
         (this->*(it->second))();
       } catch (UnsupportedError&) {
@@ -309,7 +310,7 @@ class Importer {
   /// A constant the node needs, made a persistable (not trainable) variable named after the node's first
   /// output and `key`.
   std::string const_var(const std::string& key, Tensor t) {
-    const std::string n = (node_ ? node_->output(0) : std::string("graph")) + "/" + key;
+    const std::string n = (node_ ? fmt::format("{}#{}", node_->output(0), index_) : std::string("graph")) + "/" + key;
     const_[n] = std::move(t);
     return materialize(n, false);
   }
