@@ -23,6 +23,10 @@ const oar::serve::ModelVersion& model() {
     auto y = oar::fc(x, 3).act(oar::softmax).name("y");
     oar::Model net(tape.program(y), 1);
     net.save_inference(dir, {x}, {y});
+    std::atexit([] {  // the model's files go with the process (the model stays loaded until then)
+      std::error_code ec;
+      std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("oar-fuzz-serve-" + std::to_string(::getpid())), ec);
+    });
     return std::make_unique<oar::serve::ModelVersion>("m", 1, dir, oar::serve::ModelConfig{}, metrics);
   }();
   return *m;
