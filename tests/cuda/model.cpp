@@ -211,7 +211,7 @@ TEST_CASE("cuda: a checkpoint written on cuda:0 resumes on the CPU, and one from
       train(opt, n, 2);
       opt.checkpoint(dir / "c.ckpt");
       for (const std::string& name : model.parameter_names()) saved.emplace_back(name, model.parameter(name).to(cpu(), /*copy=*/true));
-      straight = train(opt, n, 3, 9);  // the third epoch (train() continues from the epoch reached)
+      straight = train(opt, n, 1, 9);  // the third epoch (train() trains one more pass)
     }
     {
       Tape tape;
@@ -225,7 +225,7 @@ TEST_CASE("cuda: a checkpoint written on cuda:0 resumes on the CPU, and one from
         REQUIRE(got.bytes() == want.bytes());
         CHECK(std::memcmp(got.raw(), want.raw(), want.bytes()) == 0);  // moved exactly
       }
-      resumed = train(opt, n, 3, 9);
+      resumed = train(opt, n, 1, 9);
     }
     REQUIRE(straight.size() == 16);
     check_losses_close(straight, resumed);

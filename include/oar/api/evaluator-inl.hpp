@@ -16,6 +16,7 @@ OAR_FUNC Evaluator::Evaluator(const Model& model, std::vector<std::string> fetch
     : model_(&model), fetch_(fetch.empty() ? model.outputs() : std::move(fetch)), exe_(model.place()) {
   Program test = model.program().clone(/*for_test=*/true);
   drop_persistable_outputs(test);
+  prune_to_fetches(test);
   if (options.fuse) {
     FuseReport r = fuse_for_inference(test, std::set<std::string>(fetch_.begin(), fetch_.end()));
     fused_away_.insert(r.removed.begin(), r.removed.end());
@@ -23,6 +24,24 @@ OAR_FUNC Evaluator::Evaluator(const Model& model, std::vector<std::string> fetch
   if (options.kv_cache) use_caches(test);
   program_ = std::make_shared<const Program>(std::move(test));
   prepared_ = exe_.prepare(program_, model.scope(), 0, PrepareOptions{.read_only_persistables = true});
+}
+
+OAR_FUNC void Evaluator::prune_to_fetches(Program& p) {
+  const Block& g = p.global_block();
+  // A fetch the global block lacks is left to the executor, whose error names it when forward runs.
+  for (const std::string& f : fetch_)
+    if (!g.has_var(f)) return;
+  const size_t before = g.num_ops();
+  // Every variable no op writes (the data layers) stays declared, read or not: feeding one the fetches do not
+  // need (a whole batch through forward(batch) or test(reader), say) is still no error.
+  std::vector<std::string> keep = fetch_;
+  for (const Variable* v : g.vars())
+    if (!v->writer() && !v->persistable()) keep.push_back(v->name());
+  Program pruned = p.prune(keep);
+  if (pruned.global_block().num_ops() == before) return;
+  for (const Variable* v : g.vars())
+    if (!v->persistable() && !pruned.global_block().has_var(v->name())) pruned_away_.insert(v->name());  // persistables stay in the scope
+  p = std::move(pruned);
 }
 
 OAR_FUNC void Evaluator::use_caches(Program& p) {
@@ -101,6 +120,9 @@ OAR_FUNC FeedMap Evaluator::to_feeds(const io::Batch& batch, std::span<const Var
 OAR_FUNC const LoDTensor& Evaluator::activation(const std::string& name) const {
   if (fused_away_.count(name))
     throw Error(fmt::format("no activation '{}': this Evaluator fused it away (EvaluatorOptions::fuse); fetch it, or build one without fuse", name));
+  if (pruned_away_.count(name))
+    throw Error(fmt::format("no activation '{}': this Evaluator runs only what its fetches ({}) need, and they do not need it; fetch it too",
+                            name, fmt::join(fetch_, ", ")));
   Value* v = prepared_->local_scope()->find(name);
   if (!v || !v->is_tensor() || !v->tensor().initialized())
     throw Error(fmt::format("no activation '{}' (run forward first; is it a variable of the model's program?)", name));

@@ -1,6 +1,7 @@
 // oar/api/evaluator.hpp: Evaluator = {const Model&, own activations}. Many evaluators may run on one model at
 // once, one per thread, with no locks and no copy of the weights: each has its own executor and scope of
-// temporaries; parameters are only read (the program is the model's, cloned for test: is_test = true).
+// temporaries; parameters are only read (the program is the model's, cloned for test: is_test = true, and
+// pruned to the ops its fetches need).
 #pragma once
 #include <initializer_list>
 #include <map>
@@ -31,7 +32,8 @@ struct EvaluatorOptions {
 /// Runs a model forward: `oar::Evaluator ev(model); auto out = ev.forward({{"x", batch}}); ev.activation(hidden);`
 class Evaluator {
  public:
-  /// Evaluates `model`'s outputs (or `fetch`).
+  /// Evaluates `model`'s outputs (or `fetch`), running only the ops they depend on: `Evaluator(model, {pred})`
+  /// of a model built from `program({cost, acc})` needs the feeds `pred` reads (x), not `label`.
   explicit Evaluator(const Model& model, std::vector<std::string> fetch = {}, EvaluatorOptions options = {});
   /// The same with tape Vars of the model's program (an empty list: the model's outputs).
   Evaluator(const Model& model, std::span<const Var> fetch, EvaluatorOptions options = {});
@@ -43,20 +45,24 @@ class Evaluator {
 
   const Model& model() const { return *model_; }
   const std::vector<std::string>& fetch_names() const { return fetch_; }
-  /// The program this evaluator runs (the model's, cloned for test, fused when asked).
+  /// The program this evaluator runs (the model's, cloned for test, pruned to the fetches, fused when asked).
   const Program& program() const { return *program_; }
 
-  /// Runs the model on `feeds`; returns the fetched outputs.
+  /// Runs the model on `feeds`; returns the fetched outputs. The feeds needed are the data layers the fetches
+  /// depend on; another of the model's feeds may be given too and is not read. A missing one is an oar::Error
+  /// naming it and its data layer's line.
   std::vector<LoDTensor> forward(const FeedMap& feeds);
   /// The forward pass queued without waiting for it on a GPU (Executor::run_async): the outputs as a
   /// PendingFetch, so that the host prepares the next batch while the device runs this one. On the CPU the
   /// pass has run when it returns.
   PendingFetch forward_async(const FeedMap& feeds);
-  /// Feeds batch field i to the model's feed i (or to `feed_names`).
+  /// Feeds batch field i to the model's feed i (or to `feed_names`, in order): the batch needs a field for each
+  /// of those names, even one the fetches do not read (a label), since fields are matched by position.
   std::vector<LoDTensor> forward(const io::Batch& batch, const std::vector<std::string>& feed_names = {});
   std::vector<LoDTensor> forward(const io::Batch& batch, std::span<const Var> feeds);
   std::vector<LoDTensor> forward(const io::Batch& batch, std::initializer_list<Var> feeds) { return forward(batch, std::span<const Var>(feeds)); }
-  /// Any variable of the last forward pass (an activation), e.g. activation("prediction").
+  /// Any variable of the last forward pass (an activation), e.g. activation("prediction"): one the fetches
+  /// depend on (a variable they do not need is not computed, and asking for it is an oar::Error saying so).
   const LoDTensor& activation(const std::string& name) const;
   const LoDTensor& activation(const Var& v) const;
 
@@ -88,6 +94,9 @@ class Evaluator {
   const Model* model_;
   std::vector<std::string> fetch_;
   std::set<std::string> fused_away_;
+  std::set<std::string> pruned_away_;  ///< variables no fetch depends on: not in the program that runs
+  /// Keeps only the ops of `p` that the fetches need, and every data layer (fed or not).
+  void prune_to_fetches(Program& p);
   std::shared_ptr<const Program> program_;
   Executor exe_;
   std::shared_ptr<PreparedBlock> prepared_;

@@ -185,14 +185,30 @@ OAR_FUNC void Optimizer::update(const std::map<std::string, Gradient>& gradients
   apply_update(gm);
 }
 
-OAR_FUNC void Optimizer::train(io::Reader& reader, std::span<const Var> feeds, int epochs, const EventHandler& on_event) {
-  train(reader, model_->names_of(feeds), epochs, on_event);
+OAR_FUNC void Optimizer::train(io::Reader& reader, std::span<const Var> feeds, int epochs, const EventHandler& on_event, std::source_location loc) {
+  train(reader, model_->names_of(feeds), epochs, on_event, loc);
 }
 
-OAR_FUNC void Optimizer::train(io::Reader& reader, const std::vector<std::string>& feeds, int epochs, const EventHandler& on_event) {
+OAR_FUNC void Optimizer::train(io::Reader& reader, const std::vector<std::string>& feeds, int epochs, const EventHandler& on_event,
+                               std::source_location loc) {
   using clock = std::chrono::steady_clock;
+  const Origin where(loc, "Optimizer::train");
+  if (epochs < 1) throw Error(fmt::format("train: epochs is the number of passes to train and must be >= 1, got {}", epochs), where);
+  // A run cut short is finished, not begun again: its own call, repeated after resume(), completes its plan.
+  const int64_t start = run_start_ >= 0 ? run_start_ : epoch_;
+  const int64_t until = start + epochs;
+  if (until <= epoch_)
+    throw Error(fmt::format("train: this call continues a run cut short (resumed from a checkpoint, or stopped by an exception) that "
+                            "began at epoch {} and has reached epoch {}, so {} epoch(s) would train nothing; ask for more than {}",
+                            start, epoch_, epochs, epoch_ - start),
+                where);
+  run_start_ = start;
   reader_ = &reader;
-  for (; epoch_ < epochs; ++epoch_) {
+  struct Release {  // the reader may not outlive the call: no later checkpoint() may read it
+    io::Reader*& r;
+    ~Release() { r = nullptr; }
+  } release{reader_};
+  while (epoch_ < until) {
     if (reader.epoch() != epoch_) reader.restore({epoch_, 0});
     int64_t iteration = reader.position();
     if (on_event) on_event({Event::Kind::begin_pass, epoch_, iteration, step_});
@@ -213,7 +229,7 @@ OAR_FUNC void Optimizer::train(io::Reader& reader, const std::vector<std::string
       if (batches.empty()) break;
       if (on_event) on_event({Event::Kind::begin_iteration, epoch_, iteration, step_});
       auto t0 = clock::now();
-      auto [loss, metrics] = run_batches(batches, feeds);
+      auto [loss, metrics] = run_batches(batches, feeds);  // counts the step
       if (dp_) {
         std::vector<double> v{loss};
         for (auto& [k, m] : metrics) v.push_back(m);
@@ -222,7 +238,6 @@ OAR_FUNC void Optimizer::train(io::Reader& reader, const std::vector<std::string
         size_t j = 1;
         for (auto& [k, m] : metrics) m = v[j++];
       }
-      ++step_;
       Event e{Event::Kind::end_iteration, epoch_, iteration, step_, loss, metrics, std::chrono::duration<double>(clock::now() - t0).count()};
       loss_sum += loss;
       for (auto& [k, v] : metrics) metric_sum[k] += v;
@@ -232,9 +247,10 @@ OAR_FUNC void Optimizer::train(io::Reader& reader, const std::vector<std::string
     }
     Event e{Event::Kind::end_pass, epoch_, iteration, step_, n ? loss_sum / n : 0, {}, std::chrono::duration<double>(clock::now() - pass_start).count()};
     for (auto& [k, v] : metric_sum) e.metrics[k] = v / n;
+    // The pass is over before on_event hears of it: a checkpoint written there resumes after it, not in it.
+    if (++epoch_ == until) run_start_ = -1;
     if (on_event) on_event(e);
   }
-  reader_ = nullptr;
 }
 
 OAR_FUNC void Optimizer::checkpoint(const std::filesystem::path& path, const io::Reader* reader) const {
@@ -242,6 +258,7 @@ OAR_FUNC void Optimizer::checkpoint(const std::filesystem::path& path, const io:
   const io::Reader* r = reader ? reader : reader_;
   c.meta["epoch"] = std::to_string(epoch_);
   c.meta["step"] = std::to_string(step_);
+  c.meta["run_start"] = std::to_string(run_start_);
   c.meta["reader_epoch"] = std::to_string(r ? r->epoch() : epoch_);
   c.meta["reader_position"] = std::to_string(r ? r->position() : 0);
   c.meta["threads"] = std::to_string(machines_.size());
@@ -308,6 +325,8 @@ OAR_FUNC void Optimizer::resume(const std::filesystem::path& path, io::Reader* r
   }
   epoch_ = num("epoch");
   step_ = num("step");
+  // Files written before train() counted passes held no run_start: their train(r, f, n) meant "until epoch n".
+  run_start_ = c.meta.count("run_start") ? num("run_start") : 0;
   for (size_t i = 0; i < machines_.size(); ++i) {
     DeviceContext& d = machines_[i]->executor().device();
     // Data parallel: the ranks keep seeds of their own (the file holds rank 0's).
@@ -383,6 +402,7 @@ OAR_FUNC void Optimizer::apply_update(GradientMachine& gm) {
   update_exe_.run(*update_runs_[i], gm.scope(), {}, {}, update_out_);
   if (gather_run_) update_exe_.run(*gather_run_, model_->scope(), {}, {}, update_out_);  // ZeRO: each parameter from its owner
   gm.updated_ = true;
+  ++step_;  // every update, whichever call made it: step(), update(), train()
 }
 
 OAR_FUNC std::pair<double, std::map<std::string, double>> Optimizer::run_batches(const std::vector<io::Batch>& batches, const std::vector<std::string>& feeds) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <source_location>
 #include <span>
 #include <string>
 #include <utility>
@@ -30,7 +31,7 @@ struct Event {
   enum class Kind { begin_pass, end_pass, begin_iteration, end_iteration } kind;
   int64_t pass = 0;       ///< epoch, from 0
   int64_t iteration = 0;  ///< batch within the pass, from 0
-  int64_t step = 0;       ///< updates so far, over all passes
+  int64_t step = 0;       ///< updates so far (step_count()), over all passes and calls
   double loss = 0;        ///< end_iteration: the batch's loss; end_pass: the pass's mean loss
   std::map<std::string, double> metrics;  ///< the model's other scalar outputs (e.g. accuracy), likewise
   double seconds = 0;     ///< end_iteration: this step's time; end_pass: the pass's time
@@ -96,7 +97,10 @@ class Optimizer {
   float loss_scale() const;
   GradientMachine& machine(size_t i = 0) const { return *machines_.at(i); }
   const Program& update_program() const { return *update_; }
+  /// The epoch train() is in or starts next (passes over the reader so far, from 0); checkpoints keep it.
   int64_t epoch() const { return epoch_; }
+  /// Updates applied so far, however they were made: step(), step_async(), update() and each iteration of
+  /// train(); checkpoints keep it, and Event::step continues from it.
   int64_t step_count() const { return step_; }
   /// The data-parallel setup, when training over several ranks.
   const std::optional<DataParallel>& data_parallel() const { return dp_; }
@@ -118,17 +122,24 @@ class Optimizer {
   /// The same with dense or sparse gradients, as GradientMachine::gradients() gives them.
   void update(const std::map<std::string, Gradient>& gradients);
 
-  /// Trains for `epochs` passes over `reader` (batches whose fields feed `feeds` in order), continuing from
-  /// the current epoch and reader position (after resume()).
-  void train(io::Reader& reader, std::span<const Var> feeds, int epochs, const EventHandler& on_event = {});
-  void train(io::Reader& reader, std::initializer_list<Var> feeds, int epochs, const EventHandler& on_event = {}) {
-    train(reader, std::span<const Var>(feeds), epochs, on_event);
+  /// Trains `epochs` more passes over `reader` (batches whose fields feed `feeds` in order): epoch() goes from
+  /// e to e + epochs, so `train(r, f, 1)` twice trains two passes. A run cut short (an exception out of train()
+  /// or on_event, or a checkpoint written during train() and then resume()d) is finished instead: the call
+  /// trains, from the reader's saved position, until that run's first epoch + `epochs`, so after
+  /// `opt.resume(path, &r)` the crashed run's own `opt.train(r, f, 3)` completes its 3 passes. A call that
+  /// would train nothing (`epochs` < 1, or a cut-short run already past that many passes) is an oar::Error.
+  void train(io::Reader& reader, std::span<const Var> feeds, int epochs, const EventHandler& on_event = {},
+             std::source_location loc = std::source_location::current());
+  void train(io::Reader& reader, std::initializer_list<Var> feeds, int epochs, const EventHandler& on_event = {},
+             std::source_location loc = std::source_location::current()) {
+    train(reader, std::span<const Var>(feeds), epochs, on_event, loc);
   }
-  void train(io::Reader& reader, const std::vector<std::string>& feeds, int epochs, const EventHandler& on_event = {});
+  void train(io::Reader& reader, const std::vector<std::string>& feeds, int epochs, const EventHandler& on_event = {},
+             std::source_location loc = std::source_location::current());
 
-  /// Saves programs, every persistable (parameters, accumulators, learning-rate state), the epoch and step,
-  /// the random state and `reader`'s position (the reader being trained when called from an event) to one
-  /// file, atomically.
+  /// Saves programs, every persistable (parameters, accumulators, learning-rate state), the epoch, step_count()
+  /// and the first epoch of an unfinished train() run, the random state and `reader`'s position (the reader
+  /// being trained when called from an event) to one file, atomically.
   void checkpoint(const std::filesystem::path& path, const io::Reader* reader = nullptr) const;
   /// Restores what checkpoint() saved (the model must have the same parameters); `reader` is moved to the
   /// saved position, so train() continues exactly where the saved run was.
@@ -157,6 +168,7 @@ class Optimizer {
   std::string lr_name_;
   int64_t epoch_ = 0;
   int64_t step_ = 0;
+  int64_t run_start_ = -1;  // the first epoch of a train() run not finished yet (cut short); -1: none
   io::Reader* reader_ = nullptr;
   std::optional<DataParallel> dp_;
   // ZeRO stage 1 (DataParallel::shard_optimizer_state): who updates each parameter, the program that then
