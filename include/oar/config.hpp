@@ -1,9 +1,13 @@
 // oar/config.hpp: build switches, version and the host/device marker shared by every header.
 #pragma once
 
+// Semantic versioning (docs/building.md); CMakeLists.txt's project(VERSION) is the source, and configuring
+// fails if these differ from it. While 0.x, a MINOR bump may break code (with a CHANGELOG.md entry).
 #define OAR_VERSION_MAJOR 0
 #define OAR_VERSION_MINOR 1
 #define OAR_VERSION_PATCH 0
+/// One number to compare: 0.1.0 is 100, 1.2.3 is 10203.
+#define OAR_VERSION (OAR_VERSION_MAJOR * 10000 + OAR_VERSION_MINOR * 100 + OAR_VERSION_PATCH)
 
 #if defined(__CUDACC__)
 #define OAR_HD __host__ __device__

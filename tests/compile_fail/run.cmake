@@ -2,10 +2,13 @@
 cmake_policy(SET CMP0057 NEW)  # IN_LIST
 # mode twice: without MACRO it must compile (so the failure below is the misspelling, not a broken setup); with
 # -D${MACRO} it must fail and the compiler's output must mention EXPECT. Run by ctest:
-# cmake -DCXX=<compiler> -DSOURCE=<file> -DMACRO=<name> -DEXPECT=<regex> -DINCLUDES=<dirs|...> -DDEFINES=<defs|...> -P run.cmake
+# cmake -DCXX=<compiler> -DSOURCE=<file> -DMACRO=<name> -DEXPECT=<regex> -DINCLUDES=<dirs|...> -DDEFINES=<defs|...>
+#       [-DFLAGS=<flags|...>] -P run.cmake
+# FLAGS are extra compiler flags for both compiles (-Werror=deprecated-declarations: a deprecated spelling fails).
 string(REPLACE "|" ";" includes "${INCLUDES}")
 string(REPLACE "|" ";" defines "${DEFINES}")
-set(flags -std=c++20 -fsyntax-only)
+string(REPLACE "|" ";" extra "${FLAGS}")
+set(flags -std=c++20 -fsyntax-only ${extra})
 foreach(d ${includes})
   list(APPEND flags -I${d})
 endforeach()

@@ -19,6 +19,7 @@ set(allowed_api      "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runt
 set(allowed_dist     "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runtime;io;api;dist")
 set(allowed_serve    "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runtime;io;api;serve")
 set(allowed_onnx     "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runtime;io;api;onnx")
+set(allowed_interop  "core;device")  # optional headers (Eigen, xtensor views); oar.hpp does not include them
 
 # The layer of a path relative to the repository: include/oar/<layer>/..., kernels/... ; config.hpp is core.
 function(layer_of path out)

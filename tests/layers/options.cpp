@@ -269,6 +269,36 @@ TEST_CASE("options: rectangular pool2d windows ({2, 3}: max with the default str
   CHECK(t.main.global_block().var(t.outputs[1]).shape() == Shape{-1, C, 5, 3});
 }
 
+// The deprecated spelling is what this case is about: its warning is tests/compile_fail/deprecated_pool2d.cpp's.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_CASE("options: the deprecated pool2d(x, k, \"max\" / \"avg\") computes what pool2d(x, k, PoolType) does") {
+  Tape tape;
+  auto x = data("x", f64, {-1, 2, 4, 6});
+  auto old_max = pool2d(x, 2, "max");
+  auto old_avg = pool2d(x, 2, "avg").stride(1);  // still the typed result: options chain on it
+  auto new_max = pool2d(x, 2, PoolType::max);
+  auto new_avg = pool2d(x, 2, PoolType::avg).stride(1);
+  Topology t = tape.program({old_max, old_avg, new_max, new_avg});
+  Scope scope;
+  Executor exe;
+  auto out = exe.run(t.main, scope, {{"x", test::random_tensor<double>({3, 2, 4, 6}, -1, 1, 9)}}, t.outputs);
+  CHECK(out[0].shape() == Shape{3, 2, 2, 3});
+  CHECK(out[0].to_vector<double>() == out[2].to_vector<double>());
+  CHECK(out[1].shape() == Shape{3, 2, 3, 5});
+  CHECK(out[1].to_vector<double>() == out[3].to_vector<double>());
+
+  std::string e = "(no error)";
+  try {
+    pool2d(x, 2, "mean");
+  } catch (const Error& err) {
+    e = err.what();
+  }
+  CHECK_MESSAGE(e.find("\"mean\" is neither \"max\" nor \"avg\"") != std::string::npos, e);
+  CHECK_MESSAGE(e.find("options.cpp") != std::string::npos, e);
+}
+#pragma GCC diagnostic pop
+
 TEST_CASE("options: the string form .set(key, value) still works, for layer options and op attributes") {
   Tape tape;
   auto x = data("x", f32, {-1, 3, 8, 8}).set("lod_level", 1);

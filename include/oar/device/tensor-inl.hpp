@@ -14,7 +14,21 @@ OAR_FUNC Storage::Storage(size_t bytes, Place place) : bytes_(bytes), place_(pla
 
 OAR_FUNC Storage::Storage(size_t bytes, Allocator& alloc) : bytes_(bytes), place_(alloc.place()), alloc_(&alloc) { data_ = alloc_->allocate(bytes); }
 
-OAR_FUNC Storage::~Storage() { alloc_->deallocate(data_, bytes_); }
+OAR_FUNC Storage::~Storage() {
+  if (alloc_) alloc_->deallocate(data_, bytes_);
+}
+
+OAR_FUNC Tensor Tensor::borrow(void* data, Shape shape, DType dtype, Place place, std::shared_ptr<const void> owner) {
+  OAR_CHECK(shape.known(), "Tensor::borrow: shape {} has unknown dims", shape.str());
+  const size_t bytes = size_t(shape.empty() ? 1 : shape.numel()) * size_of(dtype);
+  OAR_CHECK(data != nullptr || bytes == 0, "Tensor::borrow: null data for shape {} of {}", shape.str(), name(dtype));
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.place_ = place;
+  t.storage_ = std::make_shared<Storage>(data, bytes, place, std::move(owner));
+  return t;
+}
 
 OAR_FUNC void detail::copy_bytes(void* dst, Place dp, const void* src, Place sp, size_t bytes) {
   if (!bytes) return;
@@ -58,7 +72,7 @@ OAR_FUNC Tensor Tensor::to(Place place, bool copy) const {
 }
 
 OAR_FUNC bool Tensor::pinned() const {
-  return storage_ && &storage_->allocator() == &pinned_allocator() && &pinned_allocator() != &allocator(cpu());
+  return storage_ && !storage_->borrowed() && &storage_->allocator() == &pinned_allocator() && &pinned_allocator() != &allocator(cpu());
 }
 
 OAR_FUNC Tensor Tensor::page_locked(Shape shape, DType dtype) {

@@ -23,12 +23,18 @@ class Storage {
   Storage(size_t bytes, Place place);
   /// From a given allocator (on its place): pinned_allocator() for page-locked host memory.
   Storage(size_t bytes, Allocator& alloc);
+  /// Memory oar did not allocate and never frees (Tensor::borrow); `owner`, if any, is held until the storage
+  /// is gone, so it may be what keeps `data` alive.
+  Storage(void* data, size_t bytes, Place place, std::shared_ptr<const void> owner)
+      : data_(data), bytes_(bytes), place_(place), alloc_(nullptr), owner_(std::move(owner)) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
   const Place& place() const { return place_; }
+  /// Whether the memory is borrowed (Tensor::borrow): then it has no allocator.
+  bool borrowed() const { return alloc_ == nullptr; }
   Allocator& allocator() const { return *alloc_; }
 
  private:
@@ -36,6 +42,7 @@ class Storage {
   size_t bytes_;
   Place place_;
   Allocator* alloc_;
+  std::shared_ptr<const void> owner_;
 };
 
 namespace detail {
@@ -49,7 +56,8 @@ class Tensor {
   Tensor() = default;
   Tensor(Shape shape, DType dtype, Place place = {});
 
-  /// A tensor holding a copy of `values` with `shape` (default: 1-D).
+  /// A tensor holding a copy of `values` with `shape`. Without a shape, n values make a 1-D tensor [n], and
+  /// one value a scalar (shape [], rank 0, e.g. a learning rate): `Tensor::from<float>({x}, {1})` is the [1] one.
   template <class T>
   static Tensor from(std::span<const T> values, Shape shape = {}) {
     if (shape.empty() && values.size() != 1) shape = Shape{int64_t(values.size())};
@@ -62,6 +70,13 @@ class Tensor {
   static Tensor from(const std::vector<T>& values, Shape shape = {}) { return from(std::span<const T>(values), std::move(shape)); }
   template <class T>
   static Tensor from(std::initializer_list<T> values, Shape shape = {}) { return from(std::span<const T>(values.begin(), values.size()), std::move(shape)); }
+
+  /// A tensor over memory oar did not allocate, without a copy (include/oar/interop/: Eigen, xtensor): `data`
+  /// holds shape's values of `dtype`, contiguous and row-major, on `place`. Lifetime: the memory must outlive
+  /// every tensor that shares this storage (copies, views, a feed the executor holds until the next run) unless
+  /// `owner` is given, which they keep alive. Writes through the tensor reach the memory and the reverse; a
+  /// resize to more bytes than `data` holds moves the tensor to storage of its own.
+  static Tensor borrow(void* data, Shape shape, DType dtype, Place place = {}, std::shared_ptr<const void> owner = {});
 
   bool initialized() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -192,9 +207,20 @@ Lengths lod_lengths(const LoD& lod);
 class LoDTensor : public Tensor {
  public:
   LoDTensor() = default;
-  LoDTensor(Tensor t, LoD lod = {}) : Tensor(std::move(t)) { set_lod(std::move(lod)); }
+  /// `t` with the LoD `lod`, checked against t's rows: a bad one is an oar::Error naming the caller's line.
+  LoDTensor(Tensor t, LoD lod = {}, std::source_location loc = std::source_location::current()) : Tensor(std::move(t)) {
+    if (lod.empty()) return;
+    try {
+      set_lod(std::move(lod));
+    } catch (const Error& e) {
+      if (e.origin().known()) throw;
+      throw Error(e.message(), Origin(loc, "LoDTensor"));
+    }
+  }
   /// `t` with the LoD whose sequence lengths are `lengths` (checked against t's rows).
-  static LoDTensor from_lengths(Tensor t, const Lengths& lengths) { return LoDTensor(std::move(t), lod_from_lengths(lengths)); }
+  static LoDTensor from_lengths(Tensor t, const Lengths& lengths, std::source_location loc = std::source_location::current()) {
+    return LoDTensor(std::move(t), lod_from_lengths(lengths), loc);
+  }
   const LoD& lod() const { return lod_; }
   /// The LoD as lengths per level.
   Lengths lengths() const { return lod_lengths(lod_); }

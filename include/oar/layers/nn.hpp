@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <source_location>
+#include <string_view>
 
 #include "oar/layers/layer_var.hpp"
 
@@ -147,6 +148,14 @@ class Pool2dLayer : public LayerVar<Pool2dLayer> {
 /// Options: `.type(oar::PoolType::avg)`, `.stride(s)`, `.padding(p)`, `.global()`, `.ceil_mode()`, `.exclusive(false)`.
 ///   auto p = oar::pool2d(x, {2, 3}).type(oar::PoolType::avg).stride({2, 3});
 Pool2dLayer pool2d(const Var& input, Size2 size, PoolType type = PoolType::max, std::source_location loc = std::source_location::current());
+/// The string spelling of early oar, `oar::pool2d(x, 2, "max")`, kept for one release so that old code warns
+/// instead of breaking (CHANGELOG.md): "max" or "avg", forwarded to the PoolType overload.
+[[deprecated("use oar::pool2d(x, size, oar::PoolType::max) or oar::PoolType::avg")]]
+inline Pool2dLayer pool2d(const Var& input, Size2 size, std::string_view type, std::source_location loc = std::source_location::current()) {
+  if (type != "max" && type != "avg")
+    throw Error(fmt::format("pool2d: pool type \"{}\" is neither \"max\" nor \"avg\" (use oar::PoolType::max or ::avg)", type), Origin(loc, "pool2d"));
+  return pool2d(input, size, type == "avg" ? PoolType::avg : PoolType::max, loc);
+}
 
 /// batch_norm's result. Options: `.momentum(m)` (0.9), `.epsilon(e)` (1e-5), `.is_test()`, and `.act`,
 /// `.param` (scale), `.bias`.
