@@ -76,9 +76,19 @@ OAR_FUNC std::vector<Var> detail::record_while(std::shared_ptr<WhileState> w, co
       const Variable& ev = sb.var(e);
       const Variable* xv = sb.find_var(x);
       if (!xv) throw Error(fmt::format("while_loop: loop variable {} returned by the body ('{}') is not visible in the loop", m, x), h.origin());
-      if (xv->dtype() != ev.dtype() || xv->kind() != ev.kind() || (xv->shape().rank() != ev.shape().rank()))
-        throw Error(fmt::format("while_loop: loop variable {} starts as {} {} but the body returns {} {} ('{}', recorded at {})", m, oar::name(ev.dtype()),
-                                ev.shape().str(), oar::name(xv->dtype()), xv->shape().str(), x, w->next[m].origin().str()),
+      // Only the batch (dim 0) and dims declared dynamic may change from step to step: the body's layers were
+      // built for the starting shape, so a second step would fail at run time, away from the line that changed it.
+      const Shape &es = ev.shape(), &xs = xv->shape();
+      int changed = -1;
+      for (int d = 1; changed < 0 && xs.rank() == es.rank() && d < es.rank(); ++d)
+        if (!dims_compatible(xs[d], es[d])) changed = d;
+      if (xv->dtype() != ev.dtype() || xv->kind() != ev.kind() || xs.rank() != es.rank() || changed >= 0)
+        throw Error(fmt::format("while_loop: loop variable {} starts as {} {} but the body returns {} {} ('{}', recorded at {}){}", m, oar::name(ev.dtype()),
+                                es.str(), oar::name(xv->dtype()), xs.str(), x, w->next[m].origin().str(),
+                                changed < 0 ? std::string()
+                                            : fmt::format(": dim {} changes from {} to {}; only the batch (dim 0) and dims declared -1 may change "
+                                                          "in the body",
+                                                          changed, es[changed], xs[changed])),
                     h.origin());
       ex.push_back(e);
       next.push_back(x);

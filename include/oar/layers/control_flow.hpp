@@ -39,7 +39,8 @@ struct LoopOptions {
 /// A while loop over loop variables (Fluid's While op, in the functional form of TensorFlow's and JAX's
 /// while_loop): while `cond(v)` (one bool) holds, `v = body(v)`; returns the last `v`. `cond` and `body` take
 /// `std::vector<oar::Var>` (the loop variables, in order) and return an `oar::Var` and a `std::vector<oar::Var>`
-/// of the same length, dtypes and widths. `cond` is recorded twice: on the initial values (outside the loop) and
+/// of the same length, dtypes and shapes, except in the batch (dim 0) and in dims declared -1 (any other change is
+/// an oar::Error when the program is built). `cond` is recorded twice: on the initial values (outside the loop) and
 /// on the body's results (inside it). Layers in `body` create their parameters in the global block, the same at
 /// every step; the body may read any outer variable and write tensor arrays (`oar::array_write`). Gradients flow
 /// through the steps to the initial values, the parameters and the arrays the body reads.

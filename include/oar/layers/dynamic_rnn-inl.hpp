@@ -120,10 +120,22 @@ inline Var record_dynamic_rnn(const std::shared_ptr<DynamicRnnState>& s, std::so
         throw Error(fmt::format("update_memory: '{}' ({} recorded at {}) is not computed in the DynamicRNN's step", nn, m.next.kind(), m.next.origin().str()),
                     m.updated);
       const Variable& pre = sb.var(h.name_of(m.var));
-      if (nv->dtype() != pre.dtype() || nv->shape().rank() != pre.shape().rank())
-        throw Error(fmt::format("update_memory: the new value '{}' is {} {}, but the memory is {} {}", nn, oar::name(nv->dtype()), nv->shape().str(),
-                                oar::name(pre.dtype()), pre.shape().str()),
+      // Checked here, as StaticRNN and recurrent_group do: a width that differs would otherwise surface only
+      // when the run reaches the next step's first layer, at that layer's line.
+      const Shape &ns = nv->shape(), &ps = pre.shape();
+      int wrong = -1;  // the first dim after the batch known on both sides and different
+      for (int d = 1; wrong < 0 && ns.rank() == ps.rank() && d < ps.rank(); ++d)
+        if (!dims_compatible(ns[d], ps[d])) wrong = d;
+      if (nv->dtype() != pre.dtype() || ns.rank() != ps.rank() || wrong >= 0) {
+        std::string dim;
+        if (wrong >= 0) {
+          const std::string which = wrong == ps.rank() - 1 ? std::string("width") : fmt::format("dim {}", wrong);
+          dim = fmt::format(": {} {} where the memory has {} {}", which, ns[wrong], which, ps[wrong]);
+        }
+        throw Error(fmt::format("update_memory: the new value '{}' is {} {}, but the memory '{}' ({}) is {} {}{}", nn, oar::name(nv->dtype()), ns.str(),
+                                pre.name(), m.var.origin().str(), oar::name(pre.dtype()), ps.str(), dim),
                     m.updated);
+      }
       ex.push_back(s->ex_memories[k]);
       next.push_back(nn);
       init.push_back(s->boots[k]);

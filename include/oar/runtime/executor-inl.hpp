@@ -189,6 +189,38 @@ OAR_FUNC void Executor::run_profiled(PreparedBlock& p, Scope& scope, const FeedM
   detail::record_section("(executor)", ns(t1, t2) - (detail::kernel_ns - kernels0));
 }
 
+namespace detail {
+/// " (nearest: 'a', 'b')": up to three names of `b` and its ancestors closest to `name` in edit distance, for
+/// the error of a name that is not there; empty when none is near. Only an error pays for it.
+inline std::string nearest_names(const Block& b, std::string_view name) {
+  auto distance = [](std::string_view x, std::string_view y) {
+    std::vector<size_t> row(y.size() + 1);
+    for (size_t j = 0; j <= y.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= x.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= y.size(); ++j) {
+        size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (x[i - 1] != y[j - 1])});
+        diag = up;
+      }
+    }
+    return row[y.size()];
+  };
+  const size_t limit = std::max<size_t>(2, name.size() / 2);
+  std::vector<std::pair<size_t, std::string>> near;
+  for (const Block* k = &b; k; k = k->parent())
+    for (const Variable* v : k->vars())
+      if (size_t d = distance(name, v->name()); d <= limit) near.emplace_back(d, v->name());
+  std::sort(near.begin(), near.end());
+  near.erase(std::unique(near.begin(), near.end()), near.end());
+  if (near.empty()) return {};
+  std::string out = " (nearest:";
+  for (size_t i = 0; i < near.size() && i < 3; ++i) out += fmt::format("{} '{}'", i ? "," : "", near[i].second);
+  return out + ")";
+}
+}  // namespace detail
+
 OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& feeds, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out,
                                  Fence* arrived, std::chrono::steady_clock::time_point* fed, std::chrono::steady_clock::time_point* ran) {
   for (auto& t : out) t = LoDTensor();  // last run's fetches let go of their storage, so this run reuses it
@@ -251,7 +283,8 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
       throw Error(fmt::format("missing feed '{}' ({} {}): the program reads it but nothing computes it", name, oar::name(v.dtype()), v.shape().str()), v.origin());
     }
   for (auto& name : fetch)
-    if (!b.find_var(name) && !p.local_->find(name)) throw Error(fmt::format("cannot fetch '{}': no such variable in the program", name));
+    if (!b.find_var(name) && !p.local_->find(name))
+      throw Error(fmt::format("cannot fetch '{}': no such variable in the program{}", name, detail::nearest_names(b, name)));
   bool capture = false;
   if (graph) {
     std::vector<std::pair<Shape, const void*>>& now = p.graph_.now;  // kept: a replayed run allocates nothing
@@ -338,7 +371,8 @@ OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::s
     const Value* v = p.local_->find(fetch[i]);
     if (!v || !v->is_tensor() || !v->tensor().initialized()) {
       if (cu) cu->synchronize();  // no copy into `out` still under way when the caller sees the error
-      throw Error(fmt::format("cannot fetch '{}': it has no value after the run", fetch[i]));
+      const Variable* var = p.program_->block(p.block_).find_var(fetch[i]);
+      throw Error(fmt::format("cannot fetch '{}': it has no value after the run", fetch[i]), var ? var->origin() : Origin());
     }
     const LoDTensor& t = v->tensor();
     Tensor host;
