@@ -359,6 +359,10 @@ void Importer::h_onehot() {  // off + (on - off) one_hot(index, depth), the new 
 }
 
 void Importer::h_range() {
+  for (int i = 0; i < 3; ++i) {
+    if (!has_in(i)) fail("needs three inputs: start, limit and delta");
+    if (const Tensor* t = const_in(i); t && t->numel() != 1) fail(fmt::format("input {} must hold one value, got {}", i, t->shape().str()));
+  }
   if (!all_const()) {  // bounds computed when the model runs (a padded length): oar's range op
     const DType dt = in_dtype(0);
     std::vector<std::string> b;

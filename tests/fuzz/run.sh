@@ -11,6 +11,6 @@ target=$1 corpus=$2 work=$3 seconds=$4 runs=${5:-0}
 shift $(($# < 5 ? $# : 5))
 mkdir -p "$work/new" "$work/crashes"
 export ASAN_OPTIONS="protect_shadow_gap=0:detect_leaks=1:${ASAN_OPTIONS:-}"
-export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1:${UBSAN_OPTIONS:-}"  # abort: libFuzzer then keeps the input
 exec "$target" -max_total_time="$seconds" -runs="$([ "$runs" = 0 ] && echo -1 || echo "$runs")" -malloc_limit_mb=512 -rss_limit_mb=2560 \
   -timeout=20 -print_final_stats=1 -artifact_prefix="$work/crashes/" "$@" "$work/new" "$corpus"
