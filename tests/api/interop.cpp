@@ -2,6 +2,7 @@
 // xtensor containers, both ways (a write through one is read through the other), the errors for layouts a
 // tensor cannot view and for dtype mismatches, and a model fed from an Eigen matrix without a copy.
 #include "pch.hpp"
+#include "support/op_check.hpp"
 
 #include <oar/interop/eigen.hpp>
 #include <oar/interop/xtensor.hpp>
@@ -14,18 +15,8 @@ using namespace oar;
 namespace {
 using RowMajorF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ColMajorF = Eigen::MatrixXf;
-
-/// The message of the oar::Error `f` throws ("" if none).
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 }  // namespace
+using oar::test::error_of;
 
 TEST_CASE("interop: a tensor from a row-major Eigen matrix shares its memory both ways") {
   RowMajorF m(2, 3);
