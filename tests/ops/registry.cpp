@@ -93,7 +93,7 @@ TEST_CASE("registry: the ops the tests below rely on are registered") {
     CHECK(OpRegistry::instance().find(t) != nullptr);
   }
   CHECK(op_def("mul_grad").is_grad);
-  CHECK(op_def("feed").kernel_free);
+  CHECK(op_def("feed").run_by == RunBy::feed);
 }
 
 TEST_CASE("registry: an unknown op type is an oar::Error that suggests similar names") {

@@ -44,7 +44,10 @@ struct ScaledDotProductAttention {
         .attr(causal, false, "query i sees key j only when j <= i + Tk - Tq")
         .attr(scale, 0.f, "multiplies the scores; 0: 1 / sqrt(d)").check<float>([](float s) { return s >= 0; }, "must be >= 0")
         .attr(dropout_prob, 0.f, "dropout on the attention weights").check<float>([](float p) { return p >= 0 && p < 1; }, "must be in [0, 1)")
-        .attr(is_test, false).attr(fix_seed, false).attr(seed, 0);
+        .attr(is_test, false).attr(fix_seed, false).attr(seed, 0)
+        .replayable_when([](const Operator& op) {
+          return op.attr_or(fix_seed, false) || op.attr_or(is_test, false) || op.attr_or(dropout_prob, 0.f) == 0.f;
+        });
   }
 
   static void infer_shape(InferShapeContext& c) {

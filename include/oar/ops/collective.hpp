@@ -48,6 +48,7 @@ struct CBroadcast : CollectiveOp {
   };
   static OpDef def() {
     return OpDef(type, "Out = X of rank root, on every rank")
+        .replayable_when(OpDef::never_replayed)
         .in(x).out(out)
         .attr(ring_id, 0).attr(root, 0).check<int32_t>([](int32_t n) { return n >= 0; }, "must be >= 0").attr(use_calc_stream, true);
   }
@@ -77,7 +78,8 @@ struct CAllreduceSum : CollectiveOp {
                                  : fmt::format("c_allreduce_sum of {} variables from '{}' to '{}'", names.size(), names.front(), names.back())) {}
   };
   static OpDef def() {
-    return OpDef(type, "Out = the sum of X over the ranks, in place").in(x, duplicable).out(out, duplicable).attr(ring_id, 0).attr(use_calc_stream, false);
+    return OpDef(type, "Out = the sum of X over the ranks, in place").in(x, duplicable).out(out, duplicable).attr(ring_id, 0).attr(use_calc_stream, false)
+        .replayable_when(OpDef::never_replayed);
   }
   static void infer_shape(InferShapeContext& c) {
     c.check(c.num_inputs(x) == c.num_outputs(out), "X has {} variables but Out has {}", c.num_inputs(x), c.num_outputs(out));
@@ -110,6 +112,7 @@ struct CReduceSum : CollectiveOp {
   };
   static OpDef def() {
     return OpDef(type, "Out = the sum of X over the ranks on rank root_id, in place")
+        .replayable_when(OpDef::never_replayed)
         .in(x, duplicable).out(out, duplicable)
         .attr(ring_id, 0).attr(root_id, 0).check<int32_t>([](int32_t n) { return n >= 0; }, "must be >= 0").attr(use_calc_stream, false);
   }
@@ -129,7 +132,8 @@ struct CSyncCommStream : CollectiveOp {
     explicit Attrs(const AttrReader& r) : ring_id(r(CollectiveOp::ring_id)) {}
   };
   static OpDef def() {
-    return OpDef(type, "waits for the collectives queued on ring ring_id").in(x, duplicable | dispensable).out(out, duplicable | dispensable).attr(ring_id, 0);
+    return OpDef(type, "waits for the collectives queued on ring ring_id").in(x, duplicable | dispensable).out(out, duplicable | dispensable).attr(ring_id, 0)
+        .replayable_when(OpDef::never_replayed);
   }
   static void infer_shape(InferShapeContext& c) {
     c.check(c.num_inputs(x) == c.num_outputs(out), "X has {} variables but Out has {}", c.num_inputs(x), c.num_outputs(out));

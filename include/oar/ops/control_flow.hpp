@@ -20,7 +20,7 @@ struct ConditionalBlock {
         .out(out, duplicable | dispensable).out(scope, dispensable)
         .required_attr(sub_block)
         .attr(is_scalar_condition, false)
-        .no_kernel();
+        .no_kernel(RunBy::conditional);
   }
   static void infer_shape(InferShapeContext& c) {
     if (c.attr(is_scalar_condition))
@@ -47,7 +47,7 @@ struct ConditionalBlockGrad {
         .out(input_grad, duplicable | dispensable)
         .required_attr(sub_block)
         .attr(is_scalar_condition, false)
-        .no_kernel();
+        .no_kernel(RunBy::conditional_grad);
   }
   static void infer_shape(InferShapeContext&) {}
 };
@@ -77,7 +77,7 @@ struct While {
         .attr(ex_states, {}).attr(states, {})
         .required_attr(next_condition)
         .attr(max_iterations, int64_t(1) << 20)
-        .no_kernel();
+        .no_kernel(RunBy::while_loop);
   }
   static void infer_shape(InferShapeContext& c) {
     const auto& op = c.op();
@@ -115,7 +115,7 @@ struct WhileGrad {
         .out(x_grad, duplicable | dispensable).out(init_states_grad, duplicable | dispensable)
         .required_attr(sub_block)
         .attr(ex_states, {}).attr(states, {}).attr(state_seeds, {}).attr(out_seeds, {})
-        .no_kernel();
+        .no_kernel(RunBy::while_grad);
   }
   static void infer_shape(InferShapeContext& c) {
     const auto& op = c.op();

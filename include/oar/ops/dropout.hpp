@@ -51,6 +51,7 @@ struct Dropout {
   static OpDef def() {
     return OpDef(type, "randomly zero elements of X with probability dropout_prob")
         .in(x).out(out).out(mask, intermediate)
+        .replayable_when([](const Operator& op) { return op.attr_or(fix_seed, false); })
         .attr(dropout_prob, 0.5f, "probability of dropping an element").check<float>([](float p) { return p >= 0 && p <= 1; }, "must be in [0, 1]")
         .attr(is_test, false, "inference: no randomness")
         .attr(fix_seed, false, "use `seed` instead of the executor's seed stream")

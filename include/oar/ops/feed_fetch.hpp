@@ -11,7 +11,7 @@ struct Feed {
   static constexpr Attr<int32_t> col{"col"};
 
   static OpDef def() {
-    return OpDef(type, "Out = feed_list[col]").in(x).out(out).attr(col, 0).check<int32_t>([](int v) { return v >= 0; }, "must be >= 0").no_kernel();
+    return OpDef(type, "Out = feed_list[col]").in(x).out(out).attr(col, 0).check<int32_t>([](int v) { return v >= 0; }, "must be >= 0").no_kernel(RunBy::feed);
   }
   static void infer_shape(InferShapeContext&) {}
 };
@@ -22,7 +22,7 @@ struct Fetch {
   static constexpr Attr<int32_t> col{"col"};
 
   static OpDef def() {
-    return OpDef(type, "fetch_list[col] = X").in(x).out(out).attr(col, 0).check<int32_t>([](int v) { return v >= 0; }, "must be >= 0").no_kernel();
+    return OpDef(type, "fetch_list[col] = X").in(x).out(out).attr(col, 0).check<int32_t>([](int v) { return v >= 0; }, "must be >= 0").no_kernel(RunBy::fetch);
   }
   static void infer_shape(InferShapeContext&) {}
 };

@@ -43,6 +43,10 @@ enum SlotFlags : unsigned { none = 0, duplicable = 1, dispensable = 2, intermedi
 using InferShapeFn = void (*)(InferShapeContext&);
 using GradMakerFn = std::vector<Operator> (*)(const GradContext&);
 
+/// How the executor runs an op that has no kernel: it moves values itself (feed, fetch) or runs the op's
+/// sub-block (control flow). Every other op runs its kernel.
+enum class RunBy : uint8_t { kernel, feed, fetch, conditional, conditional_grad, recurrent, recurrent_grad, while_loop, while_grad };
+
 /// An op's schema, built fluently in each op's `def()`.
 struct OpDef {
   std::string type;
@@ -52,7 +56,11 @@ struct OpDef {
   InferShapeFn infer_shape = nullptr;
   GradMakerFn grad = nullptr;  ///< filled from Op::grad when the op has one
   bool is_grad = false;        ///< a `<op>_grad` op derived from its forward op
-  bool kernel_free = false;    ///< run by the executor itself (feed, fetch, control flow)
+  RunBy run_by = RunBy::kernel;  ///< or run by the executor itself (feed, fetch, control flow)
+  /// Whether a CUDA graph may capture the op and replay it: not when the replay would differ from a run (a random
+  /// op drawing a new seed from the executor each run) or when its kernel hands work to the host (a collective
+  /// the communicator's thread carries). Null: always.
+  bool (*replayable)(const Operator&) = nullptr;
 
   explicit OpDef(std::string t, std::string d = {}) : type(std::move(t)), doc(std::move(d)) {}
   explicit OpDef(std::string_view t, std::string d = {}) : type(t), doc(std::move(d)) {}
@@ -100,10 +108,17 @@ struct OpDef {
     };
     return *this;
   }
-  OpDef& no_kernel() {
-    kernel_free = true;
+  /// An op the executor runs itself (`how`: feed, fetch or a control-flow op).
+  OpDef& no_kernel(RunBy how) {
+    run_by = how;
     return *this;
   }
+  /// The op may be captured in a CUDA graph only when `pred(op)` holds (`never_replayed` for no op of the type).
+  OpDef& replayable_when(bool (*pred)(const Operator&)) {
+    replayable = pred;
+    return *this;
+  }
+  static bool never_replayed(const Operator&) { return false; }
   const SlotDef* find_input(std::string_view n) const {
     for (auto& s : inputs) if (s.name == n) return &s;
     return nullptr;

@@ -24,6 +24,7 @@ inline OpDef& random_attrs(OpDef& d) {
   d.attr(RandomNames::dtype, int32_t(DType::f32), "element type as Fluid's VarType number (5 = f32, 6 = f64)")
       .check<int32_t>([](int32_t v) { return v == int32_t(DType::f32) || v == int32_t(DType::f64); }, "must be 5 (f32) or 6 (f64)");
   d.attr(RandomNames::seed, 0, "0: a fresh seed per run from the executor's seed; otherwise the same tensor every run");
+  d.replayable_when([](const Operator& op) { return op.attr_or(RandomNames::seed, 0) != 0; });
   return d;
 }
 inline void random_infer_shape(InferShapeContext& c) {

@@ -30,7 +30,7 @@ struct Recurrent {
         .required_attr(sub_block)
         .required_attr(step_inputs).required_attr(step_outputs)
         .attr(ex_states, {}).attr(states, {}).attr(boot_states, {})
-        .no_kernel();
+        .no_kernel(RunBy::recurrent);
   }
   static void infer_shape(InferShapeContext& c) {
     const auto& op = c.op();
@@ -72,7 +72,7 @@ struct RecurrentGrad {
         .required_attr(step_inputs).required_attr(step_outputs)
         .attr(ex_states, {}).attr(states, {}).attr(boot_states, {})
         .required_attr(output_seeds).attr(state_seeds, {})
-        .no_kernel();
+        .no_kernel(RunBy::recurrent_grad);
   }
   static void infer_shape(InferShapeContext& c) {
     const auto& op = c.op();

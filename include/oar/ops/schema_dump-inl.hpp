@@ -40,7 +40,7 @@ OAR_FUNC std::string schema_str(const OpDef& d) {
   if (!attrs.empty()) s += fmt::format("  attrs:   {}\n", fmt::join(attrs, ", "));
   if (d.is_grad) s += "  grad:    (is a derived grad op)\n";
   else s += fmt::format("  grad:    {}\n", d.grad ? d.type + "_grad" : std::string("none"));
-  if (d.kernel_free) s += "  kernel:  none (run by the executor)\n";
+  if (d.run_by != RunBy::kernel) s += "  kernel:  none (run by the executor)\n";
   return s;
 }
 

@@ -14,6 +14,7 @@
 #include "oar/config.hpp"
 #include "oar/device/cuda.hpp"
 #include "oar/device/kernel_context.hpp"
+#include "oar/ops/op.hpp"
 #include "oar/runtime/kernel_registry.hpp"
 
 namespace oar {
@@ -67,6 +68,7 @@ class PreparedBlock {
     std::shared_ptr<const void> attrs;  // the op's decoded Attrs, which ctx points to
     KernelContext ctx;
     std::vector<int> acquire, release;  // indices into slots_: temporaries first written / last used here
+    RunBy run_by = RunBy::kernel;        // the op's OpDef::run_by
     std::shared_ptr<PreparedBlock> sub;  // a control-flow op's sub-block, prepared on first use
     std::shared_ptr<Loop> loop;          // recurrent / recurrent_grad
     GroupFn group_fn = nullptr;          // set on the first op of a group run as one (KernelEntry::cuda_group)
@@ -231,11 +233,13 @@ class Executor {
   /// That run's values as a PendingFetch.
   PendingFetch run_async(PreparedBlock& p, Scope& scope, const FeedMap& feeds = {}, const std::vector<std::string>& fetch = {});
 
-  /// A control-flow op: conditional_block runs its sub-block, in a child scope of the block's temporaries
-  /// (the sub-block's own variables live there; it reads and writes the outer ones through scope lookup),
-  /// when its condition holds: a scalar bool that is true (is_scalar_condition), or else every Cond tensor
-  /// non-empty. Fluid's rule; the outputs keep their previous values when it does not run.
+  /// A control-flow op (its OpDef::run_by), errors naming it as op `index` of the block.
   void run_control(PreparedBlock& p, PreparedBlock::Step& s, int index);
+  /// conditional_block runs its sub-block, in a child scope of the block's temporaries (the sub-block's own
+  /// variables live there; it reads and writes the outer ones through scope lookup), when its condition holds:
+  /// a scalar bool that is true (is_scalar_condition), or else every Cond tensor non-empty. Fluid's rule; the
+  /// outputs keep their previous values when it does not run. With `grad`, conditional_block_grad.
+  void run_conditional(PreparedBlock& p, PreparedBlock::Step& s, bool grad);
   /// conditional_block_grad: when the forward ran (`ran`, its condition), its grad block in a child of the
   /// forward's scope, then the inputs' gradients out of it; zeros for those it does not reach, and for all of
   /// them when the forward did not run.
