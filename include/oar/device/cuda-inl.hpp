@@ -2,7 +2,26 @@
 #pragma once
 #include "oar/device/cuda.hpp"
 
+#include <cstring>
+
+#include "oar/device/tensor.hpp"
+
 namespace oar {
+
+namespace detail {
+/// The largest host tensor a GPU run copies through page-locked memory without waiting (a feed staged, a value
+/// fetched by a run with a fence); larger ones are copied synchronously, so that pinned blocks stay few and small.
+inline constexpr size_t kMaxQueuedHostCopy = size_t(64) << 20;
+/// A page-locked host tensor, or an empty one when no more memory can be pinned (the caller then copies
+/// synchronously, as from ordinary memory).
+inline Tensor try_page_locked(const Shape& shape, DType dtype) {
+  try {
+    return Tensor::page_locked(shape, dtype);
+  } catch (const Error&) {
+    return Tensor();
+  }
+}
+}  // namespace detail
 
 // With CUDA, kernels/cuda/context.cpp defines these.
 #if !OAR_WITH_CUDA
@@ -55,6 +74,61 @@ OAR_FUNC Fence CudaContext::record_fence() const { throw Error("cannot record a 
 OAR_FUNC bool Fence::done() const { return true; }
 OAR_FUNC void Fence::wait() const {}
 #endif
+
+OAR_FUNC bool DeviceContext::put_feed(LoDTensor& dst, const LoDTensor& src, bool) {
+  dst.copy_from(src);
+  return false;
+}
+
+OAR_FUNC bool DeviceContext::take_fetch(const LoDTensor& t, LoDTensor& out, bool) {
+  out = t.place().is_cpu() ? t : LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
+  return false;
+}
+
+OAR_FUNC bool CudaContext::put_feed(LoDTensor& dst, const LoDTensor& t, bool queue) {
+  // From pinned memory the copy is queued on this run's stream and the host goes on; the pinned allocator keeps
+  // the block until it has run. For a run the host does not wait for (`queue`), other host memory is first
+  // copied into a page-locked block (what the driver's own copy from pageable memory does, except that its copy
+  // waits for every stream of the device, the runs queued before this one included): then the caller may write
+  // `t` as soon as run() returns. A run the host waits for gains nothing by that and keeps the driver's copy,
+  // the path every GPU session has run. Past kMaxQueuedHostCopy bytes, from other devices, and when no more
+  // memory can be pinned, the copy is made before the run starts.
+  Tensor staged;
+  if (queue && !t.pinned() && t.place().is_cpu() && t.bytes() > 0 && t.bytes() <= detail::kMaxQueuedHostCopy) {
+    staged = detail::try_page_locked(t.shape(), t.dtype());
+    if (staged.initialized()) std::memcpy(staged.raw(), t.raw(), t.bytes());
+  }
+  if (t.pinned()) {
+    detail::cuda_copy_from_pinned(*this, dst.raw(), t.raw(), t.bytes(), t.storage()->data());
+    return true;
+  }
+  if (staged.initialized()) {
+    detail::cuda_copy_from_pinned(*this, dst.raw(), staged.raw(), t.bytes(), staged.storage()->data());
+    return true;
+  }
+  dst.copy_from(t);
+  return false;
+}
+
+OAR_FUNC bool CudaContext::take_fetch(const LoDTensor& t, LoDTensor& out, bool queue) {
+  if (!queue) return DeviceContext::take_fetch(t, out, false);
+  Tensor host;
+  if (t.place() == place() && t.bytes() <= detail::kMaxQueuedHostCopy) host = detail::try_page_locked(t.shape(), t.dtype());
+  if (host.initialized()) {
+    // Queued on the run's stream: the next run on the device, which may reuse the variable's buffer, follows it.
+    detail::cuda_download_to_pinned(*this, host.raw(), t.raw(), t.bytes(), host.storage()->data());
+    out = LoDTensor(std::move(host), t.lod());
+    return true;
+  }
+  // A value the host computed: the next run, queued before this one's values are read, may write it at once.
+  if (t.place().is_cpu()) out = LoDTensor(t.clone(), t.lod());
+  else out = LoDTensor(t.to(cpu()), t.lod());
+  return false;
+}
+
+OAR_FUNC std::shared_ptr<void> CudaContext::keep_graph(void* graph) const {
+  return std::shared_ptr<void>(graph, [](void* g) { CudaContext::destroy_graph(g); });
+}
 
 OAR_FUNC std::unique_ptr<DeviceContext> make_device_context(Place place, uint64_t seed) {
   if (place.is_cpu()) return std::make_unique<CpuContext>(seed);

@@ -73,22 +73,6 @@ struct CudaGraphStats {
 };
 CudaGraphStats cuda_graph_stats();
 
-/// A point in the work queued on a GPU: an event recorded on a stream (CudaContext::record_fence). done() asks
-/// whether the device has passed it; wait() blocks the calling thread until it has (sleeping under
-/// cudaDeviceScheduleBlockingSync, spinning otherwise, as the device's other waits do) and is an oar::Error
-/// when work before it failed. An empty fence (the CPU's work, done when queued) is always done. Copies share
-/// the point.
-class Fence {
- public:
-  Fence() = default;
-  bool done() const;
-  void wait() const;
-
- private:
-  friend class CudaContext;
-  std::shared_ptr<CUevent_st> event_;  // back to its device's spares when the last copy goes
-};
-
 /// One CUDA device as kernels see it. Kernels launch on stream(); the handles are bound to that stream.
 class CudaContext final : public DeviceContext {
  public:
@@ -108,20 +92,20 @@ class CudaContext final : public DeviceContext {
   /// the device memory this thread allocates and frees meanwhile is ordered on stream() and belongs to the graph.
   /// Only inside a run (follow_device_order) that is the device's one run under way; false, with nothing
   /// started, when another is. Runs that start meanwhile wait until the capture ends.
-  bool begin_capture();
+  bool begin_capture() override;
   /// Ends the capture: the instantiated graph, or null when it failed (a call that cannot be captured).
   /// `replayable` says whether it may be launched more than once: false when the captured work kept device
   /// memory it allocated, or freed memory allocated before (then launch it once and destroy it). Without a
   /// graph, `lost` receives the blocks allocated in the capture, as from abandon_capture.
-  void* end_capture(bool* replayable, std::vector<void*>* lost = nullptr);
+  void* end_capture(bool* replayable, std::vector<void*>* lost = nullptr) override;
   /// Ends a capture given up (a call in it threw) without instantiating anything. Returns the blocks allocated
   /// in it that are still held: addresses of a graph that never ran, which their tensors must let go of before
   /// anything runs (freeing them is then a no-op).
-  std::vector<void*> abandon_capture();
+  std::vector<void*> abandon_capture() override;
   /// Queues the graph on stream().
-  void launch(void* graph) const;
+  void launch(void* graph) const override;
   /// A fence after the work queued on stream() so far.
-  Fence record_fence() const;
+  Fence record_fence() const override;
   /// Destroys a graph from end_capture (null allowed), once the work queued before has been ordered.
   static void destroy_graph(void* graph);
 
@@ -136,6 +120,13 @@ class CudaContext final : public DeviceContext {
   /// which end_device_order() makes current again.
   int follow_device_order();
   void end_device_order(int previous_device) noexcept;
+
+  // An executor run on this device (DeviceContext's interface, implemented in cuda-inl.hpp on the calls above).
+  int begin_run() override { return follow_device_order(); }
+  void end_run(int token) noexcept override { end_device_order(token); }
+  bool put_feed(LoDTensor& dst, const LoDTensor& src, bool queue) override;
+  bool take_fetch(const LoDTensor& t, LoDTensor& out, bool queue) override;
+  std::shared_ptr<void> keep_graph(void* graph) const override;
 
  private:
   int device_;

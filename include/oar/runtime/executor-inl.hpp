@@ -59,16 +59,13 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
   const Block& b = p.program_->block(p.block_);
   // On a GPU this run follows the device's last run (another executor's, an Optimizer's update say) on the
   // device, and the next run follows this one, whichever way this one ends.
-  CudaContext* cu = place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;
-  if (cu) in_flight_.admit();  // before this run holds the device's order, which other threads' captures wait for
-  bool queued = false;         // copies to or from page-locked memory queued by this run
-  struct EndOrder {
-    CudaContext* cu;
-    int previous_device;
-    ~EndOrder() {
-      if (cu) cu->end_device_order(previous_device);
-    }
-  } end_order{cu, cu ? cu->follow_device_order() : 0};
+  if (place_.is_cuda()) in_flight_.admit();  // before this run holds the device's order, which other threads' captures wait for
+  bool queued = false;                       // copies to or from page-locked memory queued by this run
+  struct EndRun {
+    DeviceContext& dev;
+    int token;
+    ~EndRun() { dev.end_run(token); }
+  } end_run{*dev_, dev_->begin_run()};
   // A CUDA graph reads its feeds from the buffers it was captured with: feeds are copied into them, never shared.
   const bool graph = place_.is_cuda() && !p.graph_.off && cuda_graphs();
   for (auto& [name, t] : feeds) {
@@ -83,27 +80,7 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
       LoDTensor& dst = val->tensor();
       if (p.shared_feeds_.erase(val)) dst = LoDTensor();  // it held the caller's tensor of an earlier run: not written into
       dst.resize(t.shape(), t.dtype(), place_);  // here, not on the feed's place (what copy_from picks for an empty tensor)
-      // From pinned memory the copy is queued on this run's stream and the host goes on; the pinned allocator
-      // keeps the block until it has run. For a run the host does not wait for, other host memory is first
-      // copied into a page-locked block (what the driver's own copy from pageable memory does, except that its
-      // copy waits for every stream of the device, the runs queued before this one included): then the caller
-      // may write `t` as soon as run() returns. A run the host waits for gains nothing by that and keeps the
-      // driver's copy, the path every GPU session has run. Past kMaxQueuedHostCopy bytes, from other devices,
-      // and when no more memory can be pinned, the copy is made before the run starts.
-      Tensor staged;
-      if (cu && arrived && !t.pinned() && t.place().is_cpu() && t.bytes() > 0 && t.bytes() <= detail::kMaxQueuedHostCopy) {
-        staged = detail::try_page_locked(t.shape(), t.dtype());
-        if (staged.initialized()) std::memcpy(staged.raw(), t.raw(), t.bytes());
-      }
-      if (cu && t.pinned()) {
-        detail::cuda_copy_from_pinned(*cu, dst.raw(), t.raw(), t.bytes(), t.storage()->data());
-        queued = true;
-      } else if (staged.initialized()) {
-        detail::cuda_copy_from_pinned(*cu, dst.raw(), staged.raw(), t.bytes(), staged.storage()->data());
-        queued = true;
-      } else {
-        dst.copy_from(t);
-      }
+      queued = dev_->put_feed(dst, t, arrived != nullptr) || queued;
       dst.set_lod(t.lod());
     }
   }
@@ -130,7 +107,7 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
       if (!t.lod().empty()) p.graph_.off = true;  // sequences: kernels read their LoD on the host
     }
     if (p.graph_.exec && now == p.graph_.key && !p.graph_.off) {  // replay: the host queues one launch
-      static_cast<CudaContext&>(*dev_).launch(p.graph_.exec.get());
+      dev_->launch(p.graph_.exec.get());
       if (ran) *ran = std::chrono::steady_clock::now();
       fetch_outputs(p, fetch, out, arrived, queued);
       return;
@@ -159,8 +136,8 @@ OAR_FUNC void Executor::run_impl(PreparedBlock& p, Scope& scope, const FeedMap& 
 }
 
 OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const Value*>& fetched, int64_t batch) {
-  auto& cu = static_cast<CudaContext&>(*dev_);
-  if (!cu.begin_capture()) {  // another run is under way on the device: this one runs op by op, the next tries again
+  DeviceContext& dev = *dev_;
+  if (!dev.begin_capture()) {  // another run is under way on the device: this one runs op by op, the next tries again
     run_steps(p, fetched, batch);
     return;
   }
@@ -168,7 +145,7 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
   try {
     run_steps(p, fetched, batch);
   } catch (...) {  // a call that cannot be captured, or a real error: the eager run below tells them apart
-    const std::vector<void*> lost = cu.abandon_capture();
+    const std::vector<void*> lost = dev.abandon_capture();
     p.graph_.off = true;
     if (!lost.empty()) p.drop_storage(lost);
     if (p.recycle_) p.reclaim();
@@ -176,7 +153,7 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
     return;
   }
   std::vector<void*> lost;
-  void* g = cu.end_capture(&replayable, &lost);
+  void* g = dev.end_capture(&replayable, &lost);
   if (!g) {  // the capture failed at its end: nothing ran
     p.graph_.off = true;
     if (!lost.empty()) p.drop_storage(lost);
@@ -184,46 +161,32 @@ OAR_FUNC void Executor::run_captured(PreparedBlock& p, const std::vector<const V
     run_steps(p, fetched, batch);
     return;
   }
-  cu.launch(g);  // a capture runs nothing: this launch is this run's work
+  dev.launch(g);  // a capture runs nothing: this launch is this run's work
   if (replayable) {
-    p.graph_.exec = std::shared_ptr<void>(g, [](void* x) { CudaContext::destroy_graph(x); });
+    p.graph_.exec = dev.keep_graph(g);
     p.graph_.key = p.graph_.last;
   } else {  // the captured work kept (or freed) device memory of its own: once only
-    cu.synchronize();
-    CudaContext::destroy_graph(g);
+    dev.synchronize();
+    dev.keep_graph(g);  // destroyed at once
     p.graph_.off = true;
   }
 }
 
 OAR_FUNC void Executor::fetch_outputs(PreparedBlock& p, const std::vector<std::string>& fetch, std::vector<LoDTensor>& out, Fence* arrived, bool queued) {
   out.resize(fetch.size());
-  CudaContext* cu = arrived && place_.is_cuda() ? static_cast<CudaContext*>(dev_.get()) : nullptr;  // a GPU run with a fence: copies queued
   for (size_t i = 0; i < fetch.size(); ++i) {
     const Value* v = p.local_->find(fetch[i]);
     if (!v || !v->is_tensor() || !v->tensor().initialized()) {
-      if (cu) cu->synchronize();  // no copy into `out` still under way when the caller sees the error
+      if (arrived) dev_->synchronize();  // no copy into `out` still under way when the caller sees the error
       const Variable* var = p.program_->block(p.block_).find_var(fetch[i]);
       throw Error(fmt::format("cannot fetch '{}': it has no value after the run", fetch[i]), var ? var->origin() : Origin());
     }
-    const LoDTensor& t = v->tensor();
-    Tensor host;
-    if (cu && t.place() == place_ && t.bytes() <= detail::kMaxQueuedHostCopy) host = detail::try_page_locked(t.shape(), t.dtype());
-    if (host.initialized()) {
-      // Queued on the run's stream: the next run on the device, which may reuse the variable's buffer, follows it.
-      detail::cuda_download_to_pinned(*cu, host.raw(), t.raw(), t.bytes(), host.storage()->data());
-      out[i] = LoDTensor(std::move(host), t.lod());
-      queued = true;
-    } else if (t.place().is_cpu()) {
-      // A value the host computed: the next run, queued before this one's values are read, may write it at once.
-      out[i] = cu ? LoDTensor(t.clone(), t.lod()) : t;
-    } else {
-      out[i] = LoDTensor(t.to(cpu()), t.lod());  // fetches come back to the host
-    }
+    queued = dev_->take_fetch(v->tensor(), out[i], arrived != nullptr) || queued;
   }
   // After everything the run queued, its feed copies included (a pinned feed is read by the device later): once
   // the fence is done the run has finished on the device and its feeds may be written.
-  if (cu) {
-    *arrived = cu->record_fence();
+  if (arrived) {
+    *arrived = dev_->record_fence();
     if (queued) in_flight_.hold(*arrived);
   }
 }

@@ -192,19 +192,6 @@ class RunWindow {
   std::vector<F> held_;  // oldest first
 };
 
-/// The largest host tensor a GPU run copies through page-locked memory without waiting (a feed staged, a value
-/// fetched by a run with a fence); larger ones are copied synchronously, so that pinned blocks stay few and small.
-inline constexpr size_t kMaxQueuedHostCopy = size_t(64) << 20;
-/// A page-locked host tensor, or an empty one when no more memory can be pinned (the caller then copies
-/// synchronously, as from ordinary memory).
-inline Tensor try_page_locked(const Shape& shape, DType dtype) {
-  try {
-    return Tensor::page_locked(shape, dtype);
-  } catch (const Error&) {
-    return Tensor();
-  }
-}
-
 }  // namespace detail
 
 class Executor {
