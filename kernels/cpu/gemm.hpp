@@ -23,15 +23,15 @@ namespace oar::cpu_kernels {
 
 namespace detail {
 
-// Products smaller than this many multiply-adds run as one call on the calling thread
-// (measured: below ~160^3 the thread hand-off costs more than the second core gains).
+// Products smaller than this many multiply-adds run as one call on the calling thread: below it the
+// hand-off to the pool costs more than a second core gains.
 inline constexpr int64_t gemm_parallel_min_work = int64_t{2} * 128 * 128 * 128;
 
 // How a single product is split across threads.
 enum class gemm_split { none, cols, rows, auto_ };
 
 // Whether OpenBLAS runs a kernel at least as wide as Eigen's product compiled here. NOTE: Debian's OpenBLAS
-// 0.3.21 does not recognise recent CPUs and falls back to its SSE3 "Prescott" kernels, 3-4x slower than
+// 0.3.21 does not recognise recent CPUs and falls back to its SSE3 "Prescott" kernels, far slower than
 // Eigen's product compiled for the machine; and where OPENBLAS_CORETYPE asks an AVX-512 CPU for the AVX2
 // kernels (Haswell, Zen), Eigen's AVX-512 product is faster (docs/benchmarks.md). Then oar uses Eigen.
 // OAR_GEMM=blas or OAR_GEMM=eigen forces a path.
@@ -117,9 +117,8 @@ inline void scale_c(int64_t m, int64_t n, T beta, T* c, int64_t ldc) {
   }
 }
 
-// Column-panel width multiple for splitting N: one AVX2 register of T. NOTE: wider panels (64 floats) split
-// the MLP's 200 columns 128 / 72 over two threads; 8-float panels give 104 / 96 (64x784x200 at 2 threads:
-// 154 -> 129 us, as fast as OpenBLAS's own threading).
+// Column-panel width multiple for splitting N: one AVX2 register of T, fine enough that a narrow N splits
+// evenly (the MLP's 200 columns go 104 / 96 over two threads; 64-float panels would give 128 / 72).
 template <class T>
 inline constexpr int64_t gemm_col_align = 32 / sizeof(T);
 template <class T>
@@ -210,8 +209,8 @@ inline void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 }
 
 // ---- A right operand packed once for many products (a recurrent weight, multiplied by every time step's rows).
-// gemm() packs both operands on every call; for an LSTM's [32, 128] x [128, 512] step that packing is a third of
-// the call. Packed once, B lives as column panels of packed_panel<T> values, k rows each, zero-padded at the
+// gemm() packs both operands on every call, a large share of a product as small as an LSTM step's [32, 128] x
+// [128, 512]. Packed once, B lives as column panels of packed_panel<T> values, k rows each, zero-padded at the
 // right edge, and a register-blocked kernel (packed_rows rows x 2 vectors of accumulators) streams each panel.
 namespace packed {
 #if defined(__AVX512F__)

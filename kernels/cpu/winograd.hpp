@@ -194,9 +194,8 @@ inline void sandwich(const T* __restrict in, T* __restrict out) {
 }
 
 // Moves between L tiles' rows in memory and the lane-interleaved [row][col][lane] buffers of the transforms, for
-// groups of whole tiles; edge tiles take clipped per-lane loops beside each call. NOTE: these fixed-size loops
-// measured 8-12% faster over the book net's second layer than the clipped loops alone; AVX2 in-register
-// transposes in them measured no faster than the plain loops.
+// groups of whole tiles; edge tiles take clipped per-lane loops beside each call. Whole tiles keep these
+// fixed-size loops, faster than the clipped ones; plain loops, as in-register transposes gain nothing in them.
 
 /// d[(p * C + q) * L + l] = src[l][p * ld + q] for p < R, q < C.
 template <int R, int C, class T>
@@ -232,7 +231,7 @@ inline int64_t wino_channel_grain(int64_t tp) { return std::max<int64_t>(1, 2048
 /// Whether a batch of `tiles` tiles splits over the pool by images (each thread then runs its own GEMMs, at least
 /// 128 tiles wide) or runs as one chunk whose GEMMs and transforms spread over the pool themselves: with few
 /// tiles (ResNet's 7 x 7 layers: 4 an image) a split by images gives each thread narrow GEMMs and a private copy
-/// of the transformed filter gradient, and 2 threads ran such a layer's backward only 1.4x faster than one.
+/// of the transformed filter gradient, so a second thread adds little.
 inline bool wino_split_by_images(int64_t tiles) { return tiles >= 128 * int64_t(oar::num_threads()); }
 
 /// The tiles of a sub-batch of nb images: tile t = (b * th + ty) * tw + tx has its window at row
@@ -295,8 +294,8 @@ inline WinoPlanes wino_planes(int64_t c, int64_t h, int64_t w, int64_t top, int6
 /// V[pos][ci][t] = (BT d_t BT^T)[pos] for the A x A windows d_t of `img` (nb images [c, h, w]) at the tiles of
 /// `tab` (tp of them, a multiple of the lane count; th x tw an image, M apart, the first at (-ph, -pw)), zeros
 /// outside the image and for empty tiles. Each plane is first copied into a zero-padded one, so that every
-/// window is read by the same fixed-size loop. NOTE: read straight from the image, a group of tiles with one
-/// edge tile in it (most groups of a padded image, all of a 7 x 7 one) took per-lane clipped loops.
+/// window is read by the same fixed-size loop: read straight from the image, a group of tiles with one edge
+/// tile in it (most groups of a padded image, all of a 7 x 7 one) would need per-lane clipped loops.
 template <class BT, int M, class T>
 inline void wino_input_transform(const T* img, int64_t nb, int64_t c, int64_t h, int64_t w, int64_t ph, int64_t pw, int64_t th, int64_t tw,
                                  const WinoTile* tab, T* v, int64_t tp) {
@@ -326,8 +325,8 @@ inline void wino_input_transform(const T* img, int64_t nb, int64_t c, int64_t h,
 }
 
 /// Pairs of channels a block of the filter transforms handles: each tile position's row of u is then written
-/// (or read) in runs of this many, not of one lane group. NOTE: with runs of 8 the 36-64 rows a megabyte apart
-/// (512 x 512 channels) defeated the hardware prefetchers: the transforms took most of a 7 x 7 layer's time.
+/// (or read) in runs of this many, not of one lane group: runs of 8 over 36-64 rows a megabyte apart (512 x 512
+/// channels) are too short for the hardware prefetchers.
 inline constexpr int64_t wino_pair_block = 64;
 
 /// The r x r filters transformed: u[pos][o][ci] = (G g G^T)[pos] for g = filter[o, ci], in blocks of pairs
@@ -356,9 +355,8 @@ inline void wino_filter_transform(const T* filter, int64_t o, int64_t c, T* u) {
 
 /// Images per sub-batch of a chunk of `chunk` images with `tiles` tiles an image and `elems` elements of
 /// transformed tiles (V and the products) an image: about 2 MB of them, but at least 128 tiles, so that
-/// each position's GEMM has a wide N. NOTE: by memory alone, 512-channel 7 x 7 images went 2 at a time
-/// (8 tiles, N = 8): their GEMMs ran at a fraction of the machine's rate and the layer took 4.5x longer
-/// than with whole chunks.
+/// each position's GEMM has a wide N: by memory alone, 512-channel 7 x 7 images would go 2 at a time (8 tiles,
+/// N = 8), too narrow for a GEMM to run near the machine's rate.
 inline int64_t wino_images_per_batch(int64_t tiles, int64_t elems, int64_t chunk) {
   const int64_t by_mem = (int64_t{1} << 19) / std::max<int64_t>(elems, 1), by_tiles = (128 + tiles - 1) / std::max<int64_t>(tiles, 1);
   return std::clamp<int64_t>(std::max(by_mem, by_tiles), 1, std::max<int64_t>(chunk, 1));

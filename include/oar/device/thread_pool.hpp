@@ -16,10 +16,9 @@
 
 #include "oar/config.hpp"
 
-// Microseconds an idle worker (or a caller waiting for workers) spins before blocking on a
-// condition variable. NOTE: on the 2-core Zen 3 target a futex wake-up costs tens of microseconds: with 50,
-// a 256^3 sgemm on 2 threads went from 0.80-0.92x to 0.97x of OpenBLAS's own threading (it measured no gain on
-// a 2-vCPU AVX-512 machine earlier). Define 0 to block at once.
+// Microseconds an idle worker (or a caller waiting for workers) spins before blocking on a condition
+// variable: waking a blocked thread costs more than the short gaps between one op's parallel regions
+// (docs/benchmarks.md, "Design measurements behind kernel choices"). Define 0 to block at once.
 #ifndef OAR_POOL_SPIN_US
 #define OAR_POOL_SPIN_US 50
 #endif

@@ -5,6 +5,7 @@
 #include <source_location>
 
 #include "oar/layers/layer_var.hpp"
+#include "oar/ops/attention.hpp"
 
 namespace oar {
 
@@ -14,9 +15,10 @@ class AttentionLayer : public LayerVar<AttentionLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<bool> causal{"causal"}, is_test = common::is_test, fix_seed{"fix_seed"};
-    static constexpr Attr<float> scale{"scale"}, dropout_prob{"dropout_prob"};
-    static constexpr Attr<int32_t> seed{"seed"};
+    static constexpr Attr<bool> causal = ops::ScaledDotProductAttention::causal, is_test = ops::ScaledDotProductAttention::is_test,
+                                fix_seed = ops::ScaledDotProductAttention::fix_seed;
+    static constexpr Attr<float> scale = ops::ScaledDotProductAttention::scale, dropout_prob = ops::ScaledDotProductAttention::dropout_prob;
+    static constexpr Attr<int32_t> seed = ops::ScaledDotProductAttention::seed;
   };
   /// Query i sees key j only when j <= i + Tk - Tq (a decoder's self-attention; with cached keys the new
   /// queries see every key before them).

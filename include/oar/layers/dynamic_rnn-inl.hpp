@@ -7,6 +7,7 @@
 #include "oar/layers/control_flow.hpp"
 #include "oar/layers/recurrent_group.hpp"
 #include "oar/layers/static_rnn.hpp"
+#include "oar/ops/assign.hpp"
 #include "oar/ops/control_flow.hpp"
 #include "oar/ops/fill_constant.hpp"
 #include "oar/tape/replay.hpp"
@@ -104,7 +105,7 @@ inline Var record_dynamic_rnn(const std::shared_ptr<DynamicRnnState>& s, std::so
     sb.create_var(cond_next, {.dtype = DType::boolean, .shape = Shape{1}, .stop_gradient = true});
     {
       Operator inc = array_op("increment", {{"X", s->counter}}, {{"Out", i_next}});
-      inc.set_attr("step", 1.0f).set_origin(h.origin());
+      inc.set_attr(ops::Increment::step, 1.0f).set_origin(h.origin());
       add_op(sb, std::move(inc));
       Operator lt = array_op("less_than", {{"X", i_next}, {"Y", s->max_len}}, {{"Out", cond_next}});
       lt.set_origin(h.origin());

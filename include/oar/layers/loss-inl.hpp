@@ -13,8 +13,6 @@
 
 namespace oar {
 
-static_assert(CrossEntropyLayer::keys::soft_label.name == ops::CrossEntropy::soft_label.name);
-
 OAR_FUNC Var mean(const Var& x, std::source_location loc) { return record_unary_layer<ops::Mean>(x, {}, loc); }
 
 OAR_FUNC CrossEntropyLayer cross_entropy(const Var& x, const Var& label, std::source_location loc) {

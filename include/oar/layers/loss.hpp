@@ -4,6 +4,7 @@
 #include <source_location>
 
 #include "oar/layers/layer_var.hpp"
+#include "oar/ops/cross_entropy.hpp"
 
 namespace oar {
 
@@ -15,7 +16,7 @@ class CrossEntropyLayer : public LayerVar<CrossEntropyLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<bool> soft_label{"soft_label"};
+    static constexpr Attr<bool> soft_label = ops::CrossEntropy::soft_label;
   };
   /// The label is a distribution of x's shape: loss = -sum label * log x.
   CrossEntropyLayer& soft_label(bool on = true) { return option(keys::soft_label, on); }

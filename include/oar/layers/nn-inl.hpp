@@ -42,24 +42,8 @@ OAR_FUNC Size2 size2_option(LayerHelper& h, Attr<std::vector<int32_t>> key, Size
 
 }  // namespace detail
 
-static_assert(detail::same_attr(EmbeddingLayer::keys::sparse, ops::LookupTable::is_sparse));
-static_assert(detail::same_attr(EmbeddingLayer::keys::padding_idx, ops::LookupTable::padding_idx));
-static_assert(detail::same_attr(Conv2dLayer::keys::groups, ops::Conv2d::groups));
+// The layers' keys are the ops' own Attr constants (nn.hpp); ConvOptions takes conv2d's groups for both convs.
 static_assert(detail::same_attr(Conv2dTransposeLayer::keys::groups, ops::Conv2dTranspose::groups));
-static_assert(detail::same_attr(Conv2dTransposeLayer::keys::output_size, ops::Conv2dTranspose::output_size));
-static_assert(detail::same_attr(Pool2dLayer::keys::type, ops::Pool2d::pooling_type));
-static_assert(detail::same_attr(Pool2dLayer::keys::global, ops::Pool2d::global_pooling));
-static_assert(detail::same_attr(Pool2dLayer::keys::ceil_mode, ops::Pool2d::ceil_mode));
-static_assert(detail::same_attr(Pool2dLayer::keys::exclusive, ops::Pool2d::exclusive));
-static_assert(detail::same_attr(BatchNormLayer::keys::momentum, ops::BatchNorm::momentum));
-static_assert(detail::same_attr(BatchNormLayer::keys::epsilon, ops::BatchNorm::epsilon));
-static_assert(detail::same_attr(BatchNormLayer::keys::is_test, ops::BatchNorm::is_test));
-static_assert(detail::same_attr(LayerNormLayer::keys::begin_norm_axis, ops::LayerNorm::begin_norm_axis));
-static_assert(detail::same_attr(LayerNormLayer::keys::epsilon, ops::LayerNorm::epsilon));
-static_assert(detail::same_attr(DropoutLayer::keys::is_test, ops::Dropout::is_test));
-static_assert(detail::same_attr(DropoutLayer::keys::fix_seed, ops::Dropout::fix_seed));
-static_assert(detail::same_attr(DropoutLayer::keys::seed, ops::Dropout::seed));
-static_assert(detail::same_attr(DropoutLayer::keys::implementation, ops::Dropout::dropout_implementation));
 
 OAR_FUNC DataLayer data(std::string name, DType dtype, Shape shape, std::source_location loc) {
   OAR_CHECK(!name.empty(), "data: a data variable needs a name");

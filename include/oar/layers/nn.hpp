@@ -8,6 +8,13 @@
 #include <string_view>
 
 #include "oar/layers/layer_var.hpp"
+#include "oar/ops/batch_norm.hpp"
+#include "oar/ops/conv2d.hpp"
+#include "oar/ops/conv2d_transpose.hpp"
+#include "oar/ops/dropout.hpp"
+#include "oar/ops/layer_norm.hpp"
+#include "oar/ops/lookup_table.hpp"
+#include "oar/ops/pool2d.hpp"
 
 namespace oar {
 
@@ -16,7 +23,7 @@ class DataLayer : public LayerVar<DataLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<int32_t> lod_level{"lod_level"};
+    static constexpr Attr<int32_t> lod_level{"lod_level"};  // the variable's LoD level: data emits no op
   };
   /// Sequences nested n deep (the variable's LoD level).
   DataLayer& lod_level(int n) { return option(keys::lod_level, n); }
@@ -32,7 +39,7 @@ class FcLayer : public LayerVar<FcLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<int32_t> flatten_dims{"num_flatten_dims"};
+    static constexpr Attr<int32_t> flatten_dims{"num_flatten_dims"};  // Fluid's fc argument; becomes mul's x_num_col_dims
   };
   /// Each input is flattened to a matrix of rows d0..d(k-1) (mul's x_num_col_dims).
   FcLayer& flatten_dims(int k) { return option(keys::flatten_dims, k); }
@@ -50,9 +57,9 @@ class EmbeddingLayer : public LayerVar<EmbeddingLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<bool> sparse{"is_sparse"};
-    static constexpr Attr<int64_t> padding_idx{"padding_idx"};
-    static constexpr Attr<int32_t> dtype{"dtype"};
+    static constexpr Attr<bool> sparse = ops::LookupTable::is_sparse;
+    static constexpr Attr<int64_t> padding_idx = ops::LookupTable::padding_idx;
+    static constexpr Attr<int32_t> dtype{"dtype"};  // the table's dtype: the layer's, lookup_table has no such attribute
   };
   /// The table's gradient is sparse rows (SelectedRows) instead of a dense [vocab, dim] tensor.
   EmbeddingLayer& sparse(bool on = true) { return option(keys::sparse, on); }
@@ -74,8 +81,9 @@ class ConvOptions : public LayerVar<Self> {
   ConvOptions() = default;
   explicit ConvOptions(const Var& v) : LayerVar<Self>(v) {}
   struct keys {
+    // The layer's own names: each takes n or {h, w} (size2_option) and becomes the op's strides / paddings / dilations.
     static constexpr Attr<std::vector<int32_t>> stride{"stride"}, padding{"padding"}, dilation{"dilation"};
-    static constexpr Attr<int32_t> groups{"groups"};
+    static constexpr Attr<int32_t> groups = ops::Conv2d::groups;  // conv2d_transpose's is the same (nn-inl.hpp)
   };
   /// Step of the window (default 1).
   Self& stride(Size2 s) { return this->option(keys::stride, s.ints()); }
@@ -106,7 +114,7 @@ class Conv2dTransposeLayer : public ConvOptions<Conv2dTransposeLayer> {
  public:
   using ConvOptions::ConvOptions;
   struct keys : ConvOptions::keys {
-    static constexpr Attr<std::vector<int32_t>> output_size{"output_size"};
+    static constexpr Attr<std::vector<int32_t>> output_size = ops::Conv2dTranspose::output_size;
   };
   /// Picks [H', W'] among the sizes a stride > 1 allows (default: the smallest).
   Conv2dTransposeLayer& output_size(Size2 s) { return option(keys::output_size, s.ints()); }
@@ -127,9 +135,10 @@ class Pool2dLayer : public LayerVar<Pool2dLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<std::string> type{"pooling_type"};
+    static constexpr Attr<std::string> type = ops::Pool2d::pooling_type;
+    // Fluid's pool2d arguments, n or {h, w} (size2_option); they become the op's strides and paddings.
     static constexpr Attr<std::vector<int32_t>> stride{"pool_stride"}, padding{"pool_padding"};
-    static constexpr Attr<bool> global{"global_pooling"}, ceil_mode{"ceil_mode"}, exclusive{"exclusive"};
+    static constexpr Attr<bool> global = ops::Pool2d::global_pooling, ceil_mode = ops::Pool2d::ceil_mode, exclusive = ops::Pool2d::exclusive;
   };
   Pool2dLayer& type(PoolType t) { return option(keys::type, std::string(t == PoolType::avg ? "avg" : "max")); }
   /// Step of the window (default: the window's size).
@@ -163,8 +172,8 @@ class BatchNormLayer : public LayerVar<BatchNormLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<float> momentum{"momentum"}, epsilon{"epsilon"};
-    static constexpr Attr<bool> is_test = common::is_test;
+    static constexpr Attr<float> momentum = ops::BatchNorm::momentum, epsilon = ops::BatchNorm::epsilon;
+    static constexpr Attr<bool> is_test = ops::BatchNorm::is_test;
   };
   /// running = running * m + batch * (1 - m).
   BatchNormLayer& momentum(double m) { return option(keys::momentum, float(m)); }
@@ -184,8 +193,8 @@ class LayerNormLayer : public LayerVar<LayerNormLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<int32_t> begin_norm_axis{"begin_norm_axis"};
-    static constexpr Attr<float> epsilon{"epsilon"};
+    static constexpr Attr<int32_t> begin_norm_axis = ops::LayerNorm::begin_norm_axis;
+    static constexpr Attr<float> epsilon = ops::LayerNorm::epsilon;
   };
   /// Normalizes over dims k.. of each input.
   LayerNormLayer& begin_norm_axis(int k) { return option(keys::begin_norm_axis, k); }
@@ -202,9 +211,9 @@ class DropoutLayer : public LayerVar<DropoutLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<bool> is_test = common::is_test, fix_seed{"fix_seed"};
-    static constexpr Attr<int32_t> seed{"seed"};
-    static constexpr Attr<std::string> implementation{"dropout_implementation"};
+    static constexpr Attr<bool> is_test = ops::Dropout::is_test, fix_seed = ops::Dropout::fix_seed;
+    static constexpr Attr<int32_t> seed = ops::Dropout::seed;
+    static constexpr Attr<std::string> implementation = ops::Dropout::dropout_implementation;
   };
   /// Inference: no randomness, out = x (1 - p) (or x with upscale_in_train).
   DropoutLayer& is_test(bool on = true) { return option(keys::is_test, on); }

@@ -14,28 +14,6 @@ namespace oar {
 
 namespace detail {
 
-/// A layer option key is the attribute of the same name and type on the op it emits.
-template <class A, class B>
-constexpr bool same_rnn_attr(A a, B b) {
-  return a.name == b.name && std::is_same_v<typename A::type, typename B::type>;
-}
-
-}  // namespace detail
-
-static_assert(detail::same_rnn_attr(DynamicLstmLayer::keys::use_peepholes, ops::Lstm::use_peepholes));
-static_assert(detail::same_rnn_attr(DynamicLstmLayer::keys::is_reverse, ops::Lstm::is_reverse));
-static_assert(detail::same_rnn_attr(DynamicLstmLayer::keys::gate_activation, ops::Lstm::gate_activation));
-static_assert(detail::same_rnn_attr(DynamicLstmLayer::keys::cell_activation, ops::Lstm::cell_activation));
-static_assert(detail::same_rnn_attr(DynamicLstmLayer::keys::candidate_activation, ops::Lstm::candidate_activation));
-static_assert(detail::same_rnn_attr(DynamicGruLayer::keys::is_reverse, ops::Gru::is_reverse));
-static_assert(detail::same_rnn_attr(DynamicGruLayer::keys::gate_activation, ops::Gru::gate_activation));
-static_assert(detail::same_rnn_attr(DynamicGruLayer::keys::candidate_activation, ops::Gru::activation));
-static_assert(detail::same_rnn_attr(LstmUnitLayer::keys::forget_bias, ops::LstmUnit::forget_bias));
-static_assert(detail::same_rnn_attr(GruUnitLayer::keys::gate_activation, ops::GruUnit::gate_activation));
-static_assert(detail::same_rnn_attr(GruUnitLayer::keys::candidate_activation, ops::GruUnit::activation));
-
-namespace detail {
-
 /// The recurrent layers apply no activation of their own: `.act(...)` on one is a mistake, not a no-op.
 OAR_FUNC void rnn_reject_act(LayerHelper& h) {
   if (!h.creation().opts.act.empty())

@@ -8,6 +8,10 @@
 #include <string>
 
 #include "oar/layers/layer_var.hpp"
+#include "oar/ops/gru.hpp"
+#include "oar/ops/gru_unit.hpp"
+#include "oar/ops/lstm.hpp"
+#include "oar/ops/lstm_unit.hpp"
 #include "oar/ops/rnn_common.hpp"
 
 namespace oar {
@@ -21,9 +25,9 @@ class DynamicLstmLayer : public LayerVar<DynamicLstmLayer> {
   DynamicLstmLayer() = default;
   DynamicLstmLayer(const Var& hidden, const Var& cell) : LayerVar(hidden), cell_(cell) {}
   struct keys {
-    static constexpr Attr<bool> use_peepholes{"use_peepholes"}, is_reverse{"is_reverse"};
-    static constexpr Attr<std::string> gate_activation{"gate_activation"}, cell_activation{"cell_activation"},
-        candidate_activation{"candidate_activation"};
+    static constexpr Attr<bool> use_peepholes = ops::Lstm::use_peepholes, is_reverse = ops::Lstm::is_reverse;
+    static constexpr Attr<std::string> gate_activation = ops::Lstm::gate_activation, cell_activation = ops::Lstm::cell_activation,
+                                       candidate_activation = ops::Lstm::candidate_activation;
   };
   /// The diagonal peephole weights W_ic, W_fc, W_oc (Bias grows from [1, 4D] to [1, 7D]).
   DynamicLstmLayer& use_peepholes(bool on = true) { return option(keys::use_peepholes, on); }
@@ -63,8 +67,8 @@ class DynamicGruLayer : public LayerVar<DynamicGruLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<bool> is_reverse{"is_reverse"};
-    static constexpr Attr<std::string> gate_activation{"gate_activation"}, candidate_activation{"activation"};
+    static constexpr Attr<bool> is_reverse = ops::Gru::is_reverse;
+    static constexpr Attr<std::string> gate_activation = ops::Gru::gate_activation, candidate_activation = ops::Gru::activation;
   };
   /// Runs each sequence from its last row to its first.
   DynamicGruLayer& is_reverse(bool on = true) { return option(keys::is_reverse, on); }
@@ -91,7 +95,7 @@ class LstmUnitLayer : public LayerVar<LstmUnitLayer> {
   LstmUnitLayer() = default;
   LstmUnitLayer(const Var& hidden, const Var& cell) : LayerVar(hidden), cell_(cell) {}
   struct keys {
-    static constexpr Attr<float> forget_bias{"forget_bias"};
+    static constexpr Attr<float> forget_bias = ops::LstmUnit::forget_bias;
   };
   /// Added to the forget gate's input (1 keeps the cell early in training).
   LstmUnitLayer& forget_bias(double v) { return option(keys::forget_bias, float(v)); }
@@ -120,7 +124,7 @@ class GruUnitLayer : public LayerVar<GruUnitLayer> {
   GruUnitLayer() = default;
   GruUnitLayer(const Var& hidden, const Var& reset_hidden_prev, const Var& gate) : LayerVar(hidden), reset_hidden_prev_(reset_hidden_prev), gate_(gate) {}
   struct keys {
-    static constexpr Attr<int32_t> gate_activation{"gate_activation"}, candidate_activation{"activation"};
+    static constexpr Attr<int32_t> gate_activation = ops::GruUnit::gate_activation, candidate_activation = ops::GruUnit::activation;
   };
   /// Of the update and reset gates.
   GruUnitLayer& gate_activation(RnnAct a) { return option(keys::gate_activation, int32_t(a)); }

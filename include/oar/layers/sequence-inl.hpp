@@ -12,11 +12,6 @@
 
 namespace oar {
 
-// The typed options reach the ops through LayerHelper::apply_options: each key is the op's attribute.
-static_assert(SequenceExpandLayer::keys::ref_level.name == ops::SequenceExpand::ref_level.name);
-static_assert(SequenceMaskLayer::keys::maxlen.name == ops::SequenceMask::maxlen.name);
-static_assert(SequenceMaskLayer::keys::dtype.name == ops::SequenceMask::out_dtype.name);
-
 namespace detail {
 
 /// The pooltype attribute's value for `t` (Fluid's upper-case names).

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "oar/layers/layer_var.hpp"
+#include "oar/ops/sequence_expand.hpp"
+#include "oar/ops/sequence_mask.hpp"
 
 namespace oar {
 
@@ -30,7 +32,7 @@ class SequenceExpandLayer : public LayerVar<SequenceExpandLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<int32_t> ref_level{"ref_level"};
+    static constexpr Attr<int32_t> ref_level = ops::SequenceExpand::ref_level;
   };
   /// The level of y's LoD whose sequence lengths are the repeat counts.
   SequenceExpandLayer& ref_level(int k) { return option(keys::ref_level, k); }
@@ -56,7 +58,7 @@ class SequenceMaskLayer : public LayerVar<SequenceMaskLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<int32_t> maxlen{"maxlen"}, dtype{"out_dtype"};
+    static constexpr Attr<int32_t> maxlen = ops::SequenceMask::maxlen, dtype = ops::SequenceMask::out_dtype;
   };
   /// The mask's last dim (lengths beyond it are cut).
   SequenceMaskLayer& maxlen(int n) { return option(keys::maxlen, n); }

@@ -11,17 +11,6 @@
 
 namespace oar {
 
-namespace detail {
-/// A layer option key is the op attribute of the same name and type (apply_options copies it onto the op).
-template <class A, class B>
-constexpr bool same_seq_attr(A a, B b) {
-  return a.name == b.name && std::is_same_v<typename A::type, typename B::type>;
-}
-}  // namespace detail
-
-static_assert(detail::same_seq_attr(SequenceConvLayer::keys::context_start, ops::SequenceConv::context_start));
-static_assert(detail::same_seq_attr(SequencePadLayer::keys::padded_length, ops::SequencePad::padded_length));
-
 OAR_FUNC SequenceConvLayer sequence_conv(const Var& x, int64_t num_filters, int64_t filter_size, std::source_location loc) {
   OAR_CHECK(num_filters > 0 && filter_size > 0, "sequence_conv: num_filters and filter_size must be positive, got {} and {}", num_filters, filter_size);
   auto replay = [num_filters, filter_size](LayerHelper& h) {

@@ -5,6 +5,8 @@
 
 #include "oar/layers/layer_var.hpp"
 #include "oar/layers/sequence.hpp"
+#include "oar/ops/sequence_conv.hpp"
+#include "oar/ops/sequence_pad.hpp"
 
 namespace oar {
 
@@ -14,7 +16,7 @@ class SequenceConvLayer : public LayerVar<SequenceConvLayer> {
  public:
   using LayerVar::LayerVar;
   struct keys {
-    static constexpr Attr<int32_t> context_start{"contextStart"};
+    static constexpr Attr<int32_t> context_start = ops::SequenceConv::context_start;
   };
   /// Offset of each window's first row from the output row (negative: rows before it).
   SequenceConvLayer& context_start(int k) { return option(keys::context_start, k); }
@@ -49,7 +51,7 @@ class SequencePadLayer : public LayerVar<SequencePadLayer> {
   SequencePadLayer() = default;
   SequencePadLayer(const Var& padded, const Var& length) : LayerVar(padded), length_(length) {}
   struct keys {
-    static constexpr Attr<int32_t> padded_length{"padded_length"};
+    static constexpr Attr<int32_t> padded_length = ops::SequencePad::padded_length;
   };
   /// Steps per padded sequence (at least the longest sequence's; -1: exactly that).
   SequencePadLayer& padded_length(int n) { return option(keys::padded_length, n); }
