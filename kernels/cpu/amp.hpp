@@ -2,30 +2,14 @@
 #pragma once
 #include <cmath>
 
+#include "kernels/common/amp.hpp"
 #include "kernels/loss_scale.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/ops/amp.hpp"
 
 namespace oar::cpu_kernels::amp {
 
-/// Gradient i of check_finite_and_unscale and the tensor it is written to: a dense gradient's Out[i], or for a
-/// SelectedRows gradient its value, unscaled in place (Out[i] must then be X[i]).
-inline std::pair<const Tensor*, Tensor*> grad_pair(const KernelContext& c, size_t i) {
-  using Op = ops::CheckFiniteAndUnscale;
-  const Value* xv = c.in_value(Op::x, i);
-  if (xv && xv->is_selected_rows()) {
-    c.check(c.out_value(Op::out, i) == xv, "X[{}] ('{}') is SelectedRows: Out[{}] must be the same variable", i, c.in_name(Op::x, i), i);
-    Value* v = c.out_value(Op::out, i);
-    return {&v->selected_rows().value, &v->selected_rows().value};
-  }
-  const LoDTensor& x = c.in(Op::x, i);
-  LoDTensor& o = c.out(Op::out, i);
-  if (&o != &x) {
-    o.resize(x.shape(), x.dtype());
-    o.set_lod(x.lod());
-  }
-  return {&x, &o};
-}
+using kernels::amp::grad_pair;
 
 /// The one f32 loss scale of `slot`.
 inline float scale_value(const KernelContext& c, Slot slot) {

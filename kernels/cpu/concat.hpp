@@ -7,7 +7,7 @@
 #include <cstring>
 #include <span>
 
-#include "kernels/cpu/im2col.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "oar/ops/concat.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"

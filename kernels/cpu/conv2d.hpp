@@ -2,6 +2,7 @@
 // kernels/cpu/conv_choice.hpp picks for the shape, im2col + GEMM (kernels/cpu/conv_im2col.hpp) or Winograd tiles
 // of either size (kernels/cpu/winograd.hpp).
 #pragma once
+#include "kernels/common/conv2d.hpp"
 #include "kernels/cpu/conv_choice.hpp"
 #include "kernels/cpu/conv_im2col.hpp"
 #include "oar/ops/conv2d.hpp"
@@ -12,37 +13,13 @@ namespace oar::ops {
 
 namespace detail {
 
-/// The window sweep of a conv-like op from its decoded attributes: the image is `img` [N, C, H, W] (checked
-/// rank 4), the window kh x kw; oh/ow are left to the caller.
-inline cpu_kernels::ConvGeom conv_geom(const ConvAttrs& a, const Shape& img, int64_t kh, int64_t kw) {
-  const auto &s = a.strides, &p = a.paddings, &d = a.dilations;
-  cpu_kernels::ConvGeom g;
-  g.c = img[1], g.h = img[2], g.w = img[3], g.kh = kh, g.kw = kw;
-  g.sh = s[0], g.sw = s[1], g.ph = p[0], g.pw = p[1], g.dh = d[0], g.dw = d[1];
-  return g;
-}
-
-/// Checks Input/Filter at run time (their shapes may have been partly unknown when the op was built) and
-/// returns the sweep of Input with the output size set.
-inline cpu_kernels::ConvGeom conv2d_geom(const KernelContext& c, const ConvAttrs& a, const Shape& x, const Shape& f) {
-  const int64_t groups = a.groups;
-  c.check(x.rank() == 4 && f.rank() == 4, "Input {} and Filter {} must both be rank 4", x, f);
-  c.check(x[1] == f[1] * groups && f[0] % groups == 0, "Input {} has {} channels but Filter {} with groups = {} expects {} (and M a multiple of groups)",
-          x, x[1], f, groups, f[1] * groups);
-  cpu_kernels::ConvGeom g = conv_geom(a, x, f[2], f[3]);
-  g.oh = conv_out_size(g.h, g.kh, g.ph, g.sh, g.dh);
-  g.ow = conv_out_size(g.w, g.kw, g.pw, g.sw, g.dw);
-  c.check(g.oh > 0 && g.ow > 0, "output size [{}, {}] <= 0 for Input {} and Filter {}", g.oh, g.ow, x, f);
-  return g;
-}
-
 /// Output = act(conv2d(Input, Filter) + bias) for conv2d (no bias, identity) and conv2d_fusion, on the kernel
 /// kernels/cpu/conv_choice.hpp picks for the shape.
 inline void conv2d_forward(KernelContext& c, const ConvAttrs& a, const LoDTensor* bias, bool relu) {
   const LoDTensor& x = c.in(Conv2d::input);
   const LoDTensor& f = c.in(Conv2d::filter);
   LoDTensor& out = c.out(Conv2d::output);
-  const cpu_kernels::ConvGeom g = detail::conv2d_geom(c, a, x.shape(), f.shape());
+  const cpu_kernels::ConvGeom g = kernels::conv2d_geom(c, a, x.shape(), f.shape());
   const int64_t n = x.dim(0), m = f.dim(0), groups = a.groups;
   if (bias) c.check(bias->numel() == m && bias->dtype() == x.dtype(), "Bias {} {} does not fit Filter {}", name(bias->dtype()), bias->shape(), f.shape());
   c.dispatch_float([&](auto tag) {
@@ -74,7 +51,7 @@ inline void Conv2d::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& x = c.in(input);
   const LoDTensor& f = c.in(filter);
   const LoDTensor& dout = c.in(output_grad);
-  const cpu_kernels::ConvGeom g = detail::conv2d_geom(c, a, x.shape(), f.shape());
+  const cpu_kernels::ConvGeom g = kernels::conv2d_geom(c, a, x.shape(), f.shape());
   const int64_t n = x.dim(0), m = f.dim(0), groups = a.groups;
   c.check(dout.shape() == Shape{n, m, g.oh, g.ow}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), n, m, g.oh, g.ow);
   const bool want_dx = c.has_out(input_grad), want_dw = c.has_out(filter_grad);

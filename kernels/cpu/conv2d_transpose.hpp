@@ -1,35 +1,18 @@
 // kernels/cpu/conv2d_transpose.hpp: conv2d_transpose and its grad on the CPU, the conv2d kernels run the
 // other way round: forward = GEMM then col2im into the output, input grad = im2col of dOutput then GEMM.
 #pragma once
+#include "kernels/common/conv2d_transpose.hpp"
 #include "kernels/cpu/conv2d.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "oar/ops/conv2d_transpose.hpp"
 
 namespace oar::ops {
-
-namespace detail {
-
-/// The sweep of the transposed conv's Output [N, M, H', W'] whose columns [M*kh*kw, H*W] line up with Input's pixels.
-inline cpu_kernels::ConvGeom conv2d_transpose_geom(const KernelContext& c, const Conv2dTranspose::Attrs& a, const Shape& x, const Shape& f) {
-  const int64_t groups = a.groups;
-  c.check(x.rank() == 4 && f.rank() == 4, "Input {} and Filter {} must both be rank 4", x, f);
-  c.check(x[1] == f[0] && f[0] % groups == 0, "Input {} has {} channels but Filter {} has {} input channels (groups = {})", x, x[1], f, f[0],
-          groups);
-  cpu_kernels::ConvGeom g = conv_geom(a, Shape{x[0], f[1] * groups, 0, 0}, f[2], f[3]);
-  g.h = Conv2dTranspose::out_size(x[2], g.kh, g.ph, g.sh, g.dh, a.output_size[0]);  // 0: not given
-  g.w = Conv2dTranspose::out_size(x[3], g.kw, g.pw, g.sw, g.dw, a.output_size[1]);
-  g.oh = x[2], g.ow = x[3];
-  c.check(g.h > 0 && g.w > 0 && conv_out_size(g.h, g.kh, g.ph, g.sh, g.dh) == g.oh && conv_out_size(g.w, g.kw, g.pw, g.sw, g.dw) == g.ow,
-          "output size [{}, {}] does not fit Input {} and Filter {}", g.h, g.w, x, f);
-  return g;
-}
-
-}  // namespace detail
 
 inline void Conv2dTranspose::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& x = c.in(input);
   const LoDTensor& f = c.in(filter);
   LoDTensor& out = c.out(output);
-  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, a, x.shape(), f.shape());
+  const cpu_kernels::ConvGeom g = kernels::conv2d_transpose_geom(c, a, x.shape(), f.shape());
   const int64_t n = x.dim(0), cin = x.dim(1), groups = a.groups;
   const int64_t cg = cin / groups, k = g.col_rows() / groups, cols = g.col_cols();
   c.dispatch_float([&](auto tag) {
@@ -59,7 +42,7 @@ inline void Conv2dTranspose::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& x = c.in(input);
   const LoDTensor& f = c.in(filter);
   const LoDTensor& dout = c.in(output_grad);
-  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, a, x.shape(), f.shape());
+  const cpu_kernels::ConvGeom g = kernels::conv2d_transpose_geom(c, a, x.shape(), f.shape());
   const int64_t n = x.dim(0), cin = x.dim(1), groups = a.groups;
   const int64_t cg = cin / groups, k = g.col_rows() / groups, cols = g.col_cols();
   c.check(dout.shape() == Shape{n, g.c, g.h, g.w}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), n, g.c, g.h, g.w);

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/cpu/im2col.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "oar/ops/cross_entropy.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"

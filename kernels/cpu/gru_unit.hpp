@@ -1,47 +1,17 @@
 // kernels/cpu/gru_unit.hpp: gru_unit and gru_unit_grad on the CPU: one step of gru's kernels
 // (kernels/cpu/gru.hpp) with every row active.
 #pragma once
+#include "kernels/common/gru_unit.hpp"
 #include "kernels/cpu/gru.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "oar/ops/gru_unit.hpp"
 
 namespace oar::cpu_kernels::gru_unit {
 
-/// gru_unit's inputs, checked (the CPU and CUDA kernels' prologue).
-struct ForwardArgs {
-  const LoDTensor &x, &hp, &w;
-  const LoDTensor* b;  ///< null when absent
-  int64_t d, n;
-};
-inline ForwardArgs forward_args(const KernelContext& c) {
-  using G = ops::GruUnit;
-  const LoDTensor& x = c.in(G::input);
-  const LoDTensor& hp = c.in(G::hidden_prev);
-  const LoDTensor& w = c.in(G::weight);
-  const int64_t d = w.dim(0), n = x.dim(0);
-  c.check(w.rank() == 2 && w.dim(1) == 3 * d && x.rank() == 2 && x.dim(1) == 3 * d && hp.rank() == 2 && hp.dim(0) == n && hp.dim(1) == d,
-          "Input {}, HiddenPrev {} and Weight {} must be [N, 3D], [N, D] and [D, 3D]", x.shape(), hp.shape(), w.shape());
-  const LoDTensor* b = c.has_in(G::bias) ? &c.in(G::bias) : nullptr;
-  if (b) c.check(b->numel() == 3 * d, "Bias must have {} values, got {}", 3 * d, b->shape());
-  return {x, hp, w, b, d, n};
-}
-/// The grad's check: Hidden@GRAD has HiddenPrev's shape, Gate its rows.
-/// gru_unit_grad's inputs, checked, and its wanted outputs (null: not wanted): what both places' kernels start from.
-struct GradArgs {
-  const LoDTensor &hp, &w, &gate, &rh, &dh;
-  LoDTensor *dx, *dhp, *dw, *db;
-  int64_t d, n;
-};
-inline GradArgs grad_args(const KernelContext& c) {
-  using U = ops::GruUnit;
-  const LoDTensor& hp = c.in(U::hidden_prev);
-  const LoDTensor& w = c.in(U::weight);
-  const LoDTensor& gate = c.in(U::gate);
-  const LoDTensor& dh = c.in(U::hidden_grad);
-  c.check(dh.shape() == hp.shape() && gate.dim(0) == hp.dim(0), "Hidden@GRAD {} must match HiddenPrev {}", dh.shape(), hp.shape());
-  auto out = [&](Slot s) { return c.has_out(s) ? &c.out(s) : nullptr; };
-  return {hp, w, gate, c.in(U::reset_hidden_prev), dh, out(U::input_grad), out(U::hidden_prev_grad), out(U::weight_grad), out(U::bias_grad),
-          w.dim(0), hp.dim(0)};
-}
+using kernels::gru_unit::forward_args;
+using kernels::gru_unit::ForwardArgs;
+using kernels::gru_unit::grad_args;
+using kernels::gru_unit::GradArgs;
 
 }  // namespace oar::cpu_kernels::gru_unit
 

@@ -1,30 +1,18 @@
 // kernels/cpu/im2col.hpp: the window <-> column rearrangements behind conv2d and conv2d_transpose on the CPU
-// (im2col, its adjoint col2im), per-thread scratch buffers that outlive a call, and the batch loop with a
+// (im2col, its adjoint col2im) over the sweep of kernels/common/im2col.hpp, and the batch loop with a
 // deterministic per-chunk reduction for filter gradients.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/common/im2col.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
-/// One window sweep: an image [c, h, w] seen through kh x kw windows (strides s, zero padding p, dilation d)
-/// at oh x ow positions; its column matrix is [c*kh*kw, oh*ow], row (ci*kh + a)*kw + b, column i*ow + j
-/// holding image[ci, i*sh - ph + a*dh, j*sw - pw + b*dw] (0 outside).
-struct ConvGeom {
-  int64_t c = 0, h = 0, w = 0;
-  int64_t kh = 1, kw = 1;
-  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
-  int64_t oh = 0, ow = 0;
-
-  int64_t col_rows() const { return c * kh * kw; }
-  int64_t col_cols() const { return oh * ow; }
-  int64_t image_size() const { return c * h * w; }
-  /// The column matrix is the image itself (1x1 window, stride 1, no padding).
-  bool is_identity() const { return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 && oh == h && ow == w; }
-};
+using kernels::ConvGeom;
 
 namespace detail {
 /// Output columns j in [lo, hi) whose input column j*sw + off lies inside [0, w).
@@ -40,7 +28,7 @@ inline void valid_cols(const ConvGeom& g, int64_t off, int64_t& lo, int64_t& hi)
 /// col = im2col(img). requires: img [g.c, g.h, g.w], col [g.col_rows(), g.col_cols()] with rows `ld` apart
 /// (0: g.col_cols(); a larger ld lays several images side by side), no overlap.
 // GCC turns the short row copies below into `rep movs` memcpy calls, whose start-up cost dwarfs an 8-float
-// row (measured: im2col of LeNet's second layer 5 ms per batch of 64 with them, 1.1 ms without): keep them as loops.
+// row: keep them as loops.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("no-tree-loop-distribute-patterns")
@@ -141,16 +129,6 @@ inline void col2im(const ConvGeom& g, const T* col, T* img, int64_t ld = 0, int6
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC pop_options
 #endif
-
-/// A per-thread buffer of at least `n` elements that lives as long as the thread (pool workers are
-/// long-lived, so repeated calls allocate nothing). `Slot` tells buffers used at the same time apart.
-/// ensures: the contents are unspecified.
-template <class T, int Slot>
-inline T* thread_scratch(size_t n) {
-  thread_local std::vector<T> buf;
-  if (buf.size() < n) buf.resize(n);
-  return buf.data();
-}
 
 /// Images per sub-batch of a column matrix of `per_image` elements an image: about a megabyte of columns, so
 /// that one GEMM covers several images (a wide N) while the columns stay in the L2 cache.

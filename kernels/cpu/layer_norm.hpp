@@ -4,62 +4,19 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/cpu/im2col.hpp"
+#include "kernels/common/layer_norm.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "oar/ops/layer_norm.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
 
 namespace oar::cpu_kernels {
 
-/// What layer_norm's kernels on every place start from: X seen as [rows, k] at begin_norm_axis, and Scale and
-/// Bias (null when absent) checked to hold k values.
-struct LayerNormPlan {
-  int64_t rows = 0, k = 0;
-  const LoDTensor* scale = nullptr;
-  const LoDTensor* bias = nullptr;
-};
-inline LayerNormPlan layer_norm_plan(const KernelContext& c, const ops::LayerNorm::Attrs& a) {
-  using L = ops::LayerNorm;
-  const LoDTensor& xt = c.in(L::x);
-  const int b = a.begin_norm_axis;
-  c.check(b < xt.rank(), "begin_norm_axis = {} needs X of rank > {}, X is {}", b, b, xt.shape());
-  LayerNormPlan p;
-  p.rows = xt.shape().numel(0, b), p.k = xt.shape().numel(b, xt.rank());
-  p.scale = c.has_in(L::scale) ? &c.in(L::scale) : nullptr;
-  p.bias = c.has_in(L::bias) ? &c.in(L::bias) : nullptr;
-  for (const LoDTensor* t : {p.scale, p.bias})
-    if (t) c.check(t->numel() == p.k, "Scale and Bias must have {} elements (X {} from dim {} on), got {}", p.k, xt.shape(), b, t->shape());
-  return p;
-}
-
-/// Y (resized unless it is X), Mean and Variance ([rows]) of a forward run planned by `p`.
-/// requires: X's dtype has a kernel on this place (the caller checks it first, in its own words).
-struct LayerNormOut {
-  LoDTensor &y, &mean, &variance;
-};
-inline LayerNormOut layer_norm_out(const KernelContext& c, const LayerNormPlan& p) {
-  using L = ops::LayerNorm;
-  const LoDTensor& xt = c.in(L::x);
-  LayerNormOut o{c.out(L::y), c.out(L::mean), c.out(L::variance)};
-  if (&o.y != &xt) o.y.resize(xt.shape(), xt.dtype());
-  o.mean.resize(Shape{p.rows}, xt.dtype());
-  o.variance.resize(Shape{p.rows}, xt.dtype());
-  return o;
-}
-
-/// The same for the gradient: Y@GRAD checked against X; X as [rows, k]; Scale (null when absent; Bias is not
-/// read, so null). requires: begin_norm_axis < X's rank.
-inline LayerNormPlan layer_norm_grad_plan(const KernelContext& c, const ops::LayerNorm::Attrs& a) {
-  using L = ops::LayerNorm;
-  const LoDTensor& xt = c.in(L::x);
-  const LoDTensor& dy = c.in(L::y_grad);
-  c.check(dy.shape() == xt.shape(), "Y@GRAD {} does not match X {}", dy.shape(), xt.shape());
-  const int b = a.begin_norm_axis;
-  LayerNormPlan p;
-  p.rows = xt.shape().numel(0, b), p.k = xt.shape().numel(b, xt.rank());
-  p.scale = c.has_in(L::scale) ? &c.in(L::scale) : nullptr;
-  return p;
-}
+using kernels::layer_norm_grad_plan;
+using kernels::layer_norm_out;
+using kernels::layer_norm_plan;
+using kernels::LayerNormOut;
+using kernels::LayerNormPlan;
 
 }  // namespace oar::cpu_kernels
 

@@ -5,7 +5,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu/im2col.hpp"
+#include "kernels/common/optimizers.hpp"
+#include "kernels/cpu/scratch.hpp"
 #include "oar/ops/optimizers.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
@@ -22,20 +23,10 @@ inline double scalar(const KernelContext& c, Slot slot) {
   return t.get(0);
 }
 
-/// Input `slot`, checked to have Param's shape and dtype.
-inline const LoDTensor& like_param(const KernelContext& c, Slot slot, const LoDTensor& p) {
-  const LoDTensor& t = c.in(slot);
-  c.check(t.shape() == p.shape(), "{} {} must have Param's shape {}", slot.name, t.shape(), p.shape());
-  c.check(t.dtype() == p.dtype(), "{} is {} but Param is {}", slot.name, name(t.dtype()), name(p.dtype()));
-  return t;
-}
-
-/// The dense gradient `grad`; an error naming the op when it is SelectedRows (this op takes dense gradients only).
-inline const LoDTensor& dense_grad(const KernelContext& c, Slot grad, const LoDTensor& p) {
-  Value* v = c.in_value(grad);
-  c.check(!(v && v->is_selected_rows()), "Grad is SelectedRows, but {} takes dense gradients only", c.op().type());
-  return like_param(c, grad, p);
-}
+using kernels::param_update::check_sparse;
+using kernels::param_update::dense_grad;
+using kernels::param_update::like_param;
+using kernels::param_update::skip_flag;
 
 /// Output `slot` shaped like `in`; left untouched when it is `in` itself (in place).
 inline LoDTensor& out_like(const KernelContext& c, Slot slot, const LoDTensor& in) {
@@ -68,15 +59,6 @@ inline void advance_pow(const KernelContext& c, Slot in_slot, Slot out_slot, dou
   else o.data<float>()[0] = float(v);
 }
 
-/// The op's SkipUpdate flag (false without the input), checked to be one bool on the kernel's place.
-inline const LoDTensor* skip_flag(const KernelContext& c) {
-  if (!c.has_in(ops::param_update::skip_update)) return nullptr;
-  const LoDTensor& s = c.in(ops::param_update::skip_update);
-  c.check(s.numel() == 1 && s.dtype() == DType::boolean, "SkipUpdate must hold one bool, got {} {}", name(s.dtype()), s.shape());
-  c.check(s.place() == c.place(), "SkipUpdate is on {}, but the kernel runs on {}", s.place().str(), c.place().str());
-  return &s;
-}
-
 /// Whether the op's SkipUpdate holds true. Then every output of `Op` the step would write has its input's
 /// value (copied when the program updates out of place) and the kernel has nothing left to do.
 template <class Op>
@@ -95,20 +77,6 @@ bool skipped(const KernelContext& c) {
 template <class F>
 void for_range(int64_t n, F&& f) {
   parallel_for(0, n, kGrain, std::forward<F>(f));
-}
-
-/// A SelectedRows gradient checked against Param [height, w...]: rows in range, value [rows, w...], dtype.
-/// Returns the row width w.
-inline int64_t check_sparse(const KernelContext& c, const SelectedRows& g, const LoDTensor& p) {
-  c.check(p.rank() >= 1, "Param {} must have rank >= 1 for a SelectedRows Grad", p.shape());
-  int64_t height = p.dim(0), width = p.shape().numel(1, p.rank());
-  c.check(g.height == 0 || g.height == height, "SelectedRows Grad has height {} but Param {} has {} rows", g.height, p.shape(), height);
-  c.check(g.value.initialized(), "SelectedRows Grad has no value");
-  c.check(g.value.dtype() == p.dtype(), "Grad is {} but Param is {}", name(g.value.dtype()), name(p.dtype()));
-  c.check(g.value.numel() == int64_t(g.rows.size()) * width, "SelectedRows Grad value {} does not hold {} rows of width {} (Param {})",
-          g.value.shape(), g.rows.size(), width, p.shape());
-  for (int64_t r : g.rows) c.check(r >= 0 && r < height, "SelectedRows Grad row {} is out of range for Param {}", r, p.shape());
-  return width;
 }
 
 /// The rows of a SelectedRows gradient with repeated rows summed: `rows[k]` is a row of Param, `sums`

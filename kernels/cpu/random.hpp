@@ -5,6 +5,7 @@
 #pragma once
 #include <cmath>
 
+#include "kernels/common/random.hpp"
 #include "kernels/random_counter.hpp"
 
 #include "oar/ops/random.hpp"
@@ -15,9 +16,7 @@ namespace oar::cpu_kernels {
 
 using fn::CounterRng;
 
-inline uint64_t op_seed(const KernelContext& c, const ops::tensor_detail::RandomAttrs& a) {
-  return a.seed != 0 ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();
-}
+using kernels::op_seed;
 
 inline constexpr int64_t kRandomGrain = 1 << 14;
 

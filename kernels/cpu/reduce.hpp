@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/common/reduce.hpp"
 #include "oar/ops/reduce.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
@@ -45,32 +46,8 @@ template <class T> struct MinReducer {
   static T finish(A a, int64_t) { return a; }
 };
 
-/// X's dims merged into runs: size[g], whether run g is reduced, its stride in Out (0 when reduced).
-/// Size-1 dims are dropped (they never change an index). count = reduced elements per output.
-struct ReducePlan {
-  std::vector<int64_t> size, ostride;
-  std::vector<bool> red;
-  int64_t count = 1, out_numel = 1;
-  int num_reduced() const { return int(std::count(red.begin(), red.end(), true)); }
-};
-
-inline ReducePlan make_reduce_plan(const Shape& x, const std::vector<int>& axes) {
-  ReducePlan p;
-  for (int i = 0; i < x.rank(); ++i) {
-    bool r = std::find(axes.begin(), axes.end(), i) != axes.end();
-    if (r) p.count *= x[i];
-    else p.out_numel *= x[i];
-    if (x[i] == 1) continue;
-    if (!p.size.empty() && p.red.back() == r) p.size.back() *= x[i];
-    else p.size.push_back(x[i]), p.red.push_back(r);
-  }
-  if (p.size.empty()) p.size.push_back(1), p.red.push_back(false);
-  p.ostride.assign(p.size.size(), 0);
-  int64_t s = 1;
-  for (size_t g = p.size.size(); g-- > 0;)
-    if (!p.red[g]) p.ostride[g] = s, s *= p.size[g];
-  return p;
-}
+using kernels::make_reduce_plan;
+using kernels::ReducePlan;
 
 /// Calls f(x_offset, out_offset, out_step, len) for each contiguous run of X along the innermost group, in
 /// order, over the segments [seg_lo, seg_hi) of the other groups.

@@ -2,7 +2,7 @@
 // logical_not. The loss scale, the step counts and FoundInfinite stay on the device: a training step reads none
 // of them on the host (the update ops read FoundInfinite there as their SkipUpdate).
 #pragma once
-#include "kernels/cpu/amp.hpp"  // grad_pair: the same checks on both places
+#include "kernels/common/amp.hpp"  // grad_pair: the same checks on both places
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/amp.hpp"
 #include "oar/ops/compare.hpp"
@@ -17,7 +17,7 @@ inline void CheckFiniteAndUnscale::eval_cuda(KernelContext& c, const NoAttrs&) {
   const cuda_kernels::Stream st = cuda_kernels::stream(c);
   cuda_kernels::check(c, cuda_kernels::fill(f.raw(), 1, 1, 0, st));
   for (size_t i = 0; i < c.num_in(x); ++i) {
-    auto [xt, ot] = cpu_kernels::amp::grad_pair(c, i);
+    auto [xt, ot] = kernels::amp::grad_pair(c, i);
     cuda_kernels::check(c, cuda_kernels::unscale_and_check(cuda_kernels::elem(c, xt->dtype()), xt->raw(), ot->raw(), xt->numel(), s.data<float>(),
                                                            f.data<bool>(), st));
   }

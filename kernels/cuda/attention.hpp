@@ -4,9 +4,9 @@
 #pragma once
 #include <vector>
 
-#include "kernels/cpu/attention.hpp"
-#include "kernels/cpu/place_io.hpp"
-#include "kernels/cpu/position.hpp"
+#include "kernels/common/attention.hpp"
+#include "kernels/common/place_io.hpp"
+#include "kernels/common/position.hpp"
 #include "kernels/cuda/host.hpp"
 
 namespace oar::cuda_kernels::attention_gpu {
@@ -21,7 +21,7 @@ struct Launch {
 };
 
 template <class T>
-Launch<T> upload_plan(const KernelContext& c, const cpu_kernels::attention::Plan<T>& pl, const T* q0, const T* k0, const T* v0, const T* o0, const T* l0,
+Launch<T> upload_plan(const KernelContext& c, const kernels::attention::Plan<T>& pl, const T* q0, const T* k0, const T* v0, const T* o0, const T* l0,
                       const void* mask0, bool mask_bool) {
   Launch<T> ln;
   std::vector<AttnProblem> ps;
@@ -38,7 +38,7 @@ Launch<T> upload_plan(const KernelContext& c, const cpu_kernels::attention::Plan
   c.check(ln.max_tq <= 65535, "a sequence of {} queries is longer than the CUDA kernel takes (65535)", ln.max_tq);
   ln.count = int64_t(ps.size());
   ln.problems = Tensor(Shape{int64_t(ps.size() * sizeof(AttnProblem))}, DType::u8, c.place());
-  cpu_kernels::place_io::store(c, ln.problems, ps.data());
+  kernels::place_io::store(c, ln.problems, ps.data());
   ln.shared.d = pl.problems.empty() ? 0 : pl.problems[0].d;
   ln.shared.dv = pl.problems.empty() ? 0 : pl.problems[0].dv;
   ln.shared.scale = pl.shared.scale;
@@ -54,14 +54,14 @@ Launch<T> upload_plan(const KernelContext& c, const cpu_kernels::attention::Plan
 namespace oar::ops {
 
 inline void ScaledDotProductAttention::eval_cuda(KernelContext& c, const Attrs& a) {
-  namespace at = cpu_kernels::attention;
+  namespace at = kernels::attention;
   namespace ag = cuda_kernels::attention_gpu;
   const LoDTensor& qt = c.in(q);
   const uint64_t s = at::forward_seed(c, a);
   LoDTensor& so = c.out(seed_out);
   so.resize(Shape{1}, DType::i64);
   const int64_t sv = int64_t(s);
-  cpu_kernels::place_io::store(c, so, &sv);
+  kernels::place_io::store(c, so, &sv);
   cuda_kernels::float_types(c, qt.dtype(), [&](auto tag) {
     using T = decltype(tag);
     at::Plan<T> pl = at::forward_plan<T>(c, a, s);
@@ -77,12 +77,12 @@ inline void ScaledDotProductAttention::eval_cuda(KernelContext& c, const Attrs& 
 }
 
 inline void ScaledDotProductAttention::eval_grad_cuda(KernelContext& c, const Attrs& a) {
-  namespace at = cpu_kernels::attention;
+  namespace at = kernels::attention;
   namespace ag = cuda_kernels::attention_gpu;
   const LoDTensor& qt = c.in(q);
   const LoDTensor& st = c.in(seed_out);
   c.check(st.numel() == 1 && st.dtype() == DType::i64, "Seed must be one int64, got {} {}", name(st.dtype()), st.shape());
-  const int64_t seed = cpu_kernels::place_io::host(c, st).data<int64_t>()[0];
+  const int64_t seed = kernels::place_io::host(c, st).data<int64_t>()[0];
   cuda_kernels::float_types(c, qt.dtype(), [&](auto tag) {
     using T = decltype(tag);
     at::Plan<T> pl = at::plan<T>(c, a, uint64_t(seed));
@@ -103,8 +103,8 @@ inline void ScaledDotProductAttention::eval_grad_cuda(KernelContext& c, const At
     void* gq = target(q_grad, qt, sq);
     void* gk = target(k_grad, c.in(k), sk);
     void* gv = target(v_grad, c.in(v), sv);
-    cpu_kernels::place_io::zero(c, gk, c.in(k).bytes());
-    cpu_kernels::place_io::zero(c, gv, c.in(v).bytes());
+    kernels::place_io::zero(c, gk, c.in(k).bytes());
+    kernels::place_io::zero(c, gv, c.in(v).bytes());
     const LoDTensor* mt = c.has_in(mask) ? &c.in(mask) : nullptr;
     const void* m0 = mt ? mt->raw() : nullptr;
     auto ln = ag::upload_plan<T>(c, pl, qt.data<T>(), c.in(k).data<T>(), c.in(v).data<T>(), ot.data<T>(), lt.data<T>(), m0, mt && mt->dtype() == DType::boolean);
@@ -117,8 +117,8 @@ inline void ScaledDotProductAttention::eval_grad_cuda(KernelContext& c, const At
 inline void AddPositionEncoding::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   LoDTensor& ot = c.out(out);
-  const auto [D, pos] = cpu_kernels::position::encoding_layout(c, xt, ot);
-  const Tensor p = cpu_kernels::place_io::upload(c, pos);
+  const auto [D, pos] = kernels::position::encoding_layout(c, xt, ot);
+  const Tensor p = kernels::place_io::upload(c, pos);
   cuda_kernels::check(c, cuda_kernels::add_position_encoding(cuda_kernels::elem(c, xt.dtype()), xt.raw(), ot.raw(), p.data<int64_t>(), int64_t(pos.size()), D,
                                                              a.alpha, a.beta, cuda_kernels::stream(c)));
 }
@@ -133,8 +133,8 @@ inline void AddPositionEncoding::eval_grad_cuda(KernelContext& c, const Attrs& a
 
 namespace detail {
 inline void rotary_cuda(KernelContext& c, const RotaryPositionEmbedding::Attrs& a, const LoDTensor& pos_of, const LoDTensor& in, LoDTensor& o, float sign) {
-  const cpu_kernels::position::RotaryLayout l = cpu_kernels::position::rotary_layout(c, pos_of, in, o);
-  const Tensor p = cpu_kernels::place_io::upload(c, l.pos);
+  const kernels::position::RotaryLayout l = kernels::position::rotary_layout(c, pos_of, in, o);
+  const Tensor p = kernels::place_io::upload(c, l.pos);
   cuda_kernels::check(c, cuda_kernels::rotary(cuda_kernels::elem(c, in.dtype()), in.raw(), o.raw(), p.data<int64_t>(), int64_t(l.pos.size()), l.heads, l.d,
                                               a.base, a.offset, sign, cuda_kernels::stream(c)));
 }

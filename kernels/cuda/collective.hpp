@@ -3,14 +3,14 @@
 // collective reads what the stream has computed so far, while the stream goes on with the backward pass.
 // c_comm_init and c_sync_comm_stream serve every place with their CPU kernels (any_place).
 #pragma once
-#include "kernels/cpu/collective.hpp"  // the buckets and the sums of selected rows, shared with the CPU
+#include "kernels/common/collective.hpp"  // the buckets and the sums of selected rows, shared with the CPU
 #include "kernels/cuda/host.hpp"
 #include "oar/device/cuda.hpp"
 
 namespace oar::ops {
 
 inline void CBroadcast::eval_cuda(KernelContext& c, const Attrs& a) {
-  auto [comm, t] = collective_detail::broadcast_of(c, a);
+  auto [comm, t] = kernels::collective::broadcast_of(c, a);
   const Fence ready = c.cuda().record_fence();
   comm->run([&] {
     ready.wait();
@@ -19,27 +19,27 @@ inline void CBroadcast::eval_cuda(KernelContext& c, const Attrs& a) {
 }
 
 inline void CAllreduceSum::eval_cuda(KernelContext& c, const Attrs& a) {
-  auto comm = collective_detail::communicator_of(c, a.ring_id);
-  collective_detail::Bucket b = collective_detail::bucket_of<CAllreduceSum>(c, a);
+  auto comm = kernels::collective::communicator_of(c, a.ring_id);
+  kernels::collective::Bucket b = kernels::collective::bucket_of<CAllreduceSum>(c, a);
   if (b.values.empty()) return;
   const Fence ready = c.cuda().record_fence();
   auto job = [comm = comm.get(), b = std::move(b), ready] {
     ready.wait();
-    collective_detail::reduce_bucket(*comm, b);
+    kernels::collective::reduce_bucket(*comm, b);
   };
   if (a.use_calc_stream) comm->run(std::move(job));
   else comm->queue(std::move(job));
 }
 
 inline void CReduceSum::eval_cuda(KernelContext& c, const Attrs& a) {
-  auto comm = collective_detail::communicator_of(c, a.ring_id);
+  auto comm = kernels::collective::communicator_of(c, a.ring_id);
   c.check(a.root_id < comm->size(), "root_id {} is not a rank of ring {} ({} ranks)", a.root_id, a.ring_id, comm->size());
-  collective_detail::Bucket b = collective_detail::bucket_of<CReduceSum>(c, a);
+  kernels::collective::Bucket b = kernels::collective::bucket_of<CReduceSum>(c, a);
   if (b.values.empty()) return;
   const Fence ready = c.cuda().record_fence();
   auto job = [comm = comm.get(), b = std::move(b), ready, root = a.root_id] {
     ready.wait();
-    collective_detail::reduce_to(*comm, b, root);
+    kernels::collective::reduce_to(*comm, b, root);
   };
   if (a.use_calc_stream) comm->run(std::move(job));
   else comm->queue(std::move(job));

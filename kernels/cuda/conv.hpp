@@ -10,8 +10,8 @@
 #include <mutex>
 #include <tuple>
 
-#include "kernels/cpu/batch_norm.hpp"         // bn_plan, bn_grad_plan: the checks both devices make
-#include "kernels/cpu/conv2d_transpose.hpp"  // conv2d_transpose_geom: the same
+#include "kernels/common/batch_norm.hpp"         // bn_plan, bn_grad_plan: the checks both devices make
+#include "kernels/common/conv2d_transpose.hpp"  // conv2d_transpose_geom: the same
 #include "kernels/cuda/conv_pick.hpp"
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/batch_norm.hpp"
@@ -330,7 +330,7 @@ inline void Conv2dTranspose::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& f = c.in(filter);
   LoDTensor& out = c.out(output);
   c.check(x.dtype() == f.dtype(), "Input is {} but Filter is {}", name(x.dtype()), name(f.dtype()));
-  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, a, x.shape(), f.shape());
+  const kernels::ConvGeom g = kernels::conv2d_transpose_geom(c, a, x.shape(), f.shape());
   out.resize(Shape{x.dim(0), g.c, g.h, g.w}, x.dtype());
   if (out.numel() == 0) return;
   if (x.numel() == 0) {  // an empty input scatters nothing
@@ -344,7 +344,7 @@ inline void Conv2dTranspose::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& x = c.in(input);
   const LoDTensor& f = c.in(filter);
   const LoDTensor& dout = c.in(output_grad);
-  const cpu_kernels::ConvGeom g = detail::conv2d_transpose_geom(c, a, x.shape(), f.shape());
+  const kernels::ConvGeom g = kernels::conv2d_transpose_geom(c, a, x.shape(), f.shape());
   c.check(dout.shape() == Shape{x.dim(0), g.c, g.h, g.w}, "Output@GRAD is {}, expected [{}, {}, {}, {}]", dout.shape(), x.dim(0), g.c, g.h, g.w);
   LoDTensor *dx = nullptr, *df = nullptr;
   if (!cuda_kernels::conv_grad_outputs(c, input_grad, filter_grad, x, f, dout, dx, df)) return;
@@ -426,7 +426,7 @@ inline void Pool2d::eval_grad_cuda(KernelContext& c, const Attrs& a) {
 }
 
 inline void BatchNorm::eval_cuda(KernelContext& c, const Attrs& a) {
-  const cpu_kernels::BnPlan plan = cpu_kernels::bn_plan(c, a);
+  const kernels::BnPlan plan = kernels::bn_plan(c, a);
   const LoDTensor& xt = plan.x;
   const int64_t n = plan.dm.n, ch = plan.dm.c, s = plan.dm.s;
   const bool global = a.is_test || a.use_global_stats;
@@ -452,7 +452,7 @@ inline void BatchNorm::eval_cuda(KernelContext& c, const Attrs& a) {
 }
 
 inline void BatchNorm::eval_grad_cuda(KernelContext& c, const Attrs& a) {
-  const cpu_kernels::BnGradPlan plan = cpu_kernels::bn_grad_plan(c);
+  const kernels::BnGradPlan plan = kernels::bn_grad_plan(c);
   const LoDTensor& xt = plan.x;
   const int64_t n = xt.dim(0), ch = xt.dim(1), s = xt.shape().numel(2, xt.rank());
   void* dx = cuda_kernels::optional_out(c, x_grad, xt.shape(), xt.dtype());

@@ -4,8 +4,9 @@
 #pragma once
 #include <cstring>
 
-#include "kernels/cpu/sum.hpp"  // sum_inputs: the checks both devices make
+#include "kernels/common/sum.hpp"  // sum_inputs: the checks both devices make
 #include "kernels/cuda/host.hpp"
+#include "kernels/functors_binary.hpp"
 #include "oar/ops/assign.hpp"
 #include "oar/ops/elementwise.hpp"
 #include "oar/ops/elementwise_binary.hpp"
@@ -171,11 +172,11 @@ inline void FillConstantBatchSizeLike::eval_cuda(KernelContext& c, const Attrs& 
 
 inline void Sum::eval_cuda(KernelContext& c, const NoAttrs&) {
   if (const Value* v = c.in_value(Sum::x, 0); v && v->is_list()) [[unlikely]]
-    return cpu_kernels::array::sum(c);  // entry by entry, each added on the device
+    return kernels::array::sum(c);  // entry by entry, each added on the device
   const size_t k = c.num_in(Sum::x);
   const LoDTensor& x0 = c.in(Sum::x, 0);
   LoDTensor& o = c.out(Sum::out);
-  size_t first = cpu_kernels::sum_inputs(c, o);  // the input Out aliases starts the sum; without one, X[0] is copied first
+  size_t first = kernels::sum_inputs(c, o);  // the input Out aliases starts the sum; without one, X[0] is copied first
   const cuda_kernels::Elem t = cuda_kernels::elem(c, x0.dtype(), true);
   if (first == k) {
     o.resize(x0.shape(), x0.dtype());

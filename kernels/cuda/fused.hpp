@@ -1,7 +1,8 @@
-// kernels/cuda/fused.hpp: eval_cuda and eval_grad_cuda of fused_elementwise (kernels/cuda/fused.cu): the CPU kernel's checks and
-// broadcast maps (kernels/cpu/fused_elementwise.hpp), the parsed program copied into the launch's arguments.
+// kernels/cuda/fused.hpp: eval_cuda and eval_grad_cuda of fused_elementwise (kernels/cuda/fused.cu): the checks and
+// broadcast maps both places share (kernels/common/fused_elementwise.hpp), the parsed program copied into the
+// launch's arguments.
 #pragma once
-#include "kernels/cpu/fused_elementwise.hpp"  // inputs(), InputMap: what both devices check and how inputs are read
+#include "kernels/common/fused_elementwise.hpp"  // inputs(), InputMap: what both devices check and how inputs are read
 #include "kernels/cuda/host.hpp"
 #include "kernels/cuda/reduce.hpp"  // groups_of: a broadcast input's gradient summed
 #include "oar/ops/fused_elementwise.hpp"
@@ -17,7 +18,7 @@ static_assert(Shape::kMaxRank == fused_max_rank);
 
 /// The parsed program and the inputs' maps as the launches take them; an oar::Error when the expression is
 /// beyond what one launch's arguments hold.
-inline void fused_args(const KernelContext& c, const ops::fused::Program& p, const LoDTensor* const* xs, const cpu_kernels::fused::InputMap* maps, size_t n,
+inline void fused_args(const KernelContext& c, const ops::fused::Program& p, const LoDTensor* const* xs, const kernels::fused::InputMap* maps, size_t n,
                        FusedNode* nodes, FusedInput* ins) {
   c.check(p.nodes.size() <= size_t(fused_max_nodes) && n <= size_t(fused_max_inputs) && p.max_depth <= fused_max_depth,
           "the expression ({} nodes, {} inputs, stack depth {}) is beyond the CUDA kernel's {} nodes, {} inputs and depth {}: split it",
@@ -40,7 +41,7 @@ inline void fused_args(const KernelContext& c, const ops::fused::Program& p, con
 namespace oar::ops {
 
 inline void FusedElementwise::eval_cuda(KernelContext& c, const Attrs& a) {
-  namespace fk = cpu_kernels::fused;
+  namespace fk = kernels::fused;
   namespace ck = cuda_kernels;
   const LoDTensor** xs;
   fk::InputMap* maps;
@@ -61,7 +62,7 @@ inline void FusedElementwise::eval_cuda(KernelContext& c, const Attrs& a) {
 // Each wanted input gradient gets the per-element adjoints over the output's shape: written in place when the
 // input has that shape, else into scratch summed over the input's broadcast dims by the reduce kernel.
 inline void FusedElementwise::eval_grad_cuda(KernelContext& c, const Attrs& a) {
-  namespace fk = cpu_kernels::fused;
+  namespace fk = kernels::fused;
   namespace ck = cuda_kernels;
   fk::GradPlan gp;
   const size_t nt = fk::grad_plan(c, gp);
@@ -109,7 +110,7 @@ inline void FusedElementwise::eval_grad_cuda(KernelContext& c, const Attrs& a) {
     const int off = os.rank() - shape[k]->rank();
     for (int d = 0; d < os.rank(); ++d)
       if (d < off || ((*shape[k])[d - off] == 1 && os[d] != 1)) axes.push_back(d);
-    ck::check(c, ck::reduce(ck::Reduce::sum, t, ck::groups_of(cpu_kernels::make_reduce_plan(os, axes)), grads[k], dx[k]->raw(), ck::stream(c)));
+    ck::check(c, ck::reduce(ck::Reduce::sum, t, ck::groups_of(kernels::make_reduce_plan(os, axes)), grads[k], dx[k]->raw(), ck::stream(c)));
   }
 }
 

@@ -86,7 +86,7 @@ struct Permute {
 int permute(int bytes, const Permute& p, const void* x, void* out, int64_t n, Stream s);
 
 // ---- reduce.cu: reduce_sum / mean / max / min over X seen as alternating groups of kept and reduced dims
-// (cpu_kernels::ReducePlan): out[o] reduces the `count` elements of X at output index o.
+// (kernels::ReducePlan): out[o] reduces the `count` elements of X at output index o.
 enum class Reduce : int { sum, mean, max, min };
 struct ReduceGroups {
   static constexpr int max_groups = 9;
@@ -159,7 +159,7 @@ struct FusedNode {
   float p0 = 0, p1 = 0;
   double value = 0;
 };
-/// How an input is read along the flat output (kernels/cpu/fused_elementwise.hpp's InputMap): mode 0 the same
+/// How an input is read along the flat output (kernels/common/fused_elementwise.hpp's InputMap): mode 0 the same
 /// layout, 1 one value, 2 through the strides of the collapsed output dims (0 where broadcast).
 inline constexpr int fused_max_rank = 9;
 struct FusedInput {
@@ -379,7 +379,7 @@ int lstm_unit_grad(Elem t, const void* x, const void* c_prev, const void* c, con
 
 // ---- attention.cu
 /// One attention problem (a batch entry's or a sequence's head): element offsets of its first row from the
-/// bases passed beside it, and row strides (kernels/cpu/attention.hpp lays them out the same way).
+/// bases passed beside it, and row strides (as kernels/common/attention.hpp lays them out).
 struct AttnProblem {
   int64_t q, k, v, o, lse, mask;  ///< mask: -1 for none
   int64_t tq, tk, qs, ks, vs, os, lse_stride;

@@ -1,7 +1,7 @@
-// kernels/cuda/layer_norm.hpp: eval_cuda of layer_norm and its gradient (kernels/cuda/norm.cu), from the CPU
-// kernel's plans (kernels/cpu/layer_norm.hpp) and the dtype checks the device needs on top.
+// kernels/cuda/layer_norm.hpp: eval_cuda of layer_norm and its gradient (kernels/cuda/norm.cu), from the plans
+// both places share (kernels/common/layer_norm.hpp) and the dtype checks the device needs on top.
 #pragma once
-#include "kernels/cpu/layer_norm.hpp"  // cpu_kernels::layer_norm_plan, layer_norm_out, layer_norm_grad_plan
+#include "kernels/common/layer_norm.hpp"  // kernels::layer_norm_plan, layer_norm_out, layer_norm_grad_plan
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/layer_norm.hpp"
 
@@ -10,12 +10,12 @@ namespace oar::ops {
 /// requires: X [rows, k] when flattened at begin_norm_axis; Scale, Bias (optional) [k]. Y may be X.
 inline void LayerNorm::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const cpu_kernels::LayerNormPlan p = cpu_kernels::layer_norm_plan(c, a);
+  const kernels::LayerNormPlan p = kernels::layer_norm_plan(c, a);
   // The device reads them as X's type: another dtype would be read at the wrong width.
   for (const LoDTensor* v : {p.scale, p.bias})
     if (v) c.check(v->dtype() == xt.dtype(), "Scale and Bias must be {} as X is, got {}", name(xt.dtype()), name(v->dtype()));
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
-  const cpu_kernels::LayerNormOut o = cpu_kernels::layer_norm_out(c, p);
+  const kernels::LayerNormOut o = kernels::layer_norm_out(c, p);
   cuda_kernels::check(c, cuda_kernels::layer_norm_forward(t, xt.raw(), p.scale ? p.scale->raw() : nullptr, p.bias ? p.bias->raw() : nullptr, o.y.raw(),
                                                           o.mean.raw(), o.variance.raw(), p.rows, p.k, a.epsilon, cuda_kernels::stream(c)));
   if (&o.y != &xt) o.y.set_lod(xt.lod());
@@ -29,7 +29,7 @@ inline void LayerNorm::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const int b = a.begin_norm_axis;
   // NOTE: checked before the plan, which reads X's dims up to b (the CPU relies on infer_shape's check)
   c.check(b < xt.rank(), "begin_norm_axis = {} needs X of rank > {}, X is {}", b, b, xt.shape());
-  const cpu_kernels::LayerNormPlan p = cpu_kernels::layer_norm_grad_plan(c, a);
+  const kernels::LayerNormPlan p = kernels::layer_norm_grad_plan(c, a);
   const int64_t rows = p.rows, k = p.k;
   // NOTE: the device reads them unchecked: a short one would read past its end, not fail
   c.check(mean_t.numel() == rows && var_t.numel() == rows, "Mean {} and Variance {} must have {} elements (X {} up to dim {})", mean_t.shape(),

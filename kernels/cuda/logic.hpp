@@ -4,9 +4,9 @@
 // logical ops' plans (compare_plan, logical_plan), sigmoid_cross_entropy_plan and its grad twin, and one_hot's
 // label check (checked_indices).
 #pragma once
-#include "kernels/cpu/compare.hpp"  // cpu_kernels::compare_plan, logical_plan
-#include "kernels/cpu/gather.hpp"   // cpu_kernels::checked_indices
-#include "kernels/cpu/sigmoid_cross_entropy_with_logits.hpp"  // cpu_kernels::sigmoid_cross_entropy_plan, _grad_plan
+#include "kernels/common/compare.hpp"  // kernels::compare_plan, logical_plan
+#include "kernels/common/gather.hpp"   // kernels::checked_indices
+#include "kernels/common/sigmoid_cross_entropy_with_logits.hpp"  // kernels::sigmoid_cross_entropy_plan, _grad_plan
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/compare.hpp"
 #include "oar/ops/one_hot.hpp"
@@ -16,14 +16,14 @@ namespace oar::cuda_kernels {
 
 /// out[i] = cmp(x[i], y[j]) with Y broadcast over X, as cpu_kernels::compare. requires: Out is neither X nor Y.
 inline void compare_forward(KernelContext& c, Compare op, const ops::CompareOp::Attrs& a) {
-  const cpu_kernels::ComparePlan p = cpu_kernels::compare_plan(c, a);
+  const kernels::ComparePlan p = kernels::compare_plan(c, a);
   check(c, compare(op, elem(c, p.x.dtype(), true), Broadcast{p.b.pre, p.b.n, p.b.post, p.b.same}, p.x.raw(), p.y.raw(), p.out.data<bool>(), stream(c)));
   p.out.set_lod(p.x.lod());
 }
 
 /// out[i] = f(x[i], y[i]) over bool tensors of one shape, as cpu_kernels::logical. In-place allowed.
 inline void logical_forward(KernelContext& c, Logical op) {
-  const cpu_kernels::LogicalPlan p = cpu_kernels::logical_plan(c);
+  const kernels::LogicalPlan p = kernels::logical_plan(c);
   check(c, logical(op, p.x.data<bool>(), p.y.data<bool>(), p.out.data<bool>(), p.x.numel(), stream(c)));
   if (&p.out != &p.x) p.out.set_lod(p.x.lod());
 }
@@ -54,7 +54,7 @@ inline void OneHot::eval_cuda(KernelContext& c, const Attrs& a) {
     c.device().synchronize();
     host = xt.to(cpu());
   }
-  cpu_kernels::checked_indices(c, host, dep, x, [&] { return fmt::format("depth = {}", dep); });
+  kernels::checked_indices(c, host, dep, x, [&] { return fmt::format("depth = {}", dep); });
   Shape os = xt.shape();
   os[os.rank() - 1] = dep;
   const DType t = a.dtype;
@@ -68,7 +68,7 @@ inline void OneHot::eval_cuda(KernelContext& c, const Attrs& a) {
 }
 
 inline void SigmoidCrossEntropyWithLogits::eval_cuda(KernelContext& c, const Attrs& a) {
-  const cpu_kernels::SigmoidCrossEntropyPlan p = cpu_kernels::sigmoid_cross_entropy_plan(c);
+  const kernels::SigmoidCrossEntropyPlan p = kernels::sigmoid_cross_entropy_plan(c);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *px = p.x.data<T>(), *pl = p.label.data<T>();  // the CPU's dtype checks
@@ -81,7 +81,7 @@ inline void SigmoidCrossEntropyWithLogits::eval_cuda(KernelContext& c, const Att
 // NOTE: Label's shape is checked here, which the CPU kernel leaves out (it would read past a smaller Label).
 inline void SigmoidCrossEntropyWithLogits::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
-  const cpu_kernels::SigmoidCrossEntropyGradPlan p = cpu_kernels::sigmoid_cross_entropy_grad_plan(c);
+  const kernels::SigmoidCrossEntropyGradPlan p = kernels::sigmoid_cross_entropy_grad_plan(c);
   const LoDTensor& xt = p.x;
   c.check(p.label.shape() == xt.shape(), "Label {} must have X's shape {}", p.label.shape(), xt.shape());
   c.dispatch_float([&](auto tag) {

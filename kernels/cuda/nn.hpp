@@ -4,13 +4,13 @@
 #pragma once
 #include <cstring>
 
-#include "kernels/cpu/accuracy.hpp"      // accuracy_out
-#include "kernels/cpu/arg_max.hpp"       // arg_plan
-#include "kernels/cpu/dropout.hpp"       // dropout_plan, dropout_grad_plan
-#include "kernels/cpu/lookup_table.hpp"  // padding_row
-#include "kernels/cpu/matmul.hpp"  // matmul_forward / matmul_backward: the kernel both places run, with their products
-#include "kernels/cpu/softmax.hpp"       // softmax_plan, softmax_grad_plan
-#include "kernels/cpu/place_io.hpp"
+#include "kernels/common/accuracy.hpp"      // accuracy_out
+#include "kernels/common/arg_max.hpp"       // arg_plan
+#include "kernels/common/dropout.hpp"       // dropout_plan, dropout_grad_plan
+#include "kernels/common/lookup_table.hpp"  // padding_row
+#include "kernels/common/matmul.hpp"  // matmul_forward / matmul_backward: the kernel both places run, with their products
+#include "kernels/common/softmax.hpp"       // softmax_plan, softmax_grad_plan
+#include "kernels/common/place_io.hpp"
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/accuracy.hpp"
 #include "oar/ops/arg_max.hpp"
@@ -28,7 +28,7 @@ namespace oar::cuda_kernels {
 /// softmax or log_softmax along `axis` through cuDNN: X as NCHW [pre, n, post, 1], one softmax per (N, H).
 template <bool log, class Op>
 void softmax_forward(KernelContext& c, int axis) {
-  const cpu_kernels::SoftmaxPlan p = cpu_kernels::softmax_plan<Op>(c, axis);
+  const kernels::SoftmaxPlan p = kernels::softmax_plan<Op>(c, axis);
   const LoDTensor& x = p.x;
   LoDTensor& out = p.out;
   const int64_t pre = p.sp.pre, n = p.sp.n, post = p.sp.post;
@@ -49,7 +49,7 @@ void softmax_forward(KernelContext& c, int axis) {
 template <bool log, class Op>
 void softmax_backward(KernelContext& c, int axis) {
   if (!c.has_out(Op::x_grad)) return;
-  const cpu_kernels::SoftmaxGradPlan p = cpu_kernels::softmax_grad_plan<Op>(c);
+  const kernels::SoftmaxGradPlan p = kernels::softmax_grad_plan<Op>(c);
   const LoDTensor &y = p.out, &dy = p.out_grad;
   LoDTensor& dx = p.x_grad;
   const int a = axis < 0 ? axis + y.rank() : axis;
@@ -183,8 +183,8 @@ inline void Mul::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   });
 }
 
-inline void Matmul::eval_cuda(KernelContext& c, const Attrs& a) { matmul_forward<cuda_kernels::CudaMatmul>(c, a); }
-inline void Matmul::eval_grad_cuda(KernelContext& c, const Attrs& a) { matmul_backward<cuda_kernels::CudaMatmul>(c, a); }
+inline void Matmul::eval_cuda(KernelContext& c, const Attrs& a) { kernels::matmul_forward<cuda_kernels::CudaMatmul>(c, a); }
+inline void Matmul::eval_grad_cuda(KernelContext& c, const Attrs& a) { kernels::matmul_backward<cuda_kernels::CudaMatmul>(c, a); }
 
 inline void Softmax::eval_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::softmax_forward<false, Softmax>(c, a.axis); }
 inline void Softmax::eval_grad_cuda(KernelContext& c, const Attrs& a) { cuda_kernels::softmax_backward<false, Softmax>(c, a.axis); }
@@ -260,7 +260,7 @@ inline void SoftmaxWithCrossEntropy::eval_grad_cuda(KernelContext& c, const Attr
 inline void Dropout::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   LoDTensor& ot = c.out(out);
-  const cpu_kernels::DropoutPlan plan = cpu_kernels::dropout_plan(c, a);
+  const kernels::DropoutPlan plan = kernels::dropout_plan(c, a);
   LoDTensor* mask_t = plan.mask;
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
   if (&ot != &xt) ot.resize(xt.shape(), xt.dtype());
@@ -283,7 +283,7 @@ inline void Dropout::eval_cuda(KernelContext& c, const Attrs& a) {
 
 inline void Dropout::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
-  const cpu_kernels::DropoutGradPlan plan = cpu_kernels::dropout_grad_plan(c);
+  const kernels::DropoutGradPlan plan = kernels::dropout_grad_plan(c);
   const LoDTensor& dout = plan.out_grad;
   LoDTensor& dx = plan.x_grad;
   const cuda_kernels::Elem t = cuda_kernels::elem(c, dout.dtype());
@@ -308,7 +308,7 @@ inline void lookup_sparse_grad(const KernelContext& c, Value& gv, const LoDTenso
   c.check(dout.dtype() == w_type, "Out@GRAD is {} but W is {}", name(dout.dtype()), name(w_type));
   c.device().synchronize();
   const Tensor host_ids = ids_t.to(cpu());
-  const std::span<const int64_t> idv = cpu_kernels::lookup_ids(c, host_ids, v, pad);
+  const std::span<const int64_t> idv = kernels::lookup_ids(c, host_ids, v, pad);
   // NOTE: the variable was created as a tensor (its kind comes from the forward program); as on the CPU, the
   // kernel switches the value's kind.
   if (!gv.is_selected_rows()) gv.reset();
@@ -330,7 +330,7 @@ inline void lookup_sparse_grad(const KernelContext& c, Value& gv, const LoDTenso
     detail::cuda_copy_rows(c.cuda(), sr.value.raw(), row, dout.raw(), row, row, size_t(k));
     return;
   }
-  const Tensor dev_src = cpu_kernels::place_io::upload(c, src);
+  const Tensor dev_src = kernels::place_io::upload(c, src);
   check(c, lookup_rows(t, dout.raw(), dev_src.data<int64_t>(), sr.value.raw(), k, d, int64_t(idv.size()), -1, stream(c)));
 }
 
@@ -343,7 +343,7 @@ inline void LookupTable::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& ids_t = c.in(ids);
   c.check(wt.rank() == 2, "W must be [V, D], got {}", wt.shape());
   c.check(ids_t.dtype() == DType::i64, "Ids must be i64, got {}", name(ids_t.dtype()));
-  const int64_t v = wt.dim(0), d = wt.dim(1), pad = cpu_kernels::padding_row(a.padding_idx, v);
+  const int64_t v = wt.dim(0), d = wt.dim(1), pad = kernels::padding_row(a.padding_idx, v);
   Shape os = ids_t.shape();
   c.check(os.rank() >= 1 && os[os.rank() - 1] == 1, "Ids must end in a dim of 1 ([N, 1]), got {}", os);
   os[os.rank() - 1] = d;
@@ -361,7 +361,7 @@ inline void LookupTable::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& ids_t = c.in(ids);
   const LoDTensor& dout = c.in(out_grad);
   c.check(ids_t.dtype() == DType::i64, "Ids must be i64, got {}", name(ids_t.dtype()));
-  const int64_t v = wt.dim(0), d = wt.dim(1), pad = cpu_kernels::padding_row(a.padding_idx, v), n = ids_t.numel();
+  const int64_t v = wt.dim(0), d = wt.dim(1), pad = kernels::padding_row(a.padding_idx, v), n = ids_t.numel();
   c.check(dout.numel() == n * d, "Out@GRAD {} does not hold {} rows of {}", dout.shape(), n, d);
   const cuda_kernels::Elem t = cuda_kernels::elem(c, wt.dtype());
   if (a.is_sparse) {
@@ -450,7 +450,7 @@ template <bool Max>
 void arg_reduce(KernelContext& c, const ops::tensor_detail::ArgAttrs& a) {
   using N = ops::tensor_detail::ArgNames;
   const LoDTensor& x = c.in(N::x);
-  const cpu_kernels::ArgPlan p = cpu_kernels::arg_plan(c, x, a);
+  const kernels::ArgPlan p = kernels::arg_plan(c, x, a);
   LoDTensor& out = c.out(N::out);
   const Elem t = elem(c, x.dtype(), true);
   out.resize(p.out, DType::i64);
@@ -473,7 +473,7 @@ inline void Accuracy::eval_cuda(KernelContext& c, const NoAttrs&) {
   const int64_t n = ind.dim(0), k = ind.dim(1);
   c.check(lt.numel() == n, "Label {} must hold one label per row of Indices {}", lt.shape(), ind.shape());
   c.check(lt.dtype() == DType::i64 || lt.dtype() == DType::i32, "Label must be int64 or int32, got {}", name(lt.dtype()));
-  const cpu_kernels::AccuracyOut o = cpu_kernels::accuracy_out(c);
+  const kernels::AccuracyOut o = kernels::accuracy_out(c);
   cuda_kernels::check(c, cuda_kernels::accuracy(ind.data<int64_t>(), lt.raw(), lt.dtype() == DType::i32, n, k, o.accuracy.data<float>(),
                                                 o.correct.data<int32_t>(), o.total.data<int32_t>(), cuda_kernels::stream(c)));
 }

@@ -7,21 +7,21 @@
 #include <span>
 #include <vector>
 
-#include "kernels/cpu/optimizers.hpp"  // param_update::like_param, dense_grad, check_sparse
-#include "kernels/cpu/place_io.hpp"
+#include "kernels/common/optimizers.hpp"  // param_update::like_param, dense_grad, check_sparse
+#include "kernels/common/place_io.hpp"
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/lr_schedule.hpp"
 #include "oar/ops/optimizers.hpp"
 
 namespace oar::cuda_kernels::update {
 
-using cpu_kernels::param_update::check_sparse;  // shape, dtype and row checks only: they serve every place
-using cpu_kernels::param_update::dense_grad;
-using cpu_kernels::param_update::like_param;
+using kernels::param_update::check_sparse;  // shape, dtype and row checks only: they serve every place
+using kernels::param_update::dense_grad;
+using kernels::param_update::like_param;
 
 /// The op's SkipUpdate as a device pointer, read by the kernels (null without the input).
 inline const bool* skip_ptr(const KernelContext& c) {
-  const LoDTensor* s = cpu_kernels::param_update::skip_flag(c);
+  const LoDTensor* s = kernels::param_update::skip_flag(c);
   return s ? static_cast<const bool*>(s->raw()) : nullptr;
 }
 
@@ -95,7 +95,7 @@ inline SparsePlan sparse_plan(const KernelContext& c, const SelectedRows& g, con
   for (int64_t e = 0; e < n; ++e) src[count[size_t(slot[size_t(g.rows[size_t(e)])])]++] = e;
   // Queued before the kernels that read it. A CUDA graph would replay a stale plan: upload refuses a capture,
   // and the executor then runs the block op by op.
-  sp.plan = cpu_kernels::place_io::upload(c, buf);
+  sp.plan = kernels::place_io::upload(c, buf);
   return sp;
 }
 

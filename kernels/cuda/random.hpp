@@ -2,7 +2,7 @@
 // (kernels/cuda/random.cu): the CPU's stream (kernels/random_counter.hpp) and seed rule, so a seeded op
 // fills a tensor with the CPU's values.
 #pragma once
-#include "kernels/cpu/random.hpp"  // op_seed: the seed rule both devices share
+#include "kernels/common/random.hpp"  // op_seed: the seed rule both devices share
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/random.hpp"
 
@@ -15,7 +15,7 @@ std::pair<LoDTensor*, uint64_t> random_out(KernelContext& c, const A& a) {
   (void)elem(c, a.dtype);  // an oar::Error for a dtype without a kernel, before anything is allocated
   o.resize(a.shape, a.dtype);
   o.clear_lod();
-  return {&o, cpu_kernels::op_seed(c, a)};
+  return {&o, kernels::op_seed(c, a)};
 }
 
 inline void gaussian(KernelContext& c, const ops::tensor_detail::GaussianAttrs& a, bool truncated) {

@@ -1,5 +1,5 @@
 // kernels/cuda/reduce.cu: reduce_sum / mean / max / min and their gradients over the kept and reduced dim
-// groups of cpu_kernels::ReducePlan: one block per output element (CUB's block reduction), one thread per
+// groups of kernels::ReducePlan: one block per output element (CUB's block reduction), one thread per
 // element of X for the gradients.
 #include <cub/block/block_reduce.cuh>
 

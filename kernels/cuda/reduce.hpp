@@ -1,13 +1,14 @@
 // kernels/cuda/reduce.hpp: eval_cuda of reduce_sum / mean / max / min and their gradients (kernels/cuda/reduce.cu),
-// planned as the CPU kernels plan them (cpu_kernels::make_reduce_plan: kept and reduced dims merged into groups).
+// planned as the CPU kernels plan them (kernels::make_reduce_plan: kept and reduced dims merged into groups).
 #pragma once
-#include "kernels/cpu/reduce.hpp"  // make_reduce_plan
+#include "kernels/common/reduce.hpp"  // make_reduce_plan
 #include "kernels/cuda/host.hpp"
+#include "oar/ops/reduce.hpp"
 
 namespace oar::cuda_kernels {
 
 /// A CPU reduce plan as the device kernels take it.
-inline ReduceGroups groups_of(const cpu_kernels::ReducePlan& p) {
+inline ReduceGroups groups_of(const kernels::ReducePlan& p) {
   ReduceGroups g;
   g.groups = int(p.size.size());
   g.count = p.count, g.out_numel = p.out_numel;
@@ -24,7 +25,7 @@ inline ReduceGroups reduce_groups(const KernelContext& c, const Shape& x, const 
   std::string why;
   axes = ops::reduce_axes(x, a.dim, a.reduce_all, why);
   c.check(why.empty(), "{}", why);
-  return groups_of(cpu_kernels::make_reduce_plan(x, axes));
+  return groups_of(kernels::make_reduce_plan(x, axes));
 }
 
 inline void reduce_forward(KernelContext& c, Reduce r, const ops::ReduceOp::Attrs& a) {

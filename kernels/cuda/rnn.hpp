@@ -1,5 +1,5 @@
 // kernels/cuda/rnn.hpp: eval_cuda of lstm, gru, lstm_unit and gru_unit and their gradients (device side:
-// kernels/cuda/rnn.cu). Each runs its CPU kernel's prologue (the same checks and messages) and its steps: the
+// kernels/cuda/rnn.cu). Each runs its CPU kernel's prologue (kernels/common: the same checks and messages) and its steps: the
 // batch layout is made on the host from the LoD as the CPU makes it and its index arrays uploaded once per call;
 // per time step the products with the weights run on cuBLAS, the gate math in one kernel over the step's rows
 // (gru: two, as r must come before (r * h_{t-1}) W_c). Outputs and intermediates hold what the CPU writes there.
@@ -7,10 +7,11 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/gru_unit.hpp"
-#include "kernels/cpu/lstm.hpp"
-#include "kernels/cpu/lstm_unit.hpp"
-#include "kernels/cpu/place_io.hpp"
+#include "kernels/common/gru.hpp"
+#include "kernels/common/gru_unit.hpp"
+#include "kernels/common/lstm.hpp"
+#include "kernels/common/lstm_unit.hpp"
+#include "kernels/common/place_io.hpp"
 #include "kernels/cuda/host.hpp"
 
 namespace oar::cuda_kernels::rnn {
@@ -34,7 +35,7 @@ struct DeviceLayout {
   const int64_t *row_of = nullptr, *order = nullptr, *init_src = nullptr, *prev = nullptr, *prev_seq = nullptr;
   int64_t k0 = 0;
 };
-inline DeviceLayout upload_layout(const KernelContext& c, const cpu_kernels::rnn::BatchLayout& l, bool grad) {
+inline DeviceLayout upload_layout(const KernelContext& c, const kernels::rnn::BatchLayout& l, bool grad) {
   const int64_t T = l.rows, S = l.seqs;
   std::vector<int64_t> v(l.row_of, l.row_of + T);
   v.insert(v.end(), l.order, l.order + S);
@@ -52,7 +53,7 @@ inline DeviceLayout upload_layout(const KernelContext& c, const cpu_kernels::rnn
       }
   }
   if (v.empty()) v.push_back(0);
-  d.plan = cpu_kernels::place_io::upload(c, v);
+  d.plan = kernels::place_io::upload(c, v);
   const int64_t* p = d.plan.data<int64_t>();
   d.row_of = p, d.order = p + T;
   if (grad) d.init_src = p + T + S, d.prev = p + T + 2 * S, d.prev_seq = p + 2 * T + 2 * S;
@@ -139,9 +140,9 @@ namespace oar::ops {
 
 inline void Lstm::eval_cuda(KernelContext& c, const Attrs& a) {
   namespace ck = cuda_kernels;
-  const cpu_kernels::lstm::ForwardArgs f = cpu_kernels::lstm::forward_args(c, a);
+  const kernels::lstm::ForwardArgs f = kernels::lstm::forward_args(c, a);
   const int64_t d = f.d, rows = f.rows;
-  const cpu_kernels::rnn::BatchLayout& l = f.l;
+  const kernels::rnn::BatchLayout& l = f.l;
   LoDTensor& hid = c.out(hidden);
   LoDTensor& cel = c.out(cell);
   LoDTensor& gate = c.out(batch_gate);
@@ -181,9 +182,9 @@ inline void Lstm::eval_cuda(KernelContext& c, const Attrs& a) {
 
 inline void Lstm::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   namespace ck = cuda_kernels;
-  const cpu_kernels::lstm::GradArgs ga = cpu_kernels::lstm::grad_args(c, a);
+  const kernels::lstm::GradArgs ga = kernels::lstm::grad_args(c, a);
   const int64_t d = ga.d, rows = ga.rows;
-  const cpu_kernels::rnn::BatchLayout& l = ga.l;
+  const kernels::rnn::BatchLayout& l = ga.l;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const ck::Elem e = ck::elem(c, ga.hid.dtype());
@@ -254,9 +255,9 @@ inline void Lstm::eval_grad_cuda(KernelContext& c, const Attrs& a) {
 
 inline void Gru::eval_cuda(KernelContext& c, const Attrs& a) {
   namespace ck = cuda_kernels;
-  const cpu_kernels::gru::ForwardArgs f = cpu_kernels::gru::forward_args(c, a);
+  const kernels::gru::ForwardArgs f = kernels::gru::forward_args(c, a);
   const int64_t d = f.d, rows = f.rows;
-  const cpu_kernels::rnn::BatchLayout& l = f.l;
+  const kernels::rnn::BatchLayout& l = f.l;
   LoDTensor& hid = c.out(hidden);
   LoDTensor& gate = c.out(batch_gate);
   LoDTensor& rhp = c.out(batch_reset_hidden_prev);
@@ -285,9 +286,9 @@ inline void Gru::eval_cuda(KernelContext& c, const Attrs& a) {
 
 inline void Gru::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   namespace ck = cuda_kernels;
-  const cpu_kernels::gru::GradArgs ga = cpu_kernels::gru::grad_args(c, a);
+  const kernels::gru::GradArgs ga = kernels::gru::grad_args(c, a);
   const int64_t d = ga.d, rows = ga.rows;
-  const cpu_kernels::rnn::BatchLayout& l = ga.l;
+  const kernels::rnn::BatchLayout& l = ga.l;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *g = ga.gate.data<T>(), *rh = ga.rhp.data<T>(), *hb = ga.bh.data<T>();
@@ -336,7 +337,7 @@ inline void LstmUnit::eval_cuda(KernelContext& ctx, const Attrs& a) {
   namespace ck = cuda_kernels;
   const LoDTensor& xt = ctx.in(x);
   const LoDTensor& cp = ctx.in(c_prev);
-  const auto [n, d] = cpu_kernels::lstm_unit::dims(ctx, xt, cp);
+  const auto [n, d] = kernels::lstm_unit::dims(ctx, xt, cp);
   LoDTensor& ct = ctx.out(c);
   LoDTensor& ht = ctx.out(h);
   ctx.dispatch_float([&](auto tag) {
@@ -349,7 +350,7 @@ inline void LstmUnit::eval_cuda(KernelContext& ctx, const Attrs& a) {
 
 inline void LstmUnit::eval_grad_cuda(KernelContext& ctx, const Attrs& a) {
   namespace ck = cuda_kernels;
-  const cpu_kernels::lstm_unit::GradArgs ga = cpu_kernels::lstm_unit::grad_args(ctx);
+  const kernels::lstm_unit::GradArgs ga = kernels::lstm_unit::grad_args(ctx);
   const LoDTensor &xt = ga.x, &cp = ga.c_prev, &ct = ga.c, &dct = ga.dc, &dht = ga.dh;
   const int64_t n = ga.n, d = ga.d;
   LoDTensor *dx = ga.dx, *dcp = ga.dc_prev;
@@ -364,7 +365,7 @@ inline void LstmUnit::eval_grad_cuda(KernelContext& ctx, const Attrs& a) {
 
 inline void GruUnit::eval_cuda(KernelContext& c, const Attrs& a) {
   namespace ck = cuda_kernels;
-  const cpu_kernels::gru_unit::ForwardArgs f = cpu_kernels::gru_unit::forward_args(c);
+  const kernels::gru_unit::ForwardArgs f = kernels::gru_unit::forward_args(c);
   const int64_t d = f.d, n = f.n;
   LoDTensor& gt = c.out(gate);
   LoDTensor& rt = c.out(reset_hidden_prev);
@@ -383,7 +384,7 @@ inline void GruUnit::eval_cuda(KernelContext& c, const Attrs& a) {
 
 inline void GruUnit::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   namespace ck = cuda_kernels;
-  const cpu_kernels::gru_unit::GradArgs ga = cpu_kernels::gru_unit::grad_args(c);
+  const kernels::gru_unit::GradArgs ga = kernels::gru_unit::grad_args(c);
   const LoDTensor &hp = ga.hp, &w = ga.w, &gt = ga.gate, &rt = ga.rh, &dh = ga.dh;
   const int64_t d = ga.d, n = ga.n;
   LoDTensor *dx = ga.dx, *dhp = ga.dhp, *dw = ga.dw, *db = ga.db;

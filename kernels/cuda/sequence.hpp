@@ -6,10 +6,10 @@
 #pragma once
 #include <vector>
 
-#include "kernels/cpu/sequence_expand.hpp"   // cpu_kernels::expand_forward_plan, expand_grad_plan
-#include "kernels/cpu/sequence_pool.hpp"     // cpu_kernels::pool_plan, pool_grad_plan, row_size, seq_upper_levels
-#include "kernels/cpu/sequence_softmax.hpp"  // cpu_kernels::seq_softmax_plan, seq_softmax_grad_plan
-#include "kernels/cpu/place_io.hpp"
+#include "kernels/common/sequence_expand.hpp"   // kernels::expand_forward_plan, expand_grad_plan
+#include "kernels/common/sequence_pool.hpp"     // kernels::pool_plan, pool_grad_plan, row_size, seq_upper_levels
+#include "kernels/common/sequence_softmax.hpp"  // kernels::seq_softmax_plan, seq_softmax_grad_plan
+#include "kernels/common/place_io.hpp"
 #include "kernels/cuda/host.hpp"
 
 namespace oar::cuda_kernels {
@@ -17,7 +17,7 @@ namespace oar::cuda_kernels {
 /// The offsets `seq` as int64 on the kernel's device.
 inline Tensor device_offsets(const KernelContext& c, std::span<const size_t> seq) {
   const std::vector<int64_t> v(seq.begin(), seq.end());
-  return cpu_kernels::place_io::upload(c, v);
+  return kernels::place_io::upload(c, v);
 }
 
 }  // namespace oar::cuda_kernels
@@ -26,7 +26,7 @@ namespace oar::ops {
 
 inline void SequencePool::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const cpu_kernels::PoolPlan plan = cpu_kernels::pool_plan(c, a);
+  const kernels::PoolPlan plan = kernels::pool_plan(c, a);
   const int64_t S = plan.S, D = plan.D;
   LoDTensor& ot = *plan.out;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
@@ -38,7 +38,7 @@ inline void SequencePool::eval_cuda(KernelContext& c, const Attrs& a) {
     cuda_kernels::check(c, cuda_kernels::sequence_pool(cuda_kernels::SeqPool(int(a.pooltype)), cuda_kernels::elem(c, xt.dtype()), px, off.data<int64_t>(), po,
                                                        plan.max_index, S, D, cuda_kernels::stream(c)));
   });
-  ot.set_lod(cpu_kernels::seq_upper_levels(xt.lod()));
+  ot.set_lod(kernels::seq_upper_levels(xt.lod()));
 }
 
 /// MAX: MaxIndex comes to the host to be checked as the CPU checks it (each index inside its sequence), after a
@@ -47,12 +47,12 @@ inline void SequencePool::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& xt = c.in(x);
   const LoDTensor& dout = c.in(out_grad);
-  const cpu_kernels::PoolGradPlan plan = cpu_kernels::pool_grad_plan(c, a);
+  const kernels::PoolGradPlan plan = kernels::pool_grad_plan(c, a);
   const int64_t S = plan.S, D = plan.D;
   const int32_t* pi = plan.max_index ? plan.max_index->data<int32_t>() : nullptr;
   if (pi && S * D > 0) {
     c.device().synchronize();
-    cpu_kernels::check_max_index(c, plan, plan.max_index->to(cpu()).data<int32_t>());
+    kernels::check_max_index(c, plan, plan.max_index->to(cpu()).data<int32_t>());
   }
   LoDTensor& dx = *plan.x_grad;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
@@ -69,7 +69,7 @@ inline void SequencePool::eval_grad_cuda(KernelContext& c, const Attrs& a) {
 
 inline void SequenceSoftmax::eval_cuda(KernelContext& c, const NoAttrs&) {
   const LoDTensor& xt = c.in(x);
-  const cpu_kernels::SeqSoftmaxPlan plan = cpu_kernels::seq_softmax_plan(c);
+  const kernels::SeqSoftmaxPlan plan = kernels::seq_softmax_plan(c);
   LoDTensor& ot = *plan.out;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -86,7 +86,7 @@ inline void SequenceSoftmax::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& yt = c.in(out);
   const LoDTensor& dy = c.in(out_grad);
-  const cpu_kernels::SeqSoftmaxPlan plan = cpu_kernels::seq_softmax_grad_plan(c);
+  const kernels::SeqSoftmaxPlan plan = kernels::seq_softmax_grad_plan(c);
   LoDTensor& dx = *plan.out;
   c.dispatch(type_list<float, double>{}, yt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -104,16 +104,16 @@ inline void SequenceSoftmax::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
 /// bytes, as the CPU copies bytes. requires: Out is not X.
 inline void SequenceExpand::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const cpu_kernels::ExpandForwardPlan plan = cpu_kernels::expand_forward_plan(c, a);
-  const cpu_kernels::ExpandPlan& p = plan.p;
+  const kernels::ExpandForwardPlan plan = kernels::expand_forward_plan(c, a);
+  const kernels::ExpandPlan& p = plan.p;
   LoDTensor& ot = *plan.out;
-  const int64_t rows = int64_t(p.start[p.units]), D = cpu_kernels::row_size(xt);
+  const int64_t rows = int64_t(p.start[p.units]), D = kernels::row_size(xt);
   if (rows * D > 0) {
     std::vector<int64_t> src(static_cast<size_t>(rows));
     for (int64_t i = 0; i < p.units; ++i)
       for (size_t j = 0; j < p.n(i); ++j)
         for (size_t k = 0; k < p.len(i); ++k) src[p.start[i] + j * p.len(i) + k] = int64_t(p.begin(i) + k);
-    const Tensor dsrc = cpu_kernels::place_io::upload(c, src);
+    const Tensor dsrc = kernels::place_io::upload(c, src);
     cuda_kernels::check(c, cuda_kernels::copy_rows(int(size_of(xt.dtype())), xt.raw(), dsrc.data<int64_t>(), ot.raw(), nullptr, rows, D, nullptr, 0,
                                                    cuda_kernels::stream(c)));
   }
@@ -126,8 +126,8 @@ inline void SequenceExpand::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& xt = c.in(x);
   const LoDTensor& dout = c.in(out_grad);
-  const cpu_kernels::ExpandGradPlan g = cpu_kernels::expand_grad_plan(c, a);
-  const cpu_kernels::ExpandPlan& p = g.p;
+  const kernels::ExpandGradPlan g = kernels::expand_grad_plan(c, a);
+  const kernels::ExpandPlan& p = g.p;
   const int64_t D = g.D;
   LoDTensor& dx = *g.x_grad;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
@@ -144,7 +144,7 @@ inline void SequenceExpand::eval_grad_cuda(KernelContext& c, const Attrs& a) {
         plan[3 * r + 1] = int64_t(p.n(i));
         plan[3 * r + 2] = int64_t(p.len(i));
       }
-    const Tensor dplan = cpu_kernels::place_io::upload(c, plan);
+    const Tensor dplan = kernels::place_io::upload(c, plan);
     cuda_kernels::check(c, cuda_kernels::sequence_expand_grad(cuda_kernels::elem(c, xt.dtype()), pg, dplan.data<int64_t>(), pd, M, D, cuda_kernels::stream(c)));
   });
   dx.set_lod(xt.lod());

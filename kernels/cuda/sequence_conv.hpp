@@ -2,14 +2,14 @@
 // kernels/cuda/sequence_conv.cu). The CPU's plan: the context columns of every row ([N, length * D], zeros outside
 // the row's sequence), then cuBLAS's products; the checks are the CPU kernel's (seq_shape::conv_shape).
 #pragma once
-#include "kernels/cpu/sequence_conv.hpp"
+#include "kernels/common/sequence_conv.hpp"
 #include "kernels/cuda/host.hpp"
 #include "kernels/cuda/sequence.hpp"  // device_offsets
 
 namespace oar::ops {
 
 inline void SequenceConv::eval_cuda(KernelContext& c, const Attrs& a) {
-  const cpu_kernels::seq_shape::ConvShape p = cpu_kernels::seq_shape::conv_shape(c, a, false);
+  const kernels::seq_shape::ConvShape p = kernels::seq_shape::conv_shape(c, a, false);
   const LoDTensor &xt = p.x, &ft = p.filter;
   LoDTensor& ot = c.out(out);
   c.dispatch_float([&](auto tag) {
@@ -31,7 +31,7 @@ inline void SequenceConv::eval_cuda(KernelContext& c, const Attrs& a) {
 inline void SequenceConv::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const bool want_x = c.has_out(x_grad), want_f = c.has_out(filter_grad);
   if (!want_x && !want_f) return;
-  const cpu_kernels::seq_shape::ConvShape p = cpu_kernels::seq_shape::conv_shape(c, a, true);
+  const kernels::seq_shape::ConvShape p = kernels::seq_shape::conv_shape(c, a, true);
   const LoDTensor &xt = p.x, &ft = p.filter, &dout = *p.dout;
   const int64_t S = int64_t(p.offs.size()) - 1;
   const cuda_kernels::Elem e = cuda_kernels::elem(c, xt.dtype());

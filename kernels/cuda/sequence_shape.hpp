@@ -1,23 +1,23 @@
 // kernels/cuda/sequence_shape.hpp: eval_cuda of sequence_concat, sequence_pad, sequence_unpad, sequence_slice
-// (with their gradients) and sequence_mask (device side: kernels/cuda/sequence_shape.cu). Each starts from its
-// CPU kernel's plan (the same checks, messages, output shapes and LoD; the inputs whose values a plan reads,
-// Length, Offset and the lengths, come to the host through place_io::host), then turns it into a row plan on
-// the host that copy_rows follows on the device. sequence_reshape and lod_reset are `any_place`.
+// (with their gradients) and sequence_mask (device side: kernels/cuda/sequence_shape.cu). Each starts from the
+// plan it shares with its CPU kernel (kernels/common: the same checks, messages, output shapes and LoD; the
+// inputs whose values a plan reads, Length, Offset and the lengths, come to the host through place_io::host),
+// then turns it into a row plan on the host that copy_rows follows on the device. sequence_reshape and lod_reset are `any_place`.
 #pragma once
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/place_io.hpp"
-#include "kernels/cpu/sequence_concat.hpp"
-#include "kernels/cpu/sequence_mask.hpp"
-#include "kernels/cpu/sequence_pad.hpp"
-#include "kernels/cpu/sequence_slice.hpp"
+#include "kernels/common/place_io.hpp"
+#include "kernels/common/sequence_concat.hpp"
+#include "kernels/common/sequence_mask.hpp"
+#include "kernels/common/sequence_pad.hpp"
+#include "kernels/common/sequence_slice.hpp"
 #include "kernels/cuda/host.hpp"
 
 namespace oar::cuda_kernels {
 
 /// A row plan made on the host, on the kernel's device.
-inline Tensor device_rows(const KernelContext& c, const std::vector<int64_t>& v) { return cpu_kernels::place_io::upload(c, v); }
+inline Tensor device_rows(const KernelContext& c, const std::vector<int64_t>& v) { return kernels::place_io::upload(c, v); }
 
 /// copy_rows of `rows` rows of D elements of `t` (elements of size_of(t) bytes), an oar::Error naming the op if
 /// the launch fails.
@@ -48,7 +48,7 @@ namespace oar::ops {
 
 /// Out row pos[k][r] = X[k] row r: one scatter per input. requires: Out is none of the inputs.
 inline void SequenceConcat::eval_cuda(KernelContext& c, const NoAttrs&) {
-  const cpu_kernels::ConcatPlan p = cpu_kernels::concat_plan(c);
+  const kernels::ConcatPlan p = kernels::concat_plan(c);
   LoDTensor& ot = *p.out;
   if (ot.numel() > 0) {
     std::vector<int64_t> first;
@@ -61,7 +61,7 @@ inline void SequenceConcat::eval_cuda(KernelContext& c, const NoAttrs&) {
 
 /// X@GRAD[k] row r = Out@GRAD row pos[k][r]: one gather per wanted input.
 inline void SequenceConcat::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
-  const cpu_kernels::ConcatGradPlan p = cpu_kernels::concat_grad_plan(c);
+  const kernels::ConcatGradPlan p = kernels::concat_grad_plan(c);
   const LoDTensor& dout = c.in(out_grad);
   if (dout.numel() > 0) {
     std::vector<int64_t> first;
@@ -77,7 +77,7 @@ inline void SequenceConcat::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
 /// Out[s, t] = X row (sequence s's first + t) for t < its length, PadValue's row (or its one value) after;
 /// Length is written from the host.
 inline void SequencePad::eval_cuda(KernelContext& c, const Attrs& a) {
-  namespace ss = cpu_kernels::seq_shape;
+  namespace ss = kernels::seq_shape;
   const ss::PadPlan p = ss::pad_plan(c, a);
   const LoDTensor& xt = c.in(x);
   const LoDTensor& pv = c.in(pad_value);
@@ -87,7 +87,7 @@ inline void SequencePad::eval_cuda(KernelContext& c, const Attrs& a) {
     len[size_t(s)] = p.len(s);
     for (int64_t t = 0; t < p.padded; ++t) src[size_t(s * p.padded + t)] = t < len[size_t(s)] ? b + t : -1;
   }
-  cpu_kernels::place_io::store(c, *p.length, len.data());
+  kernels::place_io::store(c, *p.length, len.data());
   if (p.out->numel() > 0) {
     const Tensor dsrc = cuda_kernels::device_rows(c, src);
     cuda_kernels::copy_rows(c, xt.dtype(), xt.raw(), dsrc.data<int64_t>(), p.out->raw(), nullptr, p.seqs * p.padded, p.step, pv.raw(), pv.numel());
@@ -96,7 +96,7 @@ inline void SequencePad::eval_cuda(KernelContext& c, const Attrs& a) {
 
 /// X@GRAD row (sequence s's first + t) = Out@GRAD[s, t].
 inline void SequencePad::eval_grad_cuda(KernelContext& c, const Attrs&) {
-  namespace ss = cpu_kernels::seq_shape;
+  namespace ss = kernels::seq_shape;
   if (!c.has_out(x_grad)) return;
   const ss::PadGradPlan p = ss::pad_grad_plan(c);
   const LoDTensor& xt = c.in(x);
@@ -115,7 +115,7 @@ inline void SequencePad::eval_grad_cuda(KernelContext& c, const Attrs&) {
 
 /// Out row (offset of s + t) = X[s, t] for t < Length[s] (Length comes to the host).
 inline void SequenceUnpad::eval_cuda(KernelContext& c, const NoAttrs&) {
-  namespace ss = cpu_kernels::seq_shape;
+  namespace ss = kernels::seq_shape;
   const ss::UnpadPlan p = ss::unpad_plan(c);
   const LoDTensor& xt = c.in(x);
   const std::vector<size_t>& offs = (*p.lod)[0];
@@ -131,7 +131,7 @@ inline void SequenceUnpad::eval_cuda(KernelContext& c, const NoAttrs&) {
 
 /// X@GRAD[s, t] = Out@GRAD row (offset of s + t) for t < Length[s], zeros after.
 inline void SequenceUnpad::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
-  namespace ss = cpu_kernels::seq_shape;
+  namespace ss = kernels::seq_shape;
   if (!c.has_out(x_grad)) return;
   const ss::UnpadGradPlan p = ss::unpad_grad_plan(c);
   const LoDTensor& xt = c.in(x);
@@ -151,7 +151,7 @@ inline void SequenceUnpad::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
 /// Out's sequence i = rows [Offset[i], Offset[i] + Length[i]) of X's sequence i (Offset and Length come to the
 /// host). Any dtype.
 inline void SequenceSlice::eval_cuda(KernelContext& c, const NoAttrs&) {
-  const cpu_kernels::seq_shape::SlicePlan p = cpu_kernels::seq_shape::slice_plan(c);
+  const kernels::seq_shape::SlicePlan p = kernels::seq_shape::slice_plan(c);
   const LoDTensor& xt = c.in(x);
   const std::vector<size_t>& last = p.lod->back();
   if (p.out->numel() > 0) {
@@ -159,7 +159,7 @@ inline void SequenceSlice::eval_cuda(KernelContext& c, const NoAttrs&) {
     for (size_t i = 0; i < p.spec.length.size(); ++i)
       for (int64_t j = 0; j < p.spec.length[i]; ++j) src[last[i] + size_t(j)] = int64_t(p.offs[i]) + p.spec.offset[i] + j;
     const Tensor dsrc = cuda_kernels::device_rows(c, src);
-    cuda_kernels::copy_rows(c, xt.dtype(), xt.raw(), dsrc.data<int64_t>(), p.out->raw(), nullptr, int64_t(src.size()), cpu_kernels::row_size(xt));
+    cuda_kernels::copy_rows(c, xt.dtype(), xt.raw(), dsrc.data<int64_t>(), p.out->raw(), nullptr, int64_t(src.size()), kernels::row_size(xt));
   }
   p.out->set_lod(*p.lod);
 }
@@ -167,7 +167,7 @@ inline void SequenceSlice::eval_cuda(KernelContext& c, const NoAttrs&) {
 /// X@GRAD = zeros with the sliced rows taken from Out@GRAD.
 inline void SequenceSlice::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
   if (!c.has_out(x_grad)) return;
-  const cpu_kernels::seq_shape::SliceGradPlan p = cpu_kernels::seq_shape::slice_grad_plan(c);
+  const kernels::seq_shape::SliceGradPlan p = kernels::seq_shape::slice_grad_plan(c);
   const LoDTensor& xt = c.in(x);
   if (xt.numel() > 0) {
     std::vector<int64_t> src(size_t(xt.dim(0)), -1);
@@ -177,7 +177,7 @@ inline void SequenceSlice::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
       at += p.spec.length[i];
     }
     const Tensor dsrc = cuda_kernels::device_rows(c, src);
-    cuda_kernels::copy_rows(c, xt.dtype(), c.in(out_grad).raw(), dsrc.data<int64_t>(), p.x_grad->raw(), nullptr, xt.dim(0), cpu_kernels::row_size(xt));
+    cuda_kernels::copy_rows(c, xt.dtype(), c.in(out_grad).raw(), dsrc.data<int64_t>(), p.x_grad->raw(), nullptr, xt.dim(0), kernels::row_size(xt));
   }
   p.x_grad->set_lod(xt.lod());
 }
@@ -186,10 +186,10 @@ inline void SequenceSlice::eval_grad_cuda(KernelContext& c, const NoAttrs&) {
 /// device from the device's lengths.
 inline void SequenceMask::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const int64_t m = cpu_kernels::mask_plan(c, a);
+  const int64_t m = kernels::mask_plan(c, a);
   LoDTensor& yt = c.out(y);
   uint64_t one = 0;
-  c.dispatch(cpu_kernels::mask_types{}, a.out_dtype, [&](auto tag) {
+  c.dispatch(kernels::mask_types{}, a.out_dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T v = T(1);
     std::memcpy(&one, &v, sizeof v);

@@ -1,7 +1,7 @@
 # tests/layering/check_includes.cmake: DESIGN's include rule, checked. Every header under include/oar and
-cmake_policy(SET CMP0057 NEW)  # IN_LIST
 # every kernel source may include only its own layer and the layers listed for it below (docs/architecture.md
 # is the same table in prose). Run by ctest: cmake -DSRC=<repo> -P check_includes.cmake
+cmake_policy(SET CMP0057 NEW)  # IN_LIST
 #
 # layer       may include
 set(allowed_core     "core")
@@ -20,6 +20,22 @@ set(allowed_dist     "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runt
 set(allowed_serve    "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runtime;io;api;serve")
 set(allowed_onnx     "core;ir;ops;tape;layers;autodiff;optim;device;kernels;runtime;io;api;onnx")
 set(allowed_interop  "core;device")  # optional headers (Eigen, xtensor views); oar.hpp does not include them
+
+# Inside the kernels layer, by folder: kernels/common (the plans and checks both places run) may include only
+# itself and the shared headers directly under kernels/ (functors, the random stream), and no Eigen or BLAS, so
+# that the CUDA host code which includes it stays free of them; kernels/cuda never includes kernels/cpu.
+set(kernels_allowed_common "common;shared")
+set(kernels_forbidden_cuda "cpu")
+set(kernels_no_system_common "Eigen/;unsupported/Eigen/;cblas.h;openblas")
+
+# The folder of a kernels path: cpu, cuda or common; `shared` for a header directly under kernels/.
+function(kernel_folder_of path out)
+  if(path MATCHES "^kernels/([a-z_]+)/")
+    set(${out} ${CMAKE_MATCH_1} PARENT_SCOPE)
+  else()
+    set(${out} shared PARENT_SCOPE)
+  endif()
+endfunction()
 
 # The layer of a path relative to the repository: include/oar/<layer>/..., kernels/... ; config.hpp is core.
 function(layer_of path out)
@@ -58,8 +74,32 @@ foreach(f ${files})
     math(EXPR checked "${checked} + 1")
     if(NOT to IN_LIST allowed_${from})
       string(APPEND bad "  ${f} (${from}) includes ${inc} (${to})\n")
+    elseif(from STREQUAL "kernels" AND to STREQUAL "kernels")
+      kernel_folder_of(${f} ff)
+      kernel_folder_of(${inc} tf)
+      if(DEFINED kernels_allowed_${ff} AND NOT tf IN_LIST kernels_allowed_${ff})
+        string(APPEND bad "  ${f} (kernels/${ff}) includes ${inc}: kernels/${ff} may include only kernels/common and the headers directly under kernels/\n")
+      endif()
+      if(tf IN_LIST kernels_forbidden_${ff})
+        string(APPEND bad "  ${f} (kernels/${ff}) includes ${inc}: kernels/${ff} must not include kernels/${tf} (shared code goes to kernels/common)\n")
+      endif()
     endif()
   endforeach()
+  if(f MATCHES "^kernels/")
+    kernel_folder_of(${f} ff)
+    if(DEFINED kernels_no_system_${ff})
+      file(STRINGS ${SRC}/${f} sys_lines REGEX "^[ \t]*#[ \t]*include[ \t]*<")
+      foreach(l ${sys_lines})
+        string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*<([^>]+)>.*" "\\1" inc "${l}")
+        foreach(banned ${kernels_no_system_${ff}})
+          string(FIND "${inc}" "${banned}" at)
+          if(at EQUAL 0)
+            string(APPEND bad "  ${f} (kernels/${ff}) includes <${inc}>: kernels/${ff} must not include Eigen or BLAS\n")
+          endif()
+        endforeach()
+      endforeach()
+    endif()
+  endif()
 endforeach()
 # The two modes (docs/building.md): an implementation X-inl.hpp beside its header X.hpp is included by X.hpp
 # (for header-only) and by exactly one src/*.cpp (liboar).
