@@ -34,7 +34,7 @@ OAR_FUNC Allocator& allocator(Place place) {
   return cuda_allocator(place.device);
 }
 
-// With CUDA, kernels/cuda/context.cpp defines it.
+// With CUDA, kernels/cuda/allocators.cpp defines it.
 #if !OAR_WITH_CUDA
 OAR_FUNC Allocator& cuda_allocator(int device) {
   throw Error(fmt::format("no CUDA device {}: oar was built without CUDA (configure with the CUDA toolkit present)", device));

@@ -1,5 +1,5 @@
 // oar/device/allocator.hpp: where tensor storage comes from. One Allocator per place behind one interface:
-// the CPU's hands out 64-byte aligned blocks; CUDA's (kernels/cuda/context.cpp, built with the toolkit) is
+// the CPU's hands out 64-byte aligned blocks; CUDA's (kernels/cuda/allocators.cpp, built with the toolkit) is
 // a caching, stream-ordered pool per device. Each keeps its own MemoryStats.
 #pragma once
 #include <atomic>
@@ -47,7 +47,7 @@ class CpuAllocator final : public Allocator {
   Place place() const override { return cpu(); }
 };
 
-/// The CUDA device's allocator (kernels/cuda/context.cpp); an oar::Error when CUDA is not built or there is
+/// The CUDA device's allocator (kernels/cuda/allocators.cpp); an oar::Error when CUDA is not built or there is
 /// no such device.
 Allocator& cuda_allocator(int device);
 
@@ -69,7 +69,7 @@ constexpr size_t pinned_size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 }  // namespace detail
-/// The CUDA backend's page-locked allocator (kernels/cuda/context.cpp); null without CUDA or a device.
+/// The CUDA backend's page-locked allocator (kernels/cuda/allocators.cpp); null without CUDA or a device.
 Allocator* cuda_pinned_allocator();
 
 /// The allocator of `place`.

@@ -23,7 +23,7 @@ inline Tensor try_page_locked(const Shape& shape, DType dtype) {
 }
 }  // namespace detail
 
-// With CUDA, kernels/cuda/context.cpp defines these.
+// With CUDA, kernels/cuda/context.cpp, allocators.cpp and copy.cpp define these.
 #if !OAR_WITH_CUDA
 OAR_FUNC int cuda_device_count() { return 0; }
 OAR_FUNC std::shared_ptr<Communicator> make_nccl_communicator(int device, std::shared_ptr<Communicator>, std::chrono::milliseconds) {
