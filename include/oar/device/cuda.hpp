@@ -1,7 +1,8 @@
 // oar/device/cuda.hpp: what host code may ask of the CUDA backend: how many devices there are, the device
 // context kernels run on (a stream and lazily created cuBLAS and cuDNN handles), and copies between places.
-// Defined in kernels/cuda/ (context.cpp, allocators.cpp, copy.cpp) when oar is built with CUDA; without it (device/cuda-inl.hpp) there are
-// no devices and asking for one is an oar::Error. No CUDA header is needed to include this one.
+// Defined in kernels/cuda/ (context.cpp, allocators.cpp, copy.cpp) when oar is built with CUDA; without it
+// (device/cuda-inl.hpp) there are no devices and asking for one is an oar::Error. No CUDA header is needed to
+// include this one.
 #pragma once
 #include <atomic>
 #include <chrono>
