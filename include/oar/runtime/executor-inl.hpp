@@ -2,8 +2,6 @@
 #pragma once
 #include "oar/runtime/executor.hpp"
 
-#include <cstring>
-
 #include "oar/device/cuda.hpp"
 #include "oar/ir/nearest_names.hpp"
 #include "oar/runtime/profiler.hpp"
