@@ -21,9 +21,8 @@ struct Assign {
   static std::vector<Operator> grad(const GradContext& g) {
     auto dx = g.input_grad(x);
     if (dx[0] == kEmptyVarName) return {};
-    Operator op{std::string(type)};
+    Operator op = g.new_op(type);
     op.set_input(x, g.output_grad(out)).set_output(out, dx);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/assign.hpp
@@ -79,9 +78,8 @@ struct Cast {
     auto dx = g.input_grad(x);
     int32_t from = g.fwd().attr(in_dtype), to = g.fwd().attr(out_dtype);
     if (dx[0] == kEmptyVarName || !is_float(DType(from)) || !is_float(DType(to))) return {};
-    Operator op{std::string(type)};
+    Operator op = g.new_op(type);
     op.set_input(x, g.output_grad(out)).set_output(out, dx).set_attr(in_dtype, to).set_attr(out_dtype, from);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/assign.hpp

@@ -92,13 +92,11 @@ struct ScaledDotProductAttention {
 
   /// scaled_dot_product_attention_grad(Q, K, V, Mask?, Out, LSE, Seed, Out@GRAD) -> Q@GRAD, K@GRAD, V@GRAD.
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(std::string(type) + "_grad");
+    Operator op = g.grad_op();
     op.set_input(q, g.input(q)).set_input(k, g.input(k)).set_input(v, g.input(v));
     if (!g.input(mask).empty()) op.set_input(mask, g.input(mask));
     op.set_input(out, g.output(out)).set_input(lse, g.output(lse)).set_input(seed_out, g.output(seed_out)).set_input(out_grad, g.output_grad(out));
     op.set_output(q_grad, g.input_grad(q)).set_output(k_grad, g.input_grad(k)).set_output(v_grad, g.input_grad(v));
-    for (auto& [key, val] : g.fwd().attrs()) op.set_attr(key, val);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
 
@@ -153,9 +151,8 @@ struct KvCache {
   static std::vector<Operator> grad(const GradContext& g) {
     auto dx = g.input_grad(x);
     if (dx[0] == kEmptyVarName) return {};
-    Operator op{std::string(Assign::type)};
+    Operator op = g.new_op(Assign::type);
     op.set_input(Assign::x, g.output_grad(out)).set_output(Assign::out, dx);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/kv_cache.hpp

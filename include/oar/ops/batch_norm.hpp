@@ -64,13 +64,11 @@ struct BatchNormBase {
   /// training: dx = scale * istd / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)) with m = N*H*W;
   /// global stats: dx = scale * istd * dy. dscale = sum(dy * xhat), dbias = sum(dy).
   static std::vector<Operator> grad_as(const GradContext& g, std::string_view type) {
-    Operator op(std::string(type) + "_grad");
+    Operator op = g.grad_op();
     op.set_input(x, g.input(x)).set_input(scale, g.input(scale));
     op.set_input(saved_mean, g.output(saved_mean)).set_input(saved_variance, g.output(saved_variance));
     op.set_input(y_grad, g.output_grad(y));
     op.set_output(x_grad, g.input_grad(x)).set_output(scale_grad, g.input_grad(scale)).set_output(bias_grad, g.input_grad(bias));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
 };

@@ -117,9 +117,8 @@ struct Split {
   static std::vector<Operator> grad(const GradContext& g) {
     auto dx = g.input_grad(x);
     if (dx[0] == kEmptyVarName) return {};
-    Operator op{std::string(Concat::type)};
+    Operator op = g.new_op(Concat::type);
     op.set_input(Concat::x, g.output_grad(out)).set_output(Concat::out, dx).set_attr(Concat::axis, g.fwd().attr(axis));
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/concat.hpp
@@ -163,9 +162,8 @@ struct Stack {
   }
   /// stack_grad(Y@GRAD) -> X@GRAD[]
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op{std::string(type) + "_grad"};
+    Operator op = g.grad_op(GradContext::without_attrs);
     op.set_input(y_grad, g.output_grad(y)).set_output(x_grad, g.input_grad(x)).set_attr(axis, g.fwd().attr(axis));
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/concat.hpp

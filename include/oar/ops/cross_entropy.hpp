@@ -60,14 +60,7 @@ struct CrossEntropy {
     c.share_lod(x, y);
   }
   /// cross_entropy_grad(X, Label, Y@GRAD) -> X@GRAD: hard -dy/x at the label, soft -label * dy / x.
-  static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(std::string(type) + "_grad");
-    op.set_input(x, g.input(x)).set_input(label, g.input(label)).set_input(y_grad, g.output_grad(y));
-    op.set_output(x_grad, g.input_grad(x));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
-  }
+  static std::vector<Operator> grad(const GradContext& g) { return {g.grad_op({.inputs = {x, label}, .output_grads = {y}, .input_grads = {x}})}; }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/cross_entropy.hpp
   static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/cross_entropy.hpp

@@ -68,14 +68,7 @@ struct Dropout {
   }
   /// dropout_grad(Mask, Out@GRAD) -> X@GRAD = dout * mask (/ (1 - p) for upscale_in_train; * (1 - p) at test for
   /// downgrade_in_infer).
-  static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(std::string(type) + "_grad");
-    op.set_input(mask, g.output(mask)).set_input(out_grad, g.output_grad(out));
-    op.set_output(x_grad, g.input_grad(x));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
-  }
+  static std::vector<Operator> grad(const GradContext& g) { return {g.grad_op({.outputs = {mask}, .output_grads = {out}, .input_grads = {x}})}; }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/dropout.hpp
   static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/dropout.hpp

@@ -45,12 +45,10 @@ struct UnaryOp {
   }
   /// <op>_grad(X, Out, Out@GRAD) -> X@GRAD; X only where the derivative reads it.
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(g.fwd().type() + "_grad");
+    Operator op = g.grad_op();
     if (grad_reads_x(g.fwd().type())) op.set_input(x, g.input(x));
     op.set_input(out, g.output(out)).set_input(out_grad, g.output_grad(out));
     op.set_output(x_grad, g.input_grad(x));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
 };

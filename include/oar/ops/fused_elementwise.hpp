@@ -299,12 +299,7 @@ struct FusedElementwise {
   }
   /// fused_elementwise_grad(X, Out, Out@GRAD) -> X@GRAD (each reduced over its broadcast dims)
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(std::string(type) + "_grad");
-    op.set_input(x, g.input(x)).set_input(out, g.output(out)).set_input(out_grad, g.output_grad(out));
-    op.set_output(x_grad, g.input_grad(x));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x}, .outputs = {out}, .output_grads = {out}, .input_grads = {x}})};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/fused_elementwise.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/fused_elementwise.hpp

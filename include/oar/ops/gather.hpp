@@ -25,11 +25,7 @@ struct Gather {
   /// gather_grad(X, Index, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(x, g.input(x)).set_input(index, g.input(index)).set_input(out_grad, g.output_grad(out));
-    op.set_output(x_grad, g.input_grad(x));
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x, index}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/gather.hpp
   static void eval_cuda(KernelContext&, const NoAttrs&);      // kernels/cuda/nn.hpp

@@ -49,14 +49,12 @@ struct LayerNorm {
   /// layer_norm_grad(X, Scale?, Mean, Variance, Y@GRAD) -> X@GRAD, Scale@GRAD, Bias@GRAD
   /// g = dy * scale; dx = istd * (g - mean(g) - xhat * mean(g * xhat)); dscale = sum_rows(dy * xhat), dbias = sum_rows(dy).
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(std::string(type) + "_grad");
+    Operator op = g.grad_op();
     op.set_input(x, g.input(x)).set_input(mean, g.output(mean)).set_input(variance, g.output(variance));
     op.set_input(y_grad, g.output_grad(y));
     op.set_output(x_grad, g.input_grad(x));
     if (!g.input(scale).empty()) op.set_input(scale, g.input(scale)).set_output(scale_grad, g.input_grad(scale));
     if (!g.input(bias).empty()) op.set_output(bias_grad, g.input_grad(bias));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/layer_norm.hpp

@@ -76,10 +76,7 @@ struct LoDTensorToArray {
   /// lod_tensor_to_array_grad(X, RankTable, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(x, g.input(x)).set_input(rank_table, g.input(rank_table)).set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x, rank_table}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/lod_rank_table.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/lod_rank_table.hpp
@@ -104,9 +101,8 @@ struct ArrayToLoDTensor {
     const auto dx = g.input_grad(x);
     if (dx[0] == kEmptyVarName) return {};
     using L = LoDTensorToArray;
-    Operator op{std::string(L::type)};
+    Operator op = g.new_op(L::type);
     op.set_input(L::x, g.output_grad(out)).set_input(L::rank_table, g.input(rank_table)).set_output(L::out, dx);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/lod_rank_table.hpp
@@ -130,10 +126,7 @@ struct ShrinkRNNMemory {
   /// shrink_rnn_memory_grad(X, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(x, g.input(x)).set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/lod_rank_table.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/lod_rank_table.hpp
@@ -158,10 +151,7 @@ struct ReorderLoDTensorByRank {
   /// reorder_lod_tensor_by_rank_grad(X, RankTable, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(x, g.input(x)).set_input(rank_table, g.input(rank_table)).set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x, rank_table}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/lod_rank_table.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/lod_rank_table.hpp

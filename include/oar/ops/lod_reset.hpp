@@ -54,10 +54,7 @@ struct LoDReset {
   /// lod_reset_grad(X, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(x, g.input(x)).set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/lod_reset.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/lod_reset.hpp

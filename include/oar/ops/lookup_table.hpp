@@ -41,12 +41,7 @@ struct LookupTable {
   /// lookup_table_grad(W, Ids, Out@GRAD) -> W@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(w)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(w, g.input(w)).set_input(ids, g.input(ids)).set_input(out_grad, g.output_grad(out));
-    op.set_output(w_grad, g.input_grad(w));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {w, ids}, .output_grads = {out}, .input_grads = {w}})};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/lookup_table.hpp
   static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp

@@ -260,15 +260,39 @@ class GradContext {
   /// Fluid's default grad op: `<type>_grad` with every forward input and output (same slots), the output
   /// grads as `<slot>@GRAD` inputs, the input grads as `<slot>@GRAD` outputs, the forward attributes.
   Operator default_grad(bool with_outputs = true) const {
-    Operator g(fwd_.type() + "_grad");
+    Operator g = grad_op();
     for (auto& s : fwd_.inputs()) g.set_input(s.slot, s.args);
     if (with_outputs)
       for (auto& s : fwd_.outputs()) g.set_input(s.slot, s.args);
     for (auto& s : fwd_.outputs()) g.set_input(grad_var_name(s.slot), output_grad(s.slot));
     for (auto& s : fwd_.inputs()) g.set_output(grad_var_name(s.slot), input_grad(s.slot));
-    for (auto& [k, v] : fwd_.attrs()) g.set_attr(k, v);
-    g.set_origin(fwd_.origin());
     return g;
+  }
+  enum CopyAttrs : bool { without_attrs = false, with_attrs = true };
+  /// `<type>_grad` with the forward's origin (so its errors name the user's line) and, unless told not to, its
+  /// attributes; the maker adds the slots it needs.
+  Operator grad_op(CopyAttrs attrs = with_attrs) const { return new_op(fwd_.type() + "_grad", attrs); }
+  /// A grad op's slots, named by the forward's: the forward inputs and outputs it reads (under their own slots),
+  /// the outputs whose gradients it reads and the inputs whose gradients it writes (`<slot>@GRAD`).
+  struct GradSlots {
+    std::vector<Slot> inputs, outputs, output_grads, input_grads;
+  };
+  /// grad_op() with the slots of `s`, in that order.
+  Operator grad_op(const GradSlots& s, CopyAttrs attrs = with_attrs) const {
+    Operator op = grad_op(attrs);
+    for (const Slot& x : s.inputs) op.set_input(std::string(x.name), input(x.name));
+    for (const Slot& x : s.outputs) op.set_input(std::string(x.name), output(x.name));
+    for (const Slot& x : s.output_grads) op.set_input(grad_var_name(std::string(x.name)), output_grad(x.name));
+    for (const Slot& x : s.input_grads) op.set_output(grad_var_name(std::string(x.name)), input_grad(x.name));
+    return op;
+  }
+  /// An op of another type standing for the forward: its origin, and its attributes when asked.
+  Operator new_op(std::string_view type, CopyAttrs attrs = without_attrs) const {
+    Operator op{std::string(type)};
+    if (attrs)
+      for (auto& [k, v] : fwd_.attrs()) op.set_attr(k, v);
+    op.set_origin(fwd_.origin());
+    return op;
   }
 
  private:

@@ -36,13 +36,7 @@ struct AddPositionEncoding {
     c.share_lod(x, out);
   }
   /// add_position_encoding_grad(Out@GRAD) -> X@GRAD = alpha * Out@GRAD.
-  static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(std::string(type) + "_grad");
-    op.set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
-  }
+  static std::vector<Operator> grad(const GradContext& g) { return {g.grad_op({.output_grads = {out}, .input_grads = {x}})}; }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/position.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/position.hpp
   static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/attention.hpp
@@ -84,11 +78,9 @@ struct RotaryPositionEmbedding {
   /// rotary_position_embedding_grad(X, Offset?, Out@GRAD) -> X@GRAD: the same rotation backwards (X and Offset
   /// give the positions).
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(std::string(type) + "_grad");
+    Operator op = g.grad_op();
     op.set_input(x, g.input(x)).set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
     if (!g.input(offset_in).empty()) op.set_input(offset_in, g.input(offset_in));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/position.hpp

@@ -52,9 +52,7 @@ inline RnnAct decode_rnn_act(const AttrReader& r, Attr<int32_t> a) {
 
 /// A grad op `<fwd>_grad` with the forward's attributes and origin; the maker adds the slots.
 inline Operator rnn_grad_op(const GradContext& g) {
-  Operator op(g.fwd().type() + "_grad");
-  for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-  op.set_origin(g.fwd().origin());
+  Operator op = g.grad_op();
   return op;
 }
 /// Binds forward input `slot` and its gradient `grad_slot` when the forward op has it.

@@ -27,13 +27,7 @@ struct Scale {
     c.share_lod(x, out);
   }
   /// scale_grad(Out@GRAD) -> X@GRAD = scale * Out@GRAD (the bias drops out). X itself is not needed.
-  static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(std::string(type) + "_grad");
-    op.set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
-  }
+  static std::vector<Operator> grad(const GradContext& g) { return {g.grad_op({.output_grads = {out}, .input_grads = {x}})}; }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/scale.hpp
   static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/elementwise.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/scale.hpp

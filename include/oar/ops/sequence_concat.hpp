@@ -36,9 +36,8 @@ struct SequenceConcat {
     bool any = false;
     for (auto& n : dx) any = any || n != kEmptyVarName;
     if (!any) return {};
-    Operator op{std::string(type) + "_grad"};
+    Operator op = g.grad_op(GradContext::without_attrs);
     op.set_input(x, g.input(x)).set_input(out_grad, g.output_grad(out)).set_output(x_grad, dx);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/sequence_concat.hpp

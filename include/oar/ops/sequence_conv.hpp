@@ -49,11 +49,9 @@ struct SequenceConv {
   static std::vector<Operator> grad(const GradContext& g) {
     auto dx = g.input_grad(x), df = g.input_grad(filter);
     if (dx[0] == kEmptyVarName && df[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
+    Operator op = g.grad_op();
     op.set_input(x, g.input(x)).set_input(filter, g.input(filter)).set_input(out_grad, g.output_grad(out));
     op.set_output(x_grad, dx).set_output(filter_grad, df);
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sequence_conv.hpp

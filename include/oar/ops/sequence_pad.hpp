@@ -49,11 +49,7 @@ struct SequencePad {
   /// sequence_pad_grad(X, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(x, g.input(x)).set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x}, .output_grads = {out}, .input_grads = {x}})};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sequence_pad.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/sequence_pad.hpp
@@ -84,12 +80,7 @@ struct SequenceUnpad {
   /// sequence_unpad_grad(X, Length, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(x, g.input(x)).set_input(length, g.input(length)).set_input(out_grad, g.output_grad(out));
-    op.set_output(x_grad, g.input_grad(x));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x, length}, .output_grads = {out}, .input_grads = {x}})};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/sequence_pad.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/sequence_pad.hpp

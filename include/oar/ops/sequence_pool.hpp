@@ -56,12 +56,7 @@ struct SequencePool {
   /// sequence_pool_grad(X, MaxIndex, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(x, g.input(x)).set_input(max_index, g.output(max_index)).set_input(out_grad, g.output_grad(out));
-    op.set_output(x_grad, g.input_grad(x));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x}, .outputs = {max_index}, .output_grads = {out}, .input_grads = {x}})};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sequence_pool.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/sequence_pool.hpp

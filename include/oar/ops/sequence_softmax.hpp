@@ -23,11 +23,7 @@ struct SequenceSoftmax {
   /// sequence_softmax_grad(Out, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(out, g.output(out)).set_input(out_grad, g.output_grad(out));
-    op.set_output(x_grad, g.input_grad(x));
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.outputs = {out}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/sequence_softmax.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/sequence_softmax.hpp

@@ -35,14 +35,7 @@ struct SigmoidCrossEntropyWithLogits {
     c.share_lod(x, out);
   }
   /// sigmoid_cross_entropy_with_logits_grad(X, Label, Out@GRAD) -> X@GRAD
-  static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(std::string(type) + "_grad");
-    op.set_input(x, g.input(x)).set_input(label, g.input(label)).set_input(out_grad, g.output_grad(out));
-    op.set_output(x_grad, g.input_grad(x));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
-  }
+  static std::vector<Operator> grad(const GradContext& g) { return {g.grad_op({.inputs = {x, label}, .output_grads = {out}, .input_grads = {x}})}; }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sigmoid_cross_entropy_with_logits.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/sigmoid_cross_entropy_with_logits.hpp
   static void eval_cuda(KernelContext&, const Attrs&);       // kernels/cuda/logic.hpp

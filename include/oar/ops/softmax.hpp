@@ -20,11 +20,9 @@ void softmax_infer_shape(InferShapeContext& c) {
 /// `<op>_grad(Out, Out@GRAD) -> X@GRAD`: both softmax grads need only the forward output.
 template <class Op>
 std::vector<Operator> softmax_family_grad(const GradContext& g) {
-  Operator op(g.fwd().type() + "_grad");
+  Operator op = g.grad_op();
   op.set_input(Op::out, g.output(Op::out)).set_input(Op::out_grad, g.output_grad(Op::out));
   op.set_output(Op::x_grad, g.input_grad(Op::x));
-  for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-  op.set_origin(g.fwd().origin());
   return {op};
 }
 }  // namespace detail

@@ -40,12 +40,7 @@ struct SoftmaxWithCrossEntropy {
   /// softmax_with_cross_entropy_grad(Label, Softmax, Loss@GRAD) -> Logits@GRAD = (softmax * sum(label) - label) * dloss
   /// (hard labels: softmax - onehot).
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op(std::string(type) + "_grad");
-    op.set_input(label, g.input(label)).set_input(softmax, g.output(softmax)).set_input(loss_grad, g.output_grad(loss));
-    op.set_output(logits_grad, g.input_grad(logits));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {label}, .outputs = {softmax}, .output_grads = {loss}, .input_grads = {logits}})};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/softmax_with_cross_entropy.hpp
   static void eval_cuda(KernelContext&, const Attrs&);      // kernels/cuda/nn.hpp

@@ -102,12 +102,10 @@ struct MergeLoDTensor {
   /// the shapes of the zeros of one not read.
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(in_true)[0] == kEmptyVarName && g.input_grad(in_false)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
+    Operator op = g.grad_op();
     op.set_input(in_true, g.input(in_true)).set_input(in_false, g.input(in_false)).set_input(x, g.input(x)).set_input(mask, g.input(mask));
     op.set_input(out_grad, g.output_grad(out));
     op.set_output(in_true_grad, g.input_grad(in_true)).set_output(in_false_grad, g.input_grad(in_false));
-    for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-    op.set_origin(g.fwd().origin());
     return {op};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/split_merge_lod_tensor.hpp
@@ -118,11 +116,9 @@ struct MergeLoDTensor {
 inline std::vector<Operator> SplitLoDTensor::grad(const GradContext& g) {
   if (g.input_grad(x)[0] == kEmptyVarName) return {};
   using M = MergeLoDTensor;
-  Operator op{std::string(M::type)};
+  Operator op = g.new_op(M::type, GradContext::with_attrs);
   op.set_input(M::in_true, g.output_grad(out_true)).set_input(M::in_false, g.output_grad(out_false));
   op.set_input(M::x, g.input(x)).set_input(M::mask, g.input(mask)).set_output(M::out, g.input_grad(x));
-  for (auto& [k, v] : g.fwd().attrs()) op.set_attr(k, v);
-  op.set_origin(g.fwd().origin());
   return {op};
 }
 

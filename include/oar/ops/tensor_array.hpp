@@ -57,10 +57,7 @@ struct WriteToArray {
   /// write_to_array_grad(X, I, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(x, g.input(x)).set_input(i, g.input(i)).set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x, i}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/tensor_array.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/tensor_array.hpp
@@ -82,10 +79,7 @@ struct ReadFromArray {
   /// read_from_array_grad(X, I, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     if (g.input_grad(x)[0] == kEmptyVarName) return {};
-    Operator op{std::string(type) + "_grad"};
-    op.set_input(x, g.input(x)).set_input(i, g.input(i)).set_input(out_grad, g.output_grad(out)).set_output(x_grad, g.input_grad(x));
-    op.set_origin(g.fwd().origin());
-    return {op};
+    return {g.grad_op({.inputs = {x, i}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/tensor_array.hpp
   static void eval_grad_cpu(KernelContext&, const NoAttrs&);  // kernels/cpu/tensor_array.hpp
