@@ -25,13 +25,7 @@ namespace oar::cpu_kernels::attention {
 /// 256 x 512 tile of f32 scores (512 KB) is still a fixed amount per thread, whatever T is.
 constexpr int64_t kQueryTile = 256, kKeyTile = 512;
 
-using kernels::attention::forward_plan;
-using kernels::attention::forward_seed;
-using kernels::attention::place_outputs;
-using kernels::attention::Plan;
-using kernels::attention::plan;
-using kernels::attention::Problem;
-using kernels::attention::Shared;
+using namespace kernels::attention;
 
 template <class T>
 using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;

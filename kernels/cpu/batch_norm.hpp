@@ -13,13 +13,6 @@
 
 namespace oar::cpu_kernels {
 
-using kernels::bn_grad_plan;
-using kernels::bn_plan;
-using kernels::BnGradPlan;
-using kernels::BnPlan;
-using kernels::ncs;
-using kernels::NcsDims;
-
 /// The calling thread's scratch buffer #`I` of `n` doubles (slots 10.. so as not to share conv's buffers).
 template <int I>
 inline double* bn_scratch(int64_t n) { return thread_scratch<double, 10 + I>(size_t(n)); }
@@ -55,9 +48,9 @@ template <class Sum>
 void batch_norm_forward(KernelContext& c, const ops::BatchNorm::Attrs& a, Sum&& sum) {
   using ops::BatchNorm;
   using B = ops::BatchNorm;
-  const cpu_kernels::BnPlan plan = cpu_kernels::bn_plan(c, a);
+  const kernels::BnPlan plan = kernels::bn_plan(c, a);
   const LoDTensor& xt = plan.x;
-  const cpu_kernels::NcsDims dm = plan.dm;
+  const kernels::NcsDims dm = plan.dm;
   const float mom = a.momentum;
   const double eps = a.epsilon;
   const bool global = a.is_test || a.use_global_stats;
@@ -156,9 +149,9 @@ template <bool Sync, class Sum>
 void batch_norm_backward(KernelContext& c, const ops::BatchNorm::Attrs& a, Sum&& sum) {
   using ops::BatchNorm;
   using B = ops::BatchNorm;
-  const cpu_kernels::BnGradPlan plan = cpu_kernels::bn_grad_plan(c);
+  const kernels::BnGradPlan plan = kernels::bn_grad_plan(c);
   const LoDTensor& xt = plan.x;
-  const cpu_kernels::NcsDims dm = cpu_kernels::ncs(xt.shape());
+  const kernels::NcsDims dm = kernels::ncs(xt.shape());
   const bool global = a.is_test || a.use_global_stats;
   const int64_t m = dm.n * dm.s;
   c.dispatch_float([&](auto tag) {

@@ -11,15 +11,10 @@
 
 namespace oar::cpu_kernels {
 
-using kernels::compare_plan;
-using kernels::ComparePlan;
-using kernels::logical_plan;
-using kernels::LogicalPlan;
-
 /// out[i] = Cmp{}(x[i], y[j]) with Y broadcast over X. requires: Out is neither X nor Y (it is bool, they are not).
 template <class Cmp>
 void compare(KernelContext& c, const ops::CompareOp::Attrs& a) {
-  const ComparePlan p = compare_plan(c, a);
+  const kernels::ComparePlan p = kernels::compare_plan(c, a);
   c.dispatch(type_list<int32_t, int64_t, float, double>{}, p.x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* px = p.x.data<T>();
@@ -33,7 +28,7 @@ void compare(KernelContext& c, const ops::CompareOp::Attrs& a) {
 /// out[i] = F{}(x[i], y[i]) over bool tensors of one shape. In-place allowed (Out == X or Y).
 template <class F>
 void logical(KernelContext& c) {
-  const LogicalPlan p = logical_plan(c);
+  const kernels::LogicalPlan p = kernels::logical_plan(c);
   const bool* px = p.x.data<bool>();
   const bool* py = p.y.data<bool>();
   bool* po = p.out.data<bool>();

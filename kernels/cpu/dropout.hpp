@@ -11,10 +11,6 @@ namespace oar::cpu_kernels {
 
 inline constexpr int64_t kDropoutGrain = int64_t(1) << 14;
 
-using kernels::dropout_grad_plan;
-using kernels::dropout_plan;
-using kernels::DropoutGradPlan;
-using kernels::DropoutPlan;
 
 }  // namespace oar::cpu_kernels
 
@@ -23,7 +19,7 @@ namespace oar::ops {
 inline void Dropout::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   LoDTensor& ot = c.out(out);
-  const cpu_kernels::DropoutPlan plan = cpu_kernels::dropout_plan(c, a);
+  const kernels::DropoutPlan plan = kernels::dropout_plan(c, a);
   const double p = a.dropout_prob;
   const bool test = a.is_test;
   const int64_t n = xt.numel();
@@ -60,7 +56,7 @@ inline void Dropout::eval_cpu(KernelContext& c, const Attrs& a) {
 
 inline void Dropout::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
-  const cpu_kernels::DropoutGradPlan plan = cpu_kernels::dropout_grad_plan(c);
+  const kernels::DropoutGradPlan plan = kernels::dropout_grad_plan(c);
   const LoDTensor& dout = plan.out_grad;
   LoDTensor& dx = plan.x_grad;
   const double f = keep_scale(a);

@@ -127,10 +127,7 @@ void gate_inputs(T* g, const T* x, const T* b, const int64_t* row_of, int64_t ro
   });
 }
 
-using kernels::gru::forward_args;
-using kernels::gru::ForwardArgs;
-using kernels::gru::grad_args;
-using kernels::gru::GradArgs;
+using namespace kernels::gru;
 
 }  // namespace oar::cpu_kernels::gru
 

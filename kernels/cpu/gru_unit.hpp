@@ -8,10 +8,7 @@
 
 namespace oar::cpu_kernels::gru_unit {
 
-using kernels::gru_unit::forward_args;
-using kernels::gru_unit::ForwardArgs;
-using kernels::gru_unit::grad_args;
-using kernels::gru_unit::GradArgs;
+using namespace kernels::gru_unit;
 
 }  // namespace oar::cpu_kernels::gru_unit
 

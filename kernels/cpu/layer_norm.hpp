@@ -12,12 +12,6 @@
 
 namespace oar::cpu_kernels {
 
-using kernels::layer_norm_grad_plan;
-using kernels::layer_norm_out;
-using kernels::layer_norm_plan;
-using kernels::LayerNormOut;
-using kernels::LayerNormPlan;
-
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
@@ -26,12 +20,12 @@ namespace oar::ops {
 inline void LayerNorm::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   const double eps = a.epsilon;
-  const cpu_kernels::LayerNormPlan p = cpu_kernels::layer_norm_plan(c, a);
+  const kernels::LayerNormPlan p = kernels::layer_norm_plan(c, a);
   const int64_t rows = p.rows, k = p.k;
   const LoDTensor *scale_t = p.scale, *bias_t = p.bias;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    const cpu_kernels::LayerNormOut o = cpu_kernels::layer_norm_out(c, p);
+    const kernels::LayerNormOut o = kernels::layer_norm_out(c, p);
     const T* px = xt.data<T>();
     const T* ps = scale_t ? scale_t->data<T>() : nullptr;
     const T* pb = bias_t ? bias_t->data<T>() : nullptr;
@@ -64,7 +58,7 @@ inline void LayerNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& var_t = c.in(variance);
   const LoDTensor& dy = c.in(y_grad);
   const double eps = a.epsilon;
-  const cpu_kernels::LayerNormPlan p = cpu_kernels::layer_norm_grad_plan(c, a);
+  const kernels::LayerNormPlan p = kernels::layer_norm_grad_plan(c, a);
   const int64_t rows = p.rows, k = p.k;
   const LoDTensor* scale_t = p.scale;
   c.dispatch_float([&](auto tag) {

@@ -21,7 +21,7 @@ inline void LoDReset::eval_cpu(KernelContext& c, const Attrs& a) {
     } else {
       c.check(yt.numel() == (yt.rank() == 0 ? 1 : yt.dim(0)), "Y ('{}') without LoD gives offsets and must be [K] or [K, 1], got {}", c.in_name(y),
               yt.shape());
-      LoD& s = cpu_kernels::seq_lod_scratch(1);
+      LoD& s = kernels::seq_lod_scratch(1);
       s[0].clear();
       c.dispatch(type_list<int32_t, int64_t>{}, yt.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;

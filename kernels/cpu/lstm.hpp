@@ -84,10 +84,7 @@ inline void backward_row(const Cell<T>& p, const T* __restrict g, const T* __res
     for (int64_t j = 0; j < d; ++j) dc_prev[j] += dgi[j] * p.w_ic[j] + dgf[j] * p.w_fc[j];
 }
 
-using kernels::lstm::forward_args;
-using kernels::lstm::ForwardArgs;
-using kernels::lstm::grad_args;
-using kernels::lstm::GradArgs;
+using namespace kernels::lstm;
 
 }  // namespace oar::cpu_kernels::lstm
 

@@ -9,9 +9,7 @@
 
 namespace oar::cpu_kernels::lstm_unit {
 
-using kernels::lstm_unit::dims;
-using kernels::lstm_unit::grad_args;
-using kernels::lstm_unit::GradArgs;
+using namespace kernels::lstm_unit;
 
 }  // namespace oar::cpu_kernels::lstm_unit
 

@@ -13,11 +13,7 @@
 
 namespace oar::cpu_kernels::position {
 
-using kernels::position::encoding_layout;
-using kernels::position::EncodingLayout;
-using kernels::position::rotary_layout;
-using kernels::position::RotaryLayout;
-using kernels::position::row_positions;
+using namespace kernels::position;
 
 /// Rotates each pair of `d` features of rows `rows` (each repeated `heads` times) by +angle or -angle. The cosines
 /// and sines are taken once per distinct position (a table over the positions' range when it is no wider than

@@ -18,10 +18,7 @@
 
 namespace oar::cpu_kernels::rnn {
 
-using kernels::rnn::BatchLayout;
-using kernels::rnn::kLayoutSlot;
-using kernels::rnn::make_batch_layout;
-using kernels::rnn::sequence_offsets;
+using namespace kernels::rnn;
 
 /// Rows (`width` wide) picked by an index: dst[i] = src[idx[i]] (`gather`) or dst[idx[i]] = src[i].
 template <class T>

@@ -17,10 +17,6 @@ struct ConcatPart {
 };
 inline ConcatPart* concat_parts(size_t n) { return thread_scratch<ConcatPart, 61>(n); }
 
-using kernels::concat_grad_plan;
-using kernels::concat_plan;
-using kernels::ConcatGradPlan;
-using kernels::ConcatPlan;
 
 }  // namespace oar::cpu_kernels
 
@@ -28,7 +24,7 @@ namespace oar::ops {
 
 /// requires: Out is none of the inputs.
 inline void SequenceConcat::eval_cpu(KernelContext& c, const NoAttrs&) {
-  const cpu_kernels::ConcatPlan p = cpu_kernels::concat_plan(c);
+  const kernels::ConcatPlan p = kernels::concat_plan(c);
   const size_t n = p.n;
   LoDTensor& ot = *p.out;
   cpu_kernels::ConcatPart* parts = cpu_kernels::concat_parts(n);
@@ -56,7 +52,7 @@ inline void SequenceConcat::eval_cpu(KernelContext& c, const NoAttrs&) {
 
 /// X@GRAD[k] = the rows of Out@GRAD that came from X[k], with X[k]'s LoD.
 inline void SequenceConcat::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
-  const cpu_kernels::ConcatGradPlan p = cpu_kernels::concat_grad_plan(c);
+  const kernels::ConcatGradPlan p = kernels::concat_grad_plan(c);
   const size_t n = p.n;
   const LoDTensor& dout = c.in(out_grad);
   cpu_kernels::ConcatPart* parts = cpu_kernels::concat_parts(n);

@@ -14,9 +14,7 @@
 
 namespace oar::cpu_kernels::seq_shape {
 
-using kernels::seq_shape::conv_shape;
-using kernels::seq_shape::ConvShape;
-using kernels::seq_shape::last_level;
+using namespace kernels::seq_shape;
 
 /// The sequence of `offs` that holds row r (offs as last_level gives; empty sequences are skipped).
 inline size_t sequence_of(std::span<const size_t> offs, int64_t r) {

@@ -7,13 +7,6 @@
 
 namespace oar::cpu_kernels {
 
-using kernels::expand_forward_plan;
-using kernels::expand_grad_plan;
-using kernels::expand_plan;
-using kernels::ExpandForwardPlan;
-using kernels::ExpandGradPlan;
-using kernels::ExpandPlan;
-
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
@@ -21,10 +14,10 @@ namespace oar::ops {
 /// requires: Out is not X (rows are copied from X while Out is written).
 inline void SequenceExpand::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const cpu_kernels::ExpandForwardPlan plan = cpu_kernels::expand_forward_plan(c, a);
-  const cpu_kernels::ExpandPlan& p = plan.p;
+  const kernels::ExpandForwardPlan plan = kernels::expand_forward_plan(c, a);
+  const kernels::ExpandPlan& p = plan.p;
   LoDTensor& ot = *plan.out;
-  const size_t row = size_t(cpu_kernels::row_size(xt)) * size_of(xt.dtype());
+  const size_t row = size_t(kernels::row_size(xt)) * size_of(xt.dtype());
   const char* px = static_cast<const char*>(xt.raw());
   char* po = static_cast<char*>(ot.raw());
   if (row > 0)
@@ -42,8 +35,8 @@ inline void SequenceExpand::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& xt = c.in(x);
   const LoDTensor& dout = c.in(out_grad);
-  const cpu_kernels::ExpandGradPlan plan = cpu_kernels::expand_grad_plan(c, a);
-  const cpu_kernels::ExpandPlan& p = plan.p;
+  const kernels::ExpandGradPlan plan = kernels::expand_grad_plan(c, a);
+  const kernels::ExpandPlan& p = plan.p;
   const int64_t D = plan.D;
   LoDTensor& dx = *plan.x_grad;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {

@@ -10,18 +10,7 @@
 
 namespace oar::cpu_kernels::seq_shape {
 
-using kernels::seq_shape::copy_types;
-using kernels::seq_shape::pad_grad_plan;
-using kernels::seq_shape::pad_plan;
-using kernels::seq_shape::PadGradPlan;
-using kernels::seq_shape::PadPlan;
-using kernels::seq_shape::top_offset;
-using kernels::seq_shape::unpad_grad_plan;
-using kernels::seq_shape::unpad_lengths;
-using kernels::seq_shape::unpad_plan;
-using kernels::seq_shape::UnpadGradPlan;
-using kernels::seq_shape::UnpadLengths;
-using kernels::seq_shape::UnpadPlan;
+using namespace kernels::seq_shape;
 
 /// Sequences per parallel_for chunk when each moves `elems` elements: about 16K elements a chunk.
 inline int64_t seq_grain(int64_t elems) { return std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(elems, 1)); }

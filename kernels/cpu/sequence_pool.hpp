@@ -13,16 +13,6 @@
 
 namespace oar::cpu_kernels {
 
-using kernels::check_max_index;
-using kernels::pool_grad_plan;
-using kernels::pool_plan;
-using kernels::PoolGradPlan;
-using kernels::PoolPlan;
-using kernels::row_size;
-using kernels::seq_last_level;
-using kernels::seq_lod_scratch;
-using kernels::seq_upper_levels;
-
 /// Sequences per parallel_for chunk so that a chunk covers about 32K elements.
 inline int64_t seq_grain(int64_t elems, int64_t seqs) { return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(elems / std::max<int64_t>(seqs, 1), 1)); }
 
@@ -32,7 +22,7 @@ namespace oar::ops {
 
 inline void SequencePool::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const cpu_kernels::PoolPlan plan = cpu_kernels::pool_plan(c, a);
+  const kernels::PoolPlan plan = kernels::pool_plan(c, a);
   const std::span<const size_t> seq = plan.seq;
   const int64_t S = plan.S, D = plan.D;
   LoDTensor& ot = *plan.out;
@@ -87,7 +77,7 @@ inline void SequencePool::eval_cpu(KernelContext& c, const Attrs& a) {
       }
     });
   });
-  ot.set_lod(cpu_kernels::seq_upper_levels(xt.lod()));
+  ot.set_lod(kernels::seq_upper_levels(xt.lod()));
 }
 
 /// X@GRAD: AVERAGE / SUM / SQRT spread dout[s] (scaled by 1 / len, 1, 1 / sqrt(len)) over the sequence's rows;
@@ -96,11 +86,11 @@ inline void SequencePool::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& xt = c.in(x);
   const LoDTensor& dout = c.in(out_grad);
-  const cpu_kernels::PoolGradPlan plan = cpu_kernels::pool_grad_plan(c, a);
+  const kernels::PoolGradPlan plan = kernels::pool_grad_plan(c, a);
   const std::span<const size_t> seq = plan.seq;
   const int64_t S = plan.S, D = plan.D;
   const PoolType pt = a.pooltype;
-  if (plan.max_index) cpu_kernels::check_max_index(c, plan, plan.max_index->data<int32_t>());
+  if (plan.max_index) kernels::check_max_index(c, plan, plan.max_index->data<int32_t>());
   const int32_t* pi = plan.max_index ? plan.max_index->data<int32_t>() : nullptr;
   LoDTensor& dx = *plan.x_grad;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {

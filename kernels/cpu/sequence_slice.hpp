@@ -7,12 +7,7 @@
 
 namespace oar::cpu_kernels::seq_shape {
 
-using kernels::seq_shape::slice_grad_plan;
-using kernels::seq_shape::slice_plan;
-using kernels::seq_shape::slice_spec;
-using kernels::seq_shape::SliceGradPlan;
-using kernels::seq_shape::SlicePlan;
-using kernels::seq_shape::SliceSpec;
+using namespace kernels::seq_shape;
 
 }  // namespace oar::cpu_kernels::seq_shape
 

@@ -8,17 +8,13 @@
 
 namespace oar::cpu_kernels {
 
-using kernels::seq_softmax_grad_plan;
-using kernels::seq_softmax_plan;
-using kernels::SeqSoftmaxPlan;
-
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
 inline void SequenceSoftmax::eval_cpu(KernelContext& c, const NoAttrs&) {
   const LoDTensor& xt = c.in(x);
-  const cpu_kernels::SeqSoftmaxPlan plan = cpu_kernels::seq_softmax_plan(c);
+  const kernels::SeqSoftmaxPlan plan = kernels::seq_softmax_plan(c);
   const std::span<const size_t> seq = plan.seq;
   LoDTensor& ot = *plan.out;
   c.dispatch(type_list<float, double>{}, xt.dtype(), [&](auto tag) {
@@ -40,7 +36,7 @@ inline void SequenceSoftmax::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
   if (!c.has_out(x_grad)) return;
   const LoDTensor& yt = c.in(out);
   const LoDTensor& dy = c.in(out_grad);
-  const cpu_kernels::SeqSoftmaxPlan plan = cpu_kernels::seq_softmax_grad_plan(c);
+  const kernels::SeqSoftmaxPlan plan = kernels::seq_softmax_grad_plan(c);
   const std::span<const size_t> seq = plan.seq;
   LoDTensor& dx = *plan.out;
   c.dispatch(type_list<float, double>{}, yt.dtype(), [&](auto tag) {

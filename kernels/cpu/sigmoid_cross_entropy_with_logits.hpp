@@ -9,17 +9,12 @@
 
 namespace oar::cpu_kernels {
 
-using kernels::sigmoid_cross_entropy_grad_plan;
-using kernels::sigmoid_cross_entropy_plan;
-using kernels::SigmoidCrossEntropyGradPlan;
-using kernels::SigmoidCrossEntropyPlan;
-
 }  // namespace oar::cpu_kernels
 
 namespace oar::ops {
 
 inline void SigmoidCrossEntropyWithLogits::eval_cpu(KernelContext& c, const Attrs& a) {
-  const cpu_kernels::SigmoidCrossEntropyPlan p = cpu_kernels::sigmoid_cross_entropy_plan(c);
+  const kernels::SigmoidCrossEntropyPlan p = kernels::sigmoid_cross_entropy_plan(c);
   const int ignore = a.ignore_index;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -39,7 +34,7 @@ inline void SigmoidCrossEntropyWithLogits::eval_cpu(KernelContext& c, const Attr
 
 inline void SigmoidCrossEntropyWithLogits::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!c.has_out(x_grad)) return;
-  const cpu_kernels::SigmoidCrossEntropyGradPlan p = cpu_kernels::sigmoid_cross_entropy_grad_plan(c);
+  const kernels::SigmoidCrossEntropyGradPlan p = kernels::sigmoid_cross_entropy_grad_plan(c);
   const LoDTensor& xt = p.x;
   LoDTensor& dx = p.x_grad;
   const int ignore = a.ignore_index;

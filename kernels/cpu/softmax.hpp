@@ -11,13 +11,6 @@
 
 namespace oar::cpu_kernels {
 
-using kernels::AxisSplit;
-using kernels::softmax_grad_plan;
-using kernels::softmax_plan;
-using kernels::SoftmaxGradPlan;
-using kernels::SoftmaxPlan;
-using kernels::split_at_axis;
-
 /// Lines per parallel_for chunk so that a chunk holds about 32K elements.
 inline int64_t line_grain(int64_t n) { return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(n, 1)); }
 
@@ -62,10 +55,10 @@ T softmax_line(const T* x, T* y, int64_t n, int64_t s, T* mx = nullptr) {
 /// Out = softmax / log_softmax (`Op`) of X along `axis`.
 template <bool log, class Op>
 void softmax_forward(KernelContext& c, int axis) {
-  const SoftmaxPlan p = softmax_plan<Op>(c, axis);
+  const kernels::SoftmaxPlan p = kernels::softmax_plan<Op>(c, axis);
   const LoDTensor& x = p.x;
   LoDTensor& out = p.out;
-  const AxisSplit sp = p.sp;
+  const kernels::AxisSplit sp = p.sp;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     if (&out != &x) out.resize(x.shape(), x.dtype());
@@ -85,10 +78,10 @@ void softmax_forward(KernelContext& c, int axis) {
 template <bool log, class Op>
 void softmax_backward(KernelContext& c, int axis) {
   if (!c.has_out(Op::x_grad)) return;
-  const SoftmaxGradPlan p = softmax_grad_plan<Op>(c);
+  const kernels::SoftmaxGradPlan p = kernels::softmax_grad_plan<Op>(c);
   const LoDTensor &y = p.out, &dy = p.out_grad;
   LoDTensor& dx = p.x_grad;
-  const AxisSplit sp = split_at_axis(y.shape(), axis);
+  const kernels::AxisSplit sp = kernels::split_at_axis(y.shape(), axis);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
     dx.resize(y.shape(), y.dtype());

@@ -47,7 +47,7 @@ struct MaskedItems {
   /// rebased to start at 0. requires: lod.
   /// ensures: a scratch LoD (seq_lod_scratch), valid until the next kernel asks for one of as many levels.
   const LoD& sub_lod(bool side) const {
-    LoD& out = seq_lod_scratch(lod->size() - level);
+    LoD& out = kernels::seq_lod_scratch(lod->size() - level);
     for (auto& o : out) o.assign(1, 0);
     for (int64_t i = 0; i < count; ++i) {
       if (mask[i] != side) continue;
@@ -116,7 +116,7 @@ inline void move_items(const KernelContext& c, const MaskedItems& it, bool side,
 /// Writes into `part` the items of `whole` whose mask entry is `side`, with their sub-LoD when X has one.
 inline void gather_side(const KernelContext& c, const MaskedItems& it, bool side, const LoDTensor& whole, LoDTensor& part) {
   resize_rows_like(part, whole.shape(), whole.dtype(), it.rows_of(side));
-  move_items(c, it, side, whole, part, size_t(row_size(whole)) * size_of(whole.dtype()), true);
+  move_items(c, it, side, whole, part, size_t(kernels::row_size(whole)) * size_of(whole.dtype()), true);
   if (it.lod) part.set_lod(it.sub_lod(side));
   else part.clear_lod();
 }
@@ -165,7 +165,7 @@ inline void MergeLoDTensor::eval_cpu(KernelContext& c, const Attrs& a) {
   LoDTensor& o = c.out(out);
   c.check(&o != &xt && &o != parts[0] && &o != parts[1], "Out ('{}') cannot be one of the inputs", c.out_name(out));
   resize_rows_like(o, like->shape(), like->dtype(), xt.dim(0));
-  const size_t row_bytes = size_t(row_size(o)) * size_of(o.dtype());
+  const size_t row_bytes = size_t(kernels::row_size(o)) * size_of(o.dtype());
   for (int k = 0; k < 2; ++k)
     if (parts[k]) move_items(c, it, k == 0, o, *parts[k], row_bytes, false);
   o.set_lod(xt.lod());

@@ -11,13 +11,7 @@
 
 namespace oar::cpu_kernels::array {
 
-using kernels::array::copy;
-using kernels::array::in;
-using kernels::array::index;
-using kernels::array::is_empty;
-using kernels::array::out;
-using kernels::array::TensorList;
-using kernels::array::zeros;
+using namespace kernels::array;
 
 }  // namespace oar::cpu_kernels::array
 
