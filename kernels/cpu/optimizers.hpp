@@ -7,6 +7,7 @@
 
 #include "kernels/common/optimizers.hpp"
 #include "kernels/cpu/scratch.hpp"
+#include "kernels/update_rules.hpp"
 #include "oar/ops/optimizers.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
@@ -23,10 +24,7 @@ inline double scalar(const KernelContext& c, Slot slot) {
   return t.get(0);
 }
 
-using kernels::param_update::check_sparse;
-using kernels::param_update::dense_grad;
-using kernels::param_update::like_param;
-using kernels::param_update::skip_flag;
+using namespace kernels::param_update;
 
 /// Output `slot` shaped like `in`; left untouched when it is `in` itself (in place).
 inline LoDTensor& out_like(const KernelContext& c, Slot slot, const LoDTensor& in) {
@@ -123,16 +121,13 @@ void adam_like(KernelContext& c, const typename Op::Attrs& a, double coeff) {
   c.dispatch(type_list<float, double>{}, p.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T b1 = T(beta1), b2 = T(beta2), e = T(eps), lr_t = T(lr * std::sqrt(1 - b2p) / (1 - b1p)), wd = T(lr * coeff);
-    const T one = T(1);
     // One element: reads p, m1, m2 at i, writes the outputs at i (the outputs may alias the inputs).
     auto step = [&](const T* pp, const T* pm1, const T* pm2, T* po, T* pm1o, T* pm2o, int64_t i, T g) {
-      T pv = pp[i];
-      if (coeff != 0) pv -= wd * pv;
-      T a = b1 * pm1[i] + (one - b1) * g;
-      T b = b2 * pm2[i] + (one - b2) * g * g;
+      T pv = pp[i], a = pm1[i], b = pm2[i];
+      fn::adam_step(pv, a, b, g, lr_t, wd, coeff != 0, b1, b2, e);
       pm1o[i] = a;
       pm2o[i] = b;
-      po[i] = pv - lr_t * a / (std::sqrt(b) + e);
+      po[i] = pv;
     };
     if (!sparse) {
       const LoDTensor& g = dense_grad(c, Op::grad, p);
@@ -196,9 +191,10 @@ void adagrad_like(KernelContext& c, double eps, double decay) {
     for_range(p.numel(), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         T gi = pg[i];
-        T mn = plain ? pm[i] + gi * gi : d * pm[i] + (T(1) - d) * gi * gi;
+        T pv = pp[i], mn = pm[i];
+        fn::adagrad_step(pv, mn, gi, l, e, d, plain);
         pmo[i] = mn;
-        ppo[i] = pp[i] - l * gi / (std::sqrt(mn) + e);
+        ppo[i] = pv;
       }
     });
   });
@@ -257,9 +253,10 @@ inline void Momentum::eval_cpu(KernelContext& c, const Attrs& a) {
     T *ppo = po.data<T>(), *pvo = vo.data<T>();
     for_range(p.numel(), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        T gi = pg[i], vn = m * pv[i] + gi;
+        T pi = pp[i], vn = pv[i];
+        fn::momentum_step(pi, vn, pg[i], l, m, nesterov);
         pvo[i] = vn;
-        ppo[i] = nesterov ? pp[i] - (gi + m * vn) * l : pp[i] - l * vn;
+        ppo[i] = pi;
       }
     });
   });
@@ -294,12 +291,11 @@ inline void Adamax::eval_cpu(KernelContext& c, const Attrs& a) {
     T *ppo = po.data<T>(), *pmo = mo.data<T>(), *puo = uo.data<T>();
     for_range(p.numel(), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        T gi = pg[i];
-        T mn = b1 * pm[i] + (T(1) - b1) * gi;
-        T un = std::max(b2 * pu[i] + e, std::abs(gi));
+        T pv = pp[i], mn = pm[i], un = pu[i];
+        fn::adamax_step(pv, mn, un, pg[i], lr_t, b1, b2, e);
         pmo[i] = mn;
         puo[i] = un;
-        ppo[i] = pp[i] - lr_t * mn / un;
+        ppo[i] = pv;
       }
     });
   });
@@ -333,18 +329,12 @@ inline void Rmsprop::eval_cpu(KernelContext& c, const Attrs& a) {
     }
     for_range(p.numel(), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        T gi = pg[i];
-        T msn = rho * pms[i] + (T(1) - rho) * gi * gi;
-        T denom = msn + e;
-        if (centered_) {
-          T mgn = rho * pmg[i] + (T(1) - rho) * gi;
-          pmgo[i] = mgn;
-          denom = msn - mgn * mgn + e;
-        }
-        T momn = mu * pmom[i] + l * gi / std::sqrt(denom);
+        T pv = pp[i], msn = pms[i], momn = pmom[i], mgn = centered_ ? pmg[i] : T(0);
+        fn::rmsprop_step(pv, msn, centered_ ? &mgn : nullptr, momn, pg[i], l, e, rho, mu);
+        if (centered_) pmgo[i] = mgn;
         pmso[i] = msn;
         pmomo[i] = momn;
-        ppo[i] = pp[i] - momn;
+        ppo[i] = pv;
       }
     });
   });
@@ -368,12 +358,11 @@ inline void Adadelta::eval_cpu(KernelContext& c, const Attrs& a) {
     T *ppo = po.data<T>(), *pego = ego.data<T>(), *pedxo = edxo.data<T>();
     for_range(p.numel(), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        T gi = pg[i];
-        T egn = r * peg[i] + (T(1) - r) * gi * gi;
-        T d = -std::sqrt((pedx[i] + e) / (egn + e)) * gi;
+        T pv = pp[i], egn = peg[i], edxn = pedx[i];
+        fn::adadelta_step(pv, egn, edxn, pg[i], r, e);
         pego[i] = egn;
-        pedxo[i] = r * pedx[i] + (T(1) - r) * d * d;
-        ppo[i] = pp[i] + d;
+        pedxo[i] = edxn;
+        ppo[i] = pv;
       }
     });
   });
@@ -400,12 +389,10 @@ inline void Lamb::eval_cpu(KernelContext& c, const Attrs& a) {
     T *pm1o = m1o.data<T>(), *pm2o = m2o.data<T>();
     for_range(n, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        T gi = pg[i];
-        T am = b1 * pm1[i] + (T(1) - b1) * gi;
-        T bm = b2 * pm2[i] + (T(1) - b2) * gi * gi;
+        T am = pm1[i], bm = pm2[i];
+        r[i] = fn::lamb_direction(pp[i], am, bm, pg[i], b1, b2, c1, c2, e, wd);
         pm1o[i] = am;
         pm2o[i] = bm;
-        r[i] = (am / c1) / (std::sqrt(bm / c2) + e) + wd * pp[i];
       }
     });
     double pn = 0, rn = 0;  // norms in double, in index order (deterministic)
