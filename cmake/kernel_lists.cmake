@@ -11,6 +11,7 @@ function(oar_write_kernel_list src folder what)
     file(GLOB headers RELATIVE ${src} CONFIGURE_DEPENDS ${src}/kernels/${folder}/*.hpp)
   endif()
   list(REMOVE_ITEM headers kernels/${folder}/all.hpp)
+  list(FILTER headers EXCLUDE REGEX "_launch\\.hpp$")  # a .cu's launcher declarations: its host header includes them
   list(SORT headers)
   set(text "// kernels/${folder}/all.hpp: ${what}\n// Written by cmake/kernel_lists.cmake from the headers of this folder: do not edit.\n#pragma once\n")
   foreach(h ${headers})

@@ -1,4 +1,5 @@
-// kernels/cuda/amp.cu: dynamic loss scaling's kernels (kernels/cuda/launch.hpp) and logical_not.
+// kernels/cuda/amp.cu: dynamic loss scaling's kernels (kernels/cuda/amp_launch.hpp) and logical_not.
+#include "kernels/cuda/amp_launch.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/loss_scale.hpp"
 

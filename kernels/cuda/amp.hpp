@@ -3,6 +3,8 @@
 // of them on the host (the update ops read FoundInfinite there as their SkipUpdate).
 #pragma once
 #include "kernels/common/amp.hpp"  // grad_pair: the same checks on both places
+#include "kernels/cuda/amp_launch.hpp"
+#include "kernels/cuda/elementwise_launch.hpp"
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/amp.hpp"
 #include "oar/ops/compare.hpp"

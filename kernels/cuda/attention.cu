@@ -1,10 +1,11 @@
-// kernels/cuda/attention.cu: scaled_dot_product_attention and the position ops on a GPU (kernels/cuda/launch.hpp).
+// kernels/cuda/attention.cu: scaled_dot_product_attention and the position ops on a GPU (kernels/cuda/attention_launch.hpp).
 // A block per query row: its scores against 128 keys at a time in shared memory, with the CPU kernel's online
 // softmax (running maximum and sum, the output rescaled as the maximum grows), so nothing T x T is stored. The
 // backward block recomputes its row's weights from the saved log-sum-exp, writes its dQ row and adds to dK and
 // dV with atomics. Dropout draws come from fn::CounterRng as on the CPU, so both places drop the same weights.
 #include <cmath>
 
+#include "kernels/cuda/attention_launch.hpp"
 #include "kernels/cuda/common.cuh"
 #include "kernels/random_counter.hpp"
 

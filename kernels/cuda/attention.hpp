@@ -7,6 +7,7 @@
 #include "kernels/common/attention.hpp"
 #include "kernels/common/place_io.hpp"
 #include "kernels/common/position.hpp"
+#include "kernels/cuda/attention_launch.hpp"
 #include "kernels/cuda/host.hpp"
 
 namespace oar::cuda_kernels::attention_gpu {

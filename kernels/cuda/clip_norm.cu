@@ -3,6 +3,7 @@
 // and L1 decay add to an update program. The sum of squares is one channel of channel_sum.cuh (many blocks,
 // their partial sums in double added in a fixed order), so a tensor gives the same bits on every run.
 #include "kernels/cuda/channel_sum.cuh"
+#include "kernels/cuda/clip_norm_launch.hpp"
 #include "kernels/cuda/common.cuh"
 
 namespace oar::cuda_kernels {

@@ -2,6 +2,7 @@
 // (kernels/cuda/clip_norm.cu), what clipping by norm or global norm and L1 decay append to an update program
 // (optim/clip-inl.hpp, optim/regularizer-inl.hpp). Checks as the CPU kernels make them.
 #pragma once
+#include "kernels/cuda/clip_norm_launch.hpp"
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/clip_by_norm.hpp"
 #include "oar/ops/sign.hpp"

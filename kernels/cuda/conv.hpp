@@ -1,4 +1,4 @@
-// kernels/cuda/conv.hpp: eval_cuda of conv2d, conv2d_transpose and pool2d on cuDNN, and of batch_norm (kernels/cuda/norm.cu).
+// kernels/cuda/conv.hpp: eval_cuda of conv2d, conv2d_transpose and pool2d on cuDNN, and of batch_norm (kernels/cuda/batch_norm.cu).
 // A convolution's descriptors and algorithms (forward, data gradient, filter gradient) are made once per shape,
 // the algorithms by cuDNN's heuristics (the first in full f32 math, or TF32 under set_cuda_tf32) or, under
 // set_cuda_conv_search, by a timed search, and kept (never the coarse Winograd in full f32: conv_pick.hpp);
@@ -12,7 +12,9 @@
 
 #include "kernels/common/batch_norm.hpp"         // bn_plan, bn_grad_plan: the checks both devices make
 #include "kernels/common/conv2d_transpose.hpp"  // conv2d_transpose_geom: the same
+#include "kernels/cuda/batch_norm_launch.hpp"
 #include "kernels/cuda/conv_pick.hpp"
+#include "kernels/cuda/elementwise_launch.hpp"
 #include "kernels/cuda/host.hpp"
 #include "oar/ops/batch_norm.hpp"
 #include "oar/ops/conv2d.hpp"

@@ -6,7 +6,9 @@
 #include <cstdint>
 
 #include "kernels/cuda/detail/device_state.hpp"
+#include "kernels/cuda/elementwise_launch.hpp"
 #include "kernels/cuda/launch.hpp"
+#include "kernels/cuda/sequence_shape_launch.hpp"
 #include "oar/device/cuda.hpp"
 
 namespace oar {

@@ -1,11 +1,12 @@
 // kernels/cuda/elementwise.cu: the element-wise device kernels: every unary and binary op from the functors
 // the CPU kernels use (kernels/functors.hpp, kernels/functors_binary.hpp: one definition of the math), fill,
-// scale, accumulate and mean. Launched through kernels/cuda/launch.hpp.
+// scale, accumulate and mean. Launched through kernels/cuda/elementwise_launch.hpp.
 #include <cub/block/block_reduce.cuh>
 #include <type_traits>
 
 #include "kernels/cuda/channel_sum.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/elementwise_launch.hpp"
 #include "kernels/functors.hpp"
 #include "kernels/functors_binary.hpp"
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "kernels/common/sum.hpp"  // sum_inputs: the checks both devices make
+#include "kernels/cuda/elementwise_launch.hpp"
 #include "kernels/cuda/host.hpp"
 #include "kernels/functors_binary.hpp"
 #include "oar/ops/assign.hpp"

@@ -3,6 +3,7 @@
 // broadcast strides. The unary functions are the CPU's functors (kernels/functors.hpp), the binary operators
 // fn::binary's, in the order of ops/binary_list.hpp (the host side checks that it is the grammar's).
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fused_launch.hpp"
 #include "kernels/functors.hpp"
 #include "kernels/functors_binary.hpp"
 

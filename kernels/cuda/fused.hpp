@@ -3,8 +3,10 @@
 // launch's arguments.
 #pragma once
 #include "kernels/common/fused_elementwise.hpp"  // inputs(), InputMap: what both devices check and how inputs are read
+#include "kernels/cuda/fused_launch.hpp"
 #include "kernels/cuda/host.hpp"
 #include "kernels/cuda/reduce.hpp"  // groups_of: a broadcast input's gradient summed
+#include "kernels/cuda/reduce_launch.hpp"
 #include "oar/ops/fused_elementwise.hpp"
 
 namespace oar::cuda_kernels {

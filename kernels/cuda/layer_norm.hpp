@@ -1,8 +1,9 @@
-// kernels/cuda/layer_norm.hpp: eval_cuda of layer_norm and its gradient (kernels/cuda/norm.cu), from the plans
+// kernels/cuda/layer_norm.hpp: eval_cuda of layer_norm and its gradient (kernels/cuda/layer_norm.cu), from the plans
 // both places share (kernels/common/layer_norm.hpp) and the dtype checks the device needs on top.
 #pragma once
 #include "kernels/common/layer_norm.hpp"  // kernels::layer_norm_plan, layer_norm_out, layer_norm_grad_plan
 #include "kernels/cuda/host.hpp"
+#include "kernels/cuda/layer_norm_launch.hpp"
 #include "oar/ops/layer_norm.hpp"
 
 namespace oar::ops {

@@ -1,12 +1,13 @@
 // kernels/cuda/logic.cu: the device kernels of the comparison and logical ops (with the std:: functors the CPU
 // kernels apply, ops/compare.hpp's lists), one_hot and sigmoid_cross_entropy_with_logits and its gradient (the
 // arithmetic of kernels/cpu/sigmoid_cross_entropy_with_logits.hpp, line for line). Launched through
-// kernels/cuda/launch.hpp.
+// kernels/cuda/logic_launch.hpp.
 #include <algorithm>
 #include <cmath>
 #include <functional>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/logic_launch.hpp"
 
 namespace oar::cuda_kernels {
 

@@ -8,6 +8,7 @@
 #include "kernels/common/gather.hpp"   // kernels::checked_indices
 #include "kernels/common/sigmoid_cross_entropy_with_logits.hpp"  // kernels::sigmoid_cross_entropy_plan, _grad_plan
 #include "kernels/cuda/host.hpp"
+#include "kernels/cuda/logic_launch.hpp"
 #include "oar/ops/compare.hpp"
 #include "oar/ops/one_hot.hpp"
 #include "oar/ops/sigmoid_cross_entropy_with_logits.hpp"

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/nn_launch.hpp"
 #include "kernels/random_counter.hpp"
 
 namespace oar::cuda_kernels {

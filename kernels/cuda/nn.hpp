@@ -9,9 +9,12 @@
 #include "kernels/common/dropout.hpp"       // dropout_plan, dropout_grad_plan
 #include "kernels/common/lookup_table.hpp"  // padding_row
 #include "kernels/common/matmul.hpp"  // matmul_forward / matmul_backward: the kernel both places run, with their products
-#include "kernels/common/softmax.hpp"       // softmax_plan, softmax_grad_plan
 #include "kernels/common/place_io.hpp"
+#include "kernels/common/softmax.hpp"       // softmax_plan, softmax_grad_plan
+#include "kernels/cuda/elementwise_launch.hpp"
 #include "kernels/cuda/host.hpp"
+#include "kernels/cuda/nn_launch.hpp"
+#include "kernels/cuda/tensor_launch.hpp"
 #include "oar/ops/accuracy.hpp"
 #include "oar/ops/arg_max.hpp"
 #include "oar/ops/cross_entropy.hpp"

@@ -6,17 +6,21 @@
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/optim_launch.hpp"
+#include "kernels/update_rules.hpp"
 
 namespace oar::cuda_kernels {
 
 namespace {
 
-// Each rule's update of one element, shared by update_group's kernel and the SelectedRows ones.
+// Each rule's update of one element (kernels/update_rules.hpp) on device memory, shared by update_group's kernel
+// and the SelectedRows ones.
 template <class T>
 __device__ void momentum_at(T* p, T* v, const T* g, int64_t i, T l, T mu, bool nesterov) {
-  const T gi = g[i], vn = mu * v[i] + gi;
-  v[i] = vn;
-  p[i] = nesterov ? p[i] - (gi + mu * vn) * l : p[i] - l * vn;
+  T pv = p[i], vv = v[i];
+  fn::momentum_step(pv, vv, g[i], l, mu, nesterov);
+  v[i] = vv;
+  p[i] = pv;
 }
 /// Adam's factors from the device scalars: the bias-corrected rate and (adamw) the decay's.
 struct AdamRates {
@@ -29,13 +33,11 @@ __device__ AdamRates adam_rates(const T* lr, const T* b1p, const T* b2p, T coeff
 }
 template <class T>
 __device__ void adam_at(T* p, T* m, T* v, int64_t i, T gi, T lr_t, T wd, T b1, T b2, T eps, T coeff) {
-  T pv = p[i];
-  if (coeff != T(0)) pv -= wd * pv;
-  const T a = b1 * m[i] + (T(1) - b1) * gi;
-  const T b = b2 * v[i] + (T(1) - b2) * gi * gi;
-  m[i] = a;
-  v[i] = b;
-  p[i] = pv - lr_t * a / (sqrt(b) + eps);
+  T pv = p[i], mv = m[i], vv = v[i];
+  fn::adam_step(pv, mv, vv, gi, lr_t, wd, coeff != T(0), b1, b2, eps);
+  m[i] = mv;
+  v[i] = vv;
+  p[i] = pv;
 }
 
 /// Whether a SkipUpdate flag (null: none) holds true.
@@ -46,48 +48,43 @@ __global__ void scale_scalar_kernel(const T* in, T* out, T beta, const bool* ski
   out[0] = skipped(skip) ? in[0] : T(double(in[0]) * double(beta));
 }
 
-// adagrad, decayed_adagrad, adamax, rmsprop, adadelta: kernels/cpu/optimizers.hpp's loops for one element,
+// adagrad, decayed_adagrad, adamax, rmsprop, adadelta: the same functions the CPU's loops call, one element,
 // run by update_group_kernel (one parameter or many per launch); each output is the input it updates (the host
 // copied the inputs there).
 template <class T>
 __device__ void adagrad_at(T* p, T* m, int64_t i, T gi, T l, T e, T d, bool plain) {
-  const T mn = plain ? m[i] + gi * gi : d * m[i] + (T(1) - d) * gi * gi;
-  m[i] = mn;
-  p[i] = p[i] - l * gi / (sqrt(mn) + e);
+  T pv = p[i], mv = m[i];
+  fn::adagrad_step(pv, mv, gi, l, e, d, plain);
+  m[i] = mv;
+  p[i] = pv;
 }
 template <class T>
 __device__ void adamax_at(T* p, T* m, T* u, int64_t i, T gi, T lr_t, T b1, T b2, T e) {
-  const T mn = b1 * m[i] + (T(1) - b1) * gi;
-  const T a = b2 * u[i] + e, ag = fabs(gi);
-  const T un = a < ag ? ag : a;  // std::max(a, |g|), NaN included
-  m[i] = mn;
-  u[i] = un;
-  p[i] = p[i] - lr_t * mn / un;
+  T pv = p[i], mv = m[i], uv = u[i];
+  fn::adamax_step(pv, mv, uv, gi, lr_t, b1, b2, e);
+  m[i] = mv;
+  u[i] = uv;
+  p[i] = pv;
 }
 template <class T>
 __device__ void rmsprop_at(T* p, T* ms, T* mg, T* mom, int64_t i, T gi, T l, T e, T rho, T mu) {
-  const T msn = rho * ms[i] + (T(1) - rho) * gi * gi;
-  T denom = msn + e;
-  if (mg) {
-    const T mgn = rho * mg[i] + (T(1) - rho) * gi;
-    mg[i] = mgn;
-    denom = msn - mgn * mgn + e;
-  }
-  const T momn = mu * mom[i] + l * gi / sqrt(denom);
-  ms[i] = msn;
-  mom[i] = momn;
-  p[i] = p[i] - momn;
+  T pv = p[i], msv = ms[i], momv = mom[i], mgv = mg ? mg[i] : T(0);
+  fn::rmsprop_step(pv, msv, mg ? &mgv : nullptr, momv, gi, l, e, rho, mu);
+  if (mg) mg[i] = mgv;
+  ms[i] = msv;
+  mom[i] = momv;
+  p[i] = pv;
 }
 template <class T>
 __device__ void adadelta_at(T* p, T* eg, T* edx, int64_t i, T gi, T r, T e) {
-  const T egn = r * eg[i] + (T(1) - r) * gi * gi;
-  const T d = -sqrt((edx[i] + e) / (egn + e)) * gi;
-  eg[i] = egn;
-  edx[i] = r * edx[i] + (T(1) - r) * d * d;
-  p[i] = p[i] + d;
+  T pv = p[i], egv = eg[i], edxv = edx[i];
+  fn::adadelta_step(pv, egv, edxv, gi, r, e);
+  eg[i] = egv;
+  edx[i] = edxv;
+  p[i] = pv;
 }
 
-// ---- SelectedRows gradients: one thread per (group, column) of launch.hpp's plan, the group's value rows in order.
+// ---- SelectedRows gradients: one thread per (group, column) of optim_launch.hpp's plan, the group's value rows in order.
 struct Plan {
   const int64_t *rows, *start, *src;
   __device__ Plan(const int64_t* plan, int64_t k) : rows(plan), start(plan + k), src(plan + 2 * k + 1) {}
@@ -235,13 +232,11 @@ __global__ void lamb_direction_kernel(UpdateArgs a, UpdateBatch b, T* r_all, dou
     const T c1 = T(1 - double(static_cast<const T*>(u.beta1_pow)[0])), c2 = T(1 - double(static_cast<const T*>(u.beta2_pow)[0]));
     double pn = 0, rn = 0;
     for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-      const T gi = g[i];
-      const T am = b1 * m1[i] + (T(1) - b1) * gi;
-      const T bm = b2 * m2[i] + (T(1) - b2) * gi * gi;
+      const T pi = p[i];
+      T am = m1[i], bm = m2[i];
+      const T ri = fn::lamb_direction(pi, am, bm, g[i], b1, b2, c1, c2, e, wd);
       m1[i] = am;
       m2[i] = bm;
-      const T pi = p[i];
-      const T ri = (am / c1) / (sqrt(bm / c2) + e) + wd * pi;
       r[i] = ri;
       pn += double(pi) * double(pi);
       rn += double(ri) * double(ri);

@@ -10,6 +10,7 @@
 #include "kernels/common/optimizers.hpp"  // param_update::like_param, dense_grad, check_sparse
 #include "kernels/common/place_io.hpp"
 #include "kernels/cuda/host.hpp"
+#include "kernels/cuda/optim_launch.hpp"
 #include "oar/ops/lr_schedule.hpp"
 #include "oar/ops/optimizers.hpp"
 
@@ -57,7 +58,7 @@ inline const SelectedRows* sparse_grad(const KernelContext& c, Slot slot) {
   return v && v->is_selected_rows() ? &v->selected_rows() : nullptr;
 }
 
-/// A SelectedRows Grad checked as the CPU kernels check it, with its rows grouped by Param row (launch.hpp's
+/// A SelectedRows Grad checked as the CPU kernels check it, with its rows grouped by Param row (optim_launch.hpp's
 /// plan: rows | start | src) on the device.
 struct SparsePlan {
   int64_t width = 0, k = 0;  ///< Param's row width; the distinct rows

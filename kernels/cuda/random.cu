@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/random_launch.hpp"
 #include "kernels/random_counter.hpp"
 
 namespace oar::cuda_kernels {

@@ -4,6 +4,7 @@
 #pragma once
 #include "kernels/common/random.hpp"  // op_seed: the seed rule both devices share
 #include "kernels/cuda/host.hpp"
+#include "kernels/cuda/random_launch.hpp"
 #include "oar/ops/random.hpp"
 
 namespace oar::cuda_kernels {

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/reduce_launch.hpp"
 
 namespace oar::cuda_kernels {
 

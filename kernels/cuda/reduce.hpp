@@ -3,6 +3,7 @@
 #pragma once
 #include "kernels/common/reduce.hpp"  // make_reduce_plan
 #include "kernels/cuda/host.hpp"
+#include "kernels/cuda/reduce_launch.hpp"
 #include "oar/ops/reduce.hpp"
 
 namespace oar::cuda_kernels {

@@ -3,11 +3,12 @@
 // kernel's per-row pass with one thread per element (kernels/cpu/lstm.hpp forward_row / backward_row, gru.hpp
 // forward_step / backward_step, lstm_unit.hpp), the activations the shared functors of kernels/functors.hpp; the
 // column sums of the bias and peephole gradients go through channel_sum.cuh (double, a fixed order).
-// Launched through kernels/cuda/launch.hpp.
+// Launched through kernels/cuda/rnn_launch.hpp.
 #include <cstdint>
 
 #include "kernels/cuda/channel_sum.cuh"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rnn_launch.hpp"
 #include "kernels/functors.hpp"
 
 namespace oar::cuda_kernels {

@@ -12,7 +12,10 @@
 #include "kernels/common/lstm.hpp"
 #include "kernels/common/lstm_unit.hpp"
 #include "kernels/common/place_io.hpp"
+#include "kernels/cuda/elementwise_launch.hpp"
 #include "kernels/cuda/host.hpp"
+#include "kernels/cuda/rnn_launch.hpp"
+#include "kernels/cuda/sequence_shape_launch.hpp"
 
 namespace oar::cuda_kernels::rnn {
 

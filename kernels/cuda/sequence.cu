@@ -2,12 +2,13 @@
 // sequence_expand's gradient (kernels/cuda/sequence.hpp is the host side; expand's forward is a copy_rows of
 // sequence_shape.cu). The LoD's offsets come uploaded per call as int64; each sum runs in one fixed order (the
 // CPU's row order where one thread owns it, a fixed warp tree for softmax), so a result repeats bit for bit.
-// Launched through kernels/cuda/launch.hpp.
+// Launched through kernels/cuda/sequence_launch.hpp.
 #include <cmath>
 #include <limits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/sequence.cuh"
+#include "kernels/cuda/sequence_launch.hpp"
 
 namespace oar::cuda_kernels {
 

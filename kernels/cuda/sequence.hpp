@@ -6,11 +6,13 @@
 #pragma once
 #include <vector>
 
+#include "kernels/common/place_io.hpp"
 #include "kernels/common/sequence_expand.hpp"   // kernels::expand_forward_plan, expand_grad_plan
 #include "kernels/common/sequence_pool.hpp"     // kernels::pool_plan, pool_grad_plan, row_size, seq_upper_levels
 #include "kernels/common/sequence_softmax.hpp"  // kernels::seq_softmax_plan, seq_softmax_grad_plan
-#include "kernels/common/place_io.hpp"
 #include "kernels/cuda/host.hpp"
+#include "kernels/cuda/sequence_launch.hpp"
+#include "kernels/cuda/sequence_shape_launch.hpp"
 
 namespace oar::cuda_kernels {
 

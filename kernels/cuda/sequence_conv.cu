@@ -2,6 +2,7 @@
 // context columns of every row and their gradient, one thread per element; the products are cuBLAS's.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/sequence.cuh"
+#include "kernels/cuda/sequence_conv_launch.hpp"
 
 namespace oar::cuda_kernels {
 

@@ -3,8 +3,10 @@
 // the row's sequence), then cuBLAS's products; the checks are the CPU kernel's (seq_shape::conv_shape).
 #pragma once
 #include "kernels/common/sequence_conv.hpp"
+#include "kernels/cuda/elementwise_launch.hpp"
 #include "kernels/cuda/host.hpp"
 #include "kernels/cuda/sequence.hpp"  // device_offsets
+#include "kernels/cuda/sequence_conv_launch.hpp"
 
 namespace oar::ops {
 

@@ -1,10 +1,11 @@
 // kernels/cuda/sequence_shape.cu: the device kernels of the ops that move whole rows of a LoD tensor
 // (sequence_concat, sequence_pad / unpad, sequence_slice, sequence_expand and the gradients that copy) and of
 // sequence_mask (kernels/cuda/sequence_shape.hpp is the host side). Which row goes where is a plan made on the
-// host from the LoD and uploaded; the device only copies. Launched through kernels/cuda/launch.hpp.
+// host from the LoD and uploaded; the device only copies. Launched through kernels/cuda/sequence_shape_launch.hpp.
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/sequence_shape_launch.hpp"
 
 namespace oar::cuda_kernels {
 

@@ -13,6 +13,7 @@
 #include "kernels/common/sequence_pad.hpp"
 #include "kernels/common/sequence_slice.hpp"
 #include "kernels/cuda/host.hpp"
+#include "kernels/cuda/sequence_shape_launch.hpp"
 
 namespace oar::cuda_kernels {
 

@@ -1,6 +1,7 @@
 // kernels/cuda/tensor.cu: cast and the permuted copy of transpose.
 #include "kernels/cast.hpp"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/tensor_launch.hpp"
 
 namespace oar::cuda_kernels {
 

@@ -3,6 +3,7 @@
 // their CPU kernels serve every place (`any_place`).
 #pragma once
 #include "kernels/cuda/host.hpp"
+#include "kernels/cuda/tensor_launch.hpp"
 #include "oar/ops/assign.hpp"
 #include "oar/ops/fill_zeros_like.hpp"
 #include "oar/ops/transpose.hpp"
