@@ -5,7 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <random>
+#include <string_view>
 
 #include <oar/oar.hpp>
 
@@ -70,6 +73,12 @@ class OpTest {
   /// with its value copied to the run's place (check_grad does not take it).
   OpTest& selected_rows_input(const std::string& slot, SelectedRows sr) {
     sparse_inputs_.push_back({slot, std::move(sr)});
+    return *this;
+  }
+  /// Leaves this case out of the automatic comparison with cuda:0 (run(), check_grad), saying why: a case whose
+  /// CUDA kernel answers differently by design (NaN where the CPU's check throws needs the data on the host).
+  OpTest& cpu_only(std::string why) {
+    cpu_only_ = std::move(why);
     return *this;
   }
   /// Declares an output slot with `n` variables (single-output slots are declared automatically from the schema).
@@ -153,7 +162,14 @@ class OpTest {
   /// resized) is placed in the scope instead of fed: the executor refuses such a feed, and the tensor stands
   /// for one an earlier op left behind, which only the op's own LoD check can meet.
   /// On `place` the inputs are copied there, and the outputs come back to the host.
-  std::map<std::string, LoDTensor> run(Place place = cpu()) const {
+  /// run() with no place runs on the CPU and then, where a CUDA device is present, on cuda:0 too, comparing
+  /// every output with the CPU's (same_as_cpu): every op test is also its op's CPU-against-CUDA case.
+  std::map<std::string, LoDTensor> run() const {
+    auto out = run(cpu());
+    if (auto again = second_place(build())) same_as_cpu(out, run(*again), type_);
+    return out;
+  }
+  std::map<std::string, LoDTensor> run(Place place) const {
     Program p = build();
     Scope scope;
     Executor exe(place);
@@ -241,6 +257,14 @@ class OpTest {
     for (auto& slot : check)
       for (size_t i = 0; i < count(slot); ++i) fetch.push_back(grad_var_name(var_name(slot, i)));
     auto analytic = exe.run(p, scope, feeds, fetch);
+    if (auto again = second_place(p)) {  // the grad kernels on cuda:0 against the CPU's, from the same feeds
+      Scope device_scope;
+      Executor device(*again);
+      auto on_device = device.run(p, device_scope, feeds, fetch);
+      std::map<std::string, LoDTensor> want, got;
+      for (size_t i = 0; i < fetch.size(); ++i) want[fetch[i]] = analytic[i], got[fetch[i]] = on_device[i];
+      same_as_cpu(want, got, type_ + " gradients");
+    }
 
     size_t k = 0;
     for (auto& slot : check)
@@ -283,6 +307,37 @@ class OpTest {
   }
 
  private:
+  /// Where the case runs again to be compared with the CPU: cuda:0 when a device is present, every op of `p` has
+  /// a CUDA kernel and each gives the same result every run (OpDef::replayable: not a random op that draws a new
+  /// seed per run). OAR_OPTEST_AGAIN=cpu makes it a second CPU run in a fresh scope instead, which checks this
+  /// path without a GPU and catches a kernel whose result depends on memory it never wrote.
+  std::optional<Place> second_place(const Program& p) const {
+    static const bool on_cpu = [] {
+      const char* e = std::getenv("OAR_OPTEST_AGAIN");
+      return e && std::string_view(e) == "cpu";
+    }();
+    if (!cpu_only_.empty() || (!on_cpu && cuda_device_count() == 0)) return std::nullopt;
+    for (const Operator* op : p.global_block().ops()) {
+      const KernelEntry* k = KernelRegistry::instance().find(op->type());
+      const OpDef* d = OpRegistry::instance().find(op->type());
+      if (!k || !(on_cpu ? k->cpu : k->cuda) || !d || (d->replayable && !d->replayable(*op))) return std::nullopt;
+    }
+    return on_cpu ? cpu() : cuda(0);
+  }
+  /// |cuda - cpu| <= atol + rtol |cpu| per output, by dtype: rounding and summation order only (f64 1e-9,
+  /// f32 1e-4 + 1e-3 relative, 16-bit 1e-2); integers and bools exactly.
+  static void same_as_cpu(const std::map<std::string, LoDTensor>& cpu_out, const std::map<std::string, LoDTensor>& gpu_out, const std::string& what) {
+    REQUIRE(cpu_out.size() == gpu_out.size());
+    for (auto& [key, want] : cpu_out) {
+      const LoDTensor& got = gpu_out.at(key);
+      CHECK_MESSAGE(got.dtype() == want.dtype(), what << " run again: " << key << " dtype");
+      CHECK_MESSAGE(got.lod() == want.lod(), what << " run again: " << key << " LoD");
+      const DType t = want.dtype();
+      const double tol = t == f64 ? 1e-9 : t == f32 ? 1e-3 : t == f16 || t == bf16 ? 1e-2 : 0;
+      check_close(got, want, t == f32 ? 1e-4 : tol, tol, what + " run again (cuda:0, or the CPU with OAR_OPTEST_AGAIN=cpu) against the CPU: " + key);
+    }
+  }
+
   static std::string var_name(const std::string& slot, size_t i) { return slot + "_" + std::to_string(i); }
   size_t count(const std::string& slot) const {
     for (auto& [s, ts] : inputs_) if (s == slot) return ts.size();
@@ -320,6 +375,7 @@ class OpTest {
   std::map<std::string, Attribute> attrs_;
   bool unknown_batch_ = false;
   bool check_inferred_ = true;
+  std::string cpu_only_;  ///< why the case is left out of the comparison with cuda:0 (empty: compared)
 };
 
 /// The op types of a block, in order.
