@@ -6,6 +6,7 @@
 
 #include "kernels/common/layer_norm.hpp"
 #include "kernels/cpu/scratch.hpp"
+#include "kernels/layer_norm_math.hpp"
 #include "oar/ops/layer_norm.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
@@ -36,16 +37,17 @@ inline void LayerNorm::eval_cpu(KernelContext& c, const Attrs& a) {
         T* yr = py + i * k;
         double s = 0, q = 0;
         for (int64_t j = 0; j < k; ++j) s += double(xr[j]);
-        const double mu = k ? s / double(k) : 0;
+        const double mu = fn::layer_norm::row_mean(s, k);
         for (int64_t j = 0; j < k; ++j) q += (double(xr[j]) - mu) * (double(xr[j]) - mu);
-        const double v = k ? q / double(k) : 0;
+        const double v = fn::layer_norm::row_mean(q, k);
         pm[i] = T(mu);
         pv[i] = T(v);
-        const T is = T(1.0 / std::sqrt(v + eps)), mt = T(mu);
-        if (ps && pb) for (int64_t j = 0; j < k; ++j) yr[j] = (xr[j] - mt) * is * ps[j] + pb[j];
-        else if (ps) for (int64_t j = 0; j < k; ++j) yr[j] = (xr[j] - mt) * is * ps[j];
-        else if (pb) for (int64_t j = 0; j < k; ++j) yr[j] = (xr[j] - mt) * is + pb[j];
-        else for (int64_t j = 0; j < k; ++j) yr[j] = (xr[j] - mt) * is;
+        const T is = fn::layer_norm::istd<T>(v, eps), mt = T(mu);
+        using fn::layer_norm::xhat;
+        if (ps && pb) for (int64_t j = 0; j < k; ++j) yr[j] = xhat(xr[j], mt, is) * ps[j] + pb[j];
+        else if (ps) for (int64_t j = 0; j < k; ++j) yr[j] = xhat(xr[j], mt, is) * ps[j];
+        else if (pb) for (int64_t j = 0; j < k; ++j) yr[j] = xhat(xr[j], mt, is) + pb[j];
+        else for (int64_t j = 0; j < k; ++j) yr[j] = xhat(xr[j], mt, is);
       }
     });
     if (&o.y != &xt) o.y.set_lod(xt.lod());
@@ -66,7 +68,7 @@ inline void LayerNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
     const T *px = xt.data<T>(), *pm = mean_t.data<T>(), *pv = var_t.data<T>(), *pdy = dy.data<T>();
     const T* ps = scale_t ? scale_t->data<T>() : nullptr;
     T* istd = cpu_kernels::thread_scratch<T, 10>(size_t(rows));
-    for (int64_t i = 0; i < rows; ++i) istd[i] = T(1.0 / std::sqrt(double(pv[i]) + eps));
+    for (int64_t i = 0; i < rows; ++i) istd[i] = fn::layer_norm::istd<T>(double(pv[i]), eps);
     if (c.has_out(x_grad)) {
       LoDTensor& dx = c.out(x_grad);
       dx.resize(xt.shape(), xt.dtype());
@@ -80,12 +82,12 @@ inline void LayerNorm::eval_grad_cpu(KernelContext& c, const Attrs& a) {
           for (int64_t j = 0; j < k; ++j) {
             T g = ps ? gr[j] * ps[j] : gr[j];
             sg += double(g);
-            sgx += double(g) * double((xr[j] - mu) * is);
+            sgx += double(g) * double(fn::layer_norm::xhat(xr[j], mu, is));
           }
           const T mg = T(sg / double(k)), mgx = T(sgx / double(k));
           for (int64_t j = 0; j < k; ++j) {
             T g = ps ? gr[j] * ps[j] : gr[j];
-            dr[j] = is * (g - mg - (xr[j] - mu) * is * mgx);
+            dr[j] = fn::layer_norm::dx(g, xr[j], mu, is, mg, mgx);
           }
         }
       });

@@ -5,6 +5,7 @@
 #include "kernels/cuda/channel_sum.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/layer_norm_launch.hpp"
+#include "kernels/layer_norm_math.hpp"
 
 namespace oar::cuda_kernels {
 
@@ -61,17 +62,17 @@ __global__ void ln_forward(LnArgs<T> a) {
     double s = 0, q = 0;
     for (int64_t j = R::lane(); j < k; j += W) s += double(xr[j]);
     s = row_sum<W>(s, warp_sums);
-    const double mu = k ? s / double(k) : 0;
+    const double mu = fn::layer_norm::row_mean(s, k);
     for (int64_t j = R::lane(); j < k; j += W) q += (double(xr[j]) - mu) * (double(xr[j]) - mu);
     q = row_sum<W>(q, warp_sums);  // every read of the row is done: y may be x
-    const double v = k ? q / double(k) : 0;
+    const double v = fn::layer_norm::row_mean(q, k);
     if (R::lane() == 0) {
       a.mean_out[r] = T(mu);
       a.var_out[r] = T(v);
     }
-    const T is = T(1.0 / sqrt(v + a.eps)), mt = T(mu);
+    const T is = fn::layer_norm::istd<T>(v, a.eps), mt = T(mu);
     for (int64_t j = R::lane(); j < k; j += W) {
-      T o = (xr[j] - mt) * is;
+      T o = fn::layer_norm::xhat(xr[j], mt, is);
       if (a.scale) o = o * a.scale[j];
       if (a.bias) o = o + a.bias[j];
       yr[j] = o;
@@ -81,7 +82,7 @@ __global__ void ln_forward(LnArgs<T> a) {
 
 template <class T>
 __global__ void ln_istd(LnArgs<T> a) {
-  OAR_GRID_STRIDE(r, a.rows) a.istd[r] = T(1.0 / sqrt(double(a.var[r]) + a.eps));
+  OAR_GRID_STRIDE(r, a.rows) a.istd[r] = fn::layer_norm::istd<T>(double(a.var[r]), a.eps);
 }
 
 template <class T, int W>
@@ -97,14 +98,14 @@ __global__ void ln_dx(LnArgs<T> a) {
     for (int64_t j = R::lane(); j < k; j += W) {
       const T g = a.scale ? gr[j] * a.scale[j] : gr[j];
       sg += double(g);
-      sgx += double(g) * double((xr[j] - mu) * is);
+      sgx += double(g) * double(fn::layer_norm::xhat(xr[j], mu, is));
     }
     sg = row_sum<W>(sg, warp_sums);
     sgx = row_sum<W>(sgx, warp_sums);
     const T mg = T(sg / double(k)), mgx = T(sgx / double(k));
     for (int64_t j = R::lane(); j < k; j += W) {
       const T g = a.scale ? gr[j] * a.scale[j] : gr[j];
-      dr[j] = is * (g - mg - (xr[j] - mu) * is * mgx);
+      dr[j] = fn::layer_norm::dx(g, xr[j], mu, is, mg, mgx);
     }
   }
 }
