@@ -8,19 +8,23 @@
 #include "oar/layers/recurrent_group.hpp"
 #include "oar/layers/static_rnn.hpp"
 #include "oar/ops/assign.hpp"
+#include "oar/ops/compare.hpp"
 #include "oar/ops/control_flow.hpp"
 #include "oar/ops/fill_constant.hpp"
+#include "oar/ops/lod_rank_table.hpp"
+#include "oar/ops/tensor_array.hpp"
 #include "oar/tape/replay.hpp"
 
 namespace oar {
 
 namespace detail {
 
-/// An op of the tensor-array family by its Fluid slot names (`ins` / `outs`: slot, variable).
-inline Operator array_op(std::string_view type, std::vector<std::pair<std::string, std::string>> ins, std::vector<std::pair<std::string, std::string>> outs) {
-  Operator op{std::string(type)};
-  for (auto& [slot, v] : ins) op.set_input(slot, {v});
-  for (auto& [slot, v] : outs) op.set_output(slot, {v});
+/// An op of the tensor-array family, `Op`, by its slots (`ins` / `outs`: slot, variable).
+template <class Op>
+Operator array_op(std::vector<std::pair<Slot, std::string>> ins, std::vector<std::pair<Slot, std::string>> outs) {
+  Operator op{std::string(Op::type)};
+  for (auto& [slot, v] : ins) op.set_input(std::string(slot.name), {v});
+  for (auto& [slot, v] : outs) op.set_output(std::string(slot.name), {v});
   return op;
 }
 
@@ -44,21 +48,25 @@ inline Var record_dynamic_rnn(const std::shared_ptr<DynamicRnnState>& s, std::so
     const std::string x0 = h.name_of(s->inputs[0].x);
     Block& outer = h.block();
     s->table = outer.create_var(h.name() + ".rank_table", {.dtype = DType::i64, .shape = Shape{-1, 2}, .kind = VarKind::lod_rank_table}).name();
-    h.append_op(array_op("lod_rank_table", {{"X", x0}}, {{"Out", s->table}}));
+    using Rank = ops::LoDRankTable;
+    h.append_op(array_op<Rank>({{Rank::x, x0}}, {{Rank::out, s->table}}));
     s->max_len = h.create_tmp(DType::i64, true).name();
-    h.append_op(array_op("max_sequence_len", {{"RankTable", s->table}}, {{"Out", s->max_len}}));
+    using MaxLen = ops::MaxSequenceLen;
+    h.append_op(array_op<MaxLen>({{MaxLen::rank_table, s->table}}, {{MaxLen::out, s->max_len}}));
     s->arrays.clear();
     for (auto& in : s->inputs) {
       const Variable& x = outer.var_recursive(h.name_of(in.x));
       Variable& a = outer.create_var(h.name() + ".input_" + std::to_string(s->arrays.size()), {.dtype = x.dtype(), .kind = VarKind::lod_tensor_array});
-      h.append_op(array_op("lod_tensor_to_array", {{"X", x.name()}, {"RankTable", s->table}}, {{"Out", a.name()}}));
+      using ToArray = ops::LoDTensorToArray;
+      h.append_op(array_op<ToArray>({{ToArray::x, x.name()}, {ToArray::rank_table, s->table}}, {{ToArray::out, a.name()}}));
       s->arrays.push_back(a.name());
     }
     s->sorted_statics.clear();
     for (auto& v : s->statics) {
       const Variable& x = outer.var_recursive(h.name_of(v));
       Variable& r = h.create_tmp(x.dtype());
-      h.append_op(array_op("reorder_lod_tensor_by_rank", {{"X", x.name()}, {"RankTable", s->table}}, {{"Out", r.name()}}));
+      using Reorder = ops::ReorderLoDTensorByRank;
+      h.append_op(array_op<Reorder>({{Reorder::x, x.name()}, {Reorder::rank_table, s->table}}, {{Reorder::out, r.name()}}));
       s->sorted_statics.push_back(r.name());
     }
     const std::string i0 = h.create_tmp(DType::i64, true).name();
@@ -69,7 +77,8 @@ inline Var record_dynamic_rnn(const std::shared_ptr<DynamicRnnState>& s, std::so
       h.append_op(std::move(f));
     }
     const std::string cond0 = h.create_tmp(DType::boolean, true).name();
-    h.append_op(array_op("less_than", {{"X", i0}, {"Y", s->max_len}}, {{"Out", cond0}}));
+    using Less = ops::LessThan;
+    h.append_op(array_op<Less>({{Less::x, i0}, {Less::y, s->max_len}}, {{Less::out, cond0}}));
     s->boots.clear();
     for (auto& m : s->memories) {
       if (m.init.valid()) {
@@ -77,7 +86,8 @@ inline Var record_dynamic_rnn(const std::shared_ptr<DynamicRnnState>& s, std::so
         if (b.shape().rank() < 1)
           throw Error(fmt::format("memory: the boot '{}' must be [S, ...], one row per sequence, got {}", b.name(), b.shape().str()), m.var.origin());
         Variable& r = h.create_tmp(b.dtype());
-        h.append_op(array_op("reorder_lod_tensor_by_rank", {{"X", b.name()}, {"RankTable", s->table}}, {{"Out", r.name()}}));
+        using Reorder = ops::ReorderLoDTensorByRank;
+        h.append_op(array_op<Reorder>({{Reorder::x, b.name()}, {Reorder::rank_table, s->table}}, {{Reorder::out, r.name()}}));
         s->boots.push_back(r.name());
       } else {
         using F = ops::FillConstantBatchSizeLike;
@@ -104,10 +114,12 @@ inline Var record_dynamic_rnn(const std::shared_ptr<DynamicRnnState>& s, std::so
     sb.create_var(i_next, {.dtype = DType::i64, .shape = Shape{1}, .stop_gradient = true});
     sb.create_var(cond_next, {.dtype = DType::boolean, .shape = Shape{1}, .stop_gradient = true});
     {
-      Operator inc = array_op("increment", {{"X", s->counter}}, {{"Out", i_next}});
+      using Inc = ops::Increment;
+      Operator inc = array_op<Inc>({{Inc::x, s->counter}}, {{Inc::out, i_next}});
       inc.set_attr(ops::Increment::step, 1.0f).set_origin(h.origin());
       add_op(sb, std::move(inc));
-      Operator lt = array_op("less_than", {{"X", i_next}, {"Y", s->max_len}}, {{"Out", cond_next}});
+      using Less = ops::LessThan;
+      Operator lt = array_op<Less>({{Less::x, i_next}, {Less::y, s->max_len}}, {{Less::out, cond_next}});
       lt.set_origin(h.origin());
       add_op(sb, std::move(lt));
     }
@@ -167,7 +179,8 @@ inline Var record_dynamic_rnn_output(const std::shared_ptr<DynamicRnnState>& s, 
     const std::string& arr = s->out_arrays.at(i);
     const Variable& a = h.block().var_recursive(arr);
     Variable& out = h.create_tmp(a.dtype());
-    h.append_op(array_op("array_to_lod_tensor", {{"X", arr}, {"RankTable", s->table}}, {{"Out", out.name()}}));
+    using FromArray = ops::ArrayToLoDTensor;
+    h.append_op(array_op<FromArray>({{FromArray::x, arr}, {FromArray::rank_table, s->table}}, {{FromArray::out, out.name()}}));
     return {out.name()};
   };
   return record_layer("dynamic_rnn_output", {s->owner}, std::move(replay), s->outputs[i].loc)[0];
@@ -218,7 +231,8 @@ OAR_FUNC Var DynamicRNN::step_input(const Var& x, std::source_location loc) {
     Shape sh = x.shape();
     sh[0] = -1;
     Variable& v = h.block().create_var(h.name(), {.dtype = x.dtype(), .shape = sh});
-    h.append_op(detail::array_op("read_from_array", {{"X", s->arrays.at(k)}, {"I", s->counter}}, {{"Out", v.name()}}));
+    using Read = ops::ReadFromArray;
+    h.append_op(detail::array_op<Read>({{Read::x, s->arrays.at(k)}, {Read::i, s->counter}}, {{Read::out, v.name()}}));
     return std::vector<std::string>{v.name()};
   };
   Var xt = record_layer("step_input", {x}, std::move(replay), loc)[0];
@@ -237,7 +251,8 @@ OAR_FUNC Var DynamicRNN::static_input(const Var& v, std::source_location loc) {
     Shape sh = x.shape();
     if (sh.rank() > 0) sh[0] = -1;
     Variable& out = h.block().create_var(h.name(), {.dtype = x.dtype(), .shape = sh});
-    h.append_op(detail::array_op("shrink_rnn_memory", {{"X", s->sorted_statics.at(k)}, {"I", s->counter}, {"RankTable", s->table}}, {{"Out", out.name()}}));
+    using Shrink = ops::ShrinkRNNMemory;
+    h.append_op(detail::array_op<Shrink>({{Shrink::x, s->sorted_statics.at(k)}, {Shrink::i, s->counter}, {Shrink::rank_table, s->table}}, {{Shrink::out, out.name()}}));
     return std::vector<std::string>{out.name()};
   };
   Var view = record_layer("static_input", {v}, std::move(replay), loc)[0];
@@ -259,7 +274,8 @@ OAR_FUNC Var DynamicRNN::memory(const Var& init, std::source_location loc) {
     Variable& ex = h.block().create_var(h.name() + ".ex", {.dtype = b.dtype(), .shape = sh});
     s->ex_memories.at(k) = ex.name();
     Variable& v = h.block().create_var(h.name(), {.dtype = b.dtype(), .shape = sh});
-    h.append_op(detail::array_op("shrink_rnn_memory", {{"X", ex.name()}, {"I", s->counter}, {"RankTable", s->table}}, {{"Out", v.name()}}));
+    using Shrink = ops::ShrinkRNNMemory;
+    h.append_op(detail::array_op<Shrink>({{Shrink::x, ex.name()}, {Shrink::i, s->counter}, {Shrink::rank_table, s->table}}, {{Shrink::out, v.name()}}));
     return std::vector<std::string>{v.name()};
   };
   Var v = record_layer("memory", {init}, std::move(replay), loc)[0];
@@ -281,7 +297,8 @@ OAR_FUNC Var DynamicRNN::memory(Shape shape, double value, DType dtype, std::sou
     Variable& ex = h.block().create_var(h.name() + ".ex", {.dtype = dtype, .shape = sh});
     s->ex_memories.at(k) = ex.name();
     Variable& v = h.block().create_var(h.name(), {.dtype = dtype, .shape = sh});
-    h.append_op(detail::array_op("shrink_rnn_memory", {{"X", ex.name()}, {"I", s->counter}, {"RankTable", s->table}}, {{"Out", v.name()}}));
+    using Shrink = ops::ShrinkRNNMemory;
+    h.append_op(detail::array_op<Shrink>({{Shrink::x, ex.name()}, {Shrink::i, s->counter}, {Shrink::rank_table, s->table}}, {{Shrink::out, v.name()}}));
     return std::vector<std::string>{v.name()};
   };
   Var v = record_layer("memory", {}, std::move(replay), loc)[0];
@@ -306,7 +323,8 @@ OAR_FUNC void DynamicRNN::output(const Var& value, std::source_location loc) {
     Block& outer = *const_cast<Block*>(h.block().parent());
     Variable& a = outer.create_var(h.name() + ".array", {.dtype = v.dtype(), .shape = v.shape(), .kind = VarKind::lod_tensor_array});
     s->out_arrays.at(k) = a.name();
-    h.append_op(detail::array_op("write_to_array", {{"X", v.name()}, {"I", s->counter}}, {{"Out", a.name()}}));
+    using Write = ops::WriteToArray;
+    h.append_op(detail::array_op<Write>({{Write::x, v.name()}, {Write::i, s->counter}}, {{Write::out, a.name()}}));
     return std::vector<std::string>{a.name()};
   };
   record_layer("dynamic_rnn_write", {value}, std::move(replay), loc);
