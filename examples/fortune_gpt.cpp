@@ -1,10 +1,10 @@
 // examples/fortune_gpt.cpp: a small decoder-only Transformer (GPT's layout) as a character-level language model
 // on the fortune-cookie texts of the Debian package `fortunes`, the text char_lm's LSTM learns: embedding with
-// sinusoidal positions -> pre-norm decoder layers (causal self-attention, 4 heads, gelu feed-forward) ->
+// sinusoidal positions -> pre-norm decoder layers (causal self-attention, 4 heads by default, gelu feed-forward) ->
 // layer_norm -> fc softmax over the characters. The 100-character chunks are fed as LoD sequences, so causal
 // attention runs within each chunk with nothing padded. Whole files are held out for validation (science,
 // wisdom, sports, food), as char_lm holds them out, and a fortune sampled from the model ends the run.
-// Usage: fortune_gpt [--steps N] [--lr LR] [--warmup W] [--seconds S] [--layers L] [--width D] [--ff F] [--batch B] [--rotary] [--profile]: --seconds
+// Usage: fortune_gpt [--steps N] [--lr LR] [--warmup W] [--seconds S] [--layers L] [--width D] [--ff F] [--heads H] [--batch B] [--clip C] [--rotary] [--relu] [--profile]: --seconds
 // stops training at S seconds of CPU time (to compare with char_lm at equal time); --profile prints the training steps' time
 // per op (oar::Profiler) to stderr. The last line is
 // `validation_bits_per_char=<value>`.
@@ -25,9 +25,10 @@
 using namespace fortunes;
 
 int main(int argc, char** argv) try {
-  int64_t steps = 4000, layers = 2, width = 128, ff = 256, batch = kBatch;
+  int64_t steps = 4000, layers = 2, width = 128, ff = 256, batch = kBatch, heads = 4;
   double lr = 2e-3, seconds = 0, warmup = 0;
-  bool rotary = false, profile = false;
+  double clip = 1;
+  bool rotary = false, profile = false, relu = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--lr") == 0 && i + 1 < argc) lr = std::atof(argv[++i]);
@@ -37,10 +38,13 @@ int main(int argc, char** argv) try {
     else if (std::strcmp(argv[i], "--layers") == 0 && i + 1 < argc) layers = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--width") == 0 && i + 1 < argc) width = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--ff") == 0 && i + 1 < argc) ff = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc) heads = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--clip") == 0 && i + 1 < argc) clip = std::atof(argv[++i]);
     else if (std::strcmp(argv[i], "--rotary") == 0) rotary = true;
+    else if (std::strcmp(argv[i], "--relu") == 0) relu = true;
     else if (std::strcmp(argv[i], "--profile") == 0) profile = true;
     else {
-      std::printf("usage: fortune_gpt [--steps N (4000)] [--lr LR (2e-3)] [--warmup W (0)] [--seconds S (no limit)] [--layers L (2)] [--width D (128)] [--ff F (256)] [--batch B (32)] [--rotary] [--profile]\n");
+      std::printf("usage: fortune_gpt [--steps N (4000)] [--lr LR (2e-3)] [--warmup W (0)] [--seconds S (no limit)] [--layers L (2)] [--width D (128)] [--ff F (256)] [--heads H (4)] [--batch B (32)] [--clip C (1)] [--rotary] [--relu] [--profile]\n");
       return 2;
     }
   }
@@ -56,15 +60,15 @@ int main(int argc, char** argv) try {
   // so the sinusoids count from each sequence's cached length too.
   oar::Var h = oar::embedding(ids, {kVocab, width});
   if (!rotary) h = oar::add_position_encoding(h, std::sqrt(double(width)), 1.0, oar::cached_length(ids));
-  for (int64_t l = 0; l < layers; ++l) h = oar::transformer_decoder_layer(h, 4, {.d_ff = ff, .rotary = rotary, .kv_cache = true});
+  for (int64_t l = 0; l < layers; ++l) h = oar::transformer_decoder_layer(h, heads, {.d_ff = ff, .rotary = rotary, .relu = relu, .kv_cache = true});
   auto logits = oar::fc(oar::layer_norm(h), kVocab);
   auto probs = oar::softmax(logits);  // for sampling: recorded before the loss, so its program needs no labels
   auto nats = oar::softmax_with_cross_entropy(logits, next);  // [rows, 1]
   auto cost = oar::mean(nats);
   oar::Model model(tape.program(cost));
   oar::Model scorer(tape.program(nats));  // the same parameters, per-character losses out
-  // Adam rising linearly over --warmup steps, then decaying along a cosine to 0; the gradient clipped to a global norm of 1.
-  auto rule = oar::optim::adam(lr).with_schedule(oar::optim::cosine_decay(double(steps), warmup)).with_clip(oar::ClipByGlobalNorm(1));
+  // Adam rising linearly over --warmup steps, then decaying along a cosine to 0; the gradient clipped to a global norm of --clip (1).
+  auto rule = oar::optim::adam(lr).with_schedule(oar::optim::cosine_decay(double(steps), warmup)).with_clip(oar::ClipByGlobalNorm(clip));
   oar::Optimizer opt(model, cost, rule);
   oar::Evaluator ev(scorer);
 
