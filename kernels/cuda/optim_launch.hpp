@@ -5,8 +5,8 @@
 
 namespace oar::cuda_kernels {
 
-// (lr is a device scalar of the parameter's type; `skip`, where given, a device bool: the op's
-// SkipUpdate, which when true leaves every output as it is, a power's output receiving the power itself)
+// lr is a device scalar of the parameter's type; `skip`, where given, a device bool: the op's SkipUpdate, which
+// when true leaves every output as it is, a power's output receiving the power itself.
 /// pow_out[0] = pow[0] * beta (Adam's running powers), or pow[0] when skipped.
 int scale_scalar(Elem t, const void* pow, void* pow_out, float beta, const bool* skip, Stream s);
 /// A SelectedRows gradient's rows grouped by Param row, as one device array `plan`: rows [k] (each Param row
