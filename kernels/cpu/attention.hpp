@@ -26,6 +26,9 @@ namespace oar::cpu_kernels::attention {
 constexpr int64_t kQueryTile = 256, kKeyTile = 512;
 
 using namespace kernels::attention;
+// Declared here as well: in a header-only unit oar::Shared (tape/replay.hpp) is visible too, and the directive's
+// names count as declared in namespace oar, so a bare Shared would be ambiguous.
+using kernels::attention::Shared;
 
 template <class T>
 using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
