@@ -115,6 +115,151 @@ void forward_rows(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t i1)
   }
 }
 
+/// Small heads (d = dv, 8, 16 or 32) against keys that fit one tile: row by row, with the head size known to the
+/// compiler so that a row's accumulators stay in registers, instead of tile GEMMs. A 100 x 100 x 16 product is
+/// too small for the GEMM's packing to pay for itself, and row by row each causal row stops at its last key.
+template <class T>
+int small_head(const Problem<T>& p) {
+  const bool fits = p.d == p.dv && p.tk <= kKeyTile && (p.d == 8 || p.d == 16 || p.d == 32);
+  return fits ? int(p.d) : 0;
+}
+
+constexpr int64_t kLanes = 8;  // keys per vector step; the transposed rows are padded to a multiple of it
+inline int64_t padded(int64_t n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+/// X [n, D] (row stride xs) -> X^T [D, n8], zero past n: a query row's scores are then D updates of 8 keys at a time.
+template <class T, int D>
+void transpose_rows(const T* x, int64_t xs, int64_t n, std::vector<T>& xt) {
+  const int64_t n8 = padded(n);
+  xt.assign(size_t(D * n8), T(0));
+  for (int64_t j = 0; j < n; ++j)
+    for (int e = 0; e < D; ++e) xt[size_t(e * n8 + j)] = x[j * xs + e];
+}
+
+/// out[j] = alpha (x . X_j) for keys [0, lim), X given transposed (X^T [D, n8]); writes up to padded(lim).
+template <class T, int D>
+void row_dots(const T* x, const T* xt, int64_t n8, int64_t lim, T alpha, T* out) {
+  for (int64_t j0 = 0; j0 < lim; j0 += kLanes) {
+    T acc[kLanes] = {};
+    for (int e = 0; e < D; ++e) {
+      const T xe = x[e];
+      const T* r = xt + e * n8 + j0;
+      for (int64_t u = 0; u < kLanes; ++u) acc[u] += xe * r[u];
+    }
+    for (int64_t u = 0; u < kLanes; ++u) out[j0 + u] = alpha * acc[u];
+  }
+}
+
+/// Query row i's masks over keys [0, lim) applied to its scores s.
+template <class T>
+void mask_row(const Problem<T>& p, int64_t i, int64_t lim, T* s) {
+  if (p.mask_add) {
+    const T* m = p.mask_add + i * p.tk;
+    for (int64_t j = 0; j < lim; ++j) s[j] += m[j];
+  }
+  if (p.mask_keep) {
+    const bool* m = p.mask_keep + i * p.tk;
+    for (int64_t j = 0; j < lim; ++j)
+      if (!m[j]) s[j] = -std::numeric_limits<T>::infinity();
+  }
+}
+
+/// Row i's dropout factor of key j: 0, or 1 / (1 - p).
+template <class T>
+T drop_factor(const Problem<T>& p, const Shared& sh, int64_t i, int64_t j) {
+  return sh.rng.uniform(p.draw0 + uint64_t(i * p.tk + j)) >= sh.dropout ? T(1.0 / (1.0 - sh.dropout)) : T(0);
+}
+
+template <class T, int D>
+using RowVec = Eigen::Matrix<T, 1, D>;
+template <class T, int D>
+using RowMap = Eigen::Map<RowVec<T, D>>;
+template <class T, int D>
+using CRowMap = Eigen::Map<const RowVec<T, D>>;
+
+/// forward_rows for a small problem.
+template <class T, int D>
+void forward_rows_small(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t i1) {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  thread_local std::vector<T> kt, s;
+  const int64_t n = key_limit(sh, i1 - 1, p.tq, p.tk), n8 = padded(n);
+  transpose_rows<T, D>(p.k, p.ks, n, kt);
+  s.resize(size_t(std::max<int64_t>(n8, 1)));
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t lim = key_limit(sh, i, p.tq, p.tk);
+    T* lse = p.lse + i * p.lse_stride;
+    RowMap<T, D> o(p.o + i * p.os);
+    row_dots<T, D>(p.q + i * p.qs, kt.data(), n8, lim, T(sh.scale), s.data());
+    mask_row(p, i, lim, s.data());
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> row(s.data(), lim);
+    const T m = lim > 0 ? row.maxCoeff() : ninf;
+    if (m == ninf) {  // every key masked
+      o.setZero();
+      *lse = ninf;
+      continue;
+    }
+    row = (row - m).exp();
+    const T l = row.sum();
+    RowVec<T, D> acc = RowVec<T, D>::Zero();
+    if (sh.dropout > 0)
+      for (int64_t j = 0; j < lim; ++j) acc += (s[size_t(j)] * drop_factor(p, sh, i, j)) * CRowMap<T, D>(p.v + j * p.vs);
+    else
+      for (int64_t j = 0; j < lim; ++j) acc += s[size_t(j)] * CRowMap<T, D>(p.v + j * p.vs);
+    o = acc / l;
+    *lse = m + std::log(l);
+  }
+}
+
+/// backward for a small problem: the same formulas, one query row at a time.
+template <class T, int D>
+void backward_small(const Problem<T>& p, const Shared& sh) {
+  constexpr T ninf = -std::numeric_limits<T>::infinity();
+  thread_local std::vector<T> kt, vt, s, dp, dk, dv;
+  const int64_t n = p.tk, n8 = padded(n);
+  transpose_rows<T, D>(p.k, p.ks, n, kt);
+  transpose_rows<T, D>(p.v, p.vs, n, vt);
+  s.resize(size_t(std::max<int64_t>(n8, 1)));
+  dp.resize(s.size());
+  dk.assign(size_t(n * D), T(0));
+  dv.assign(size_t(n * D), T(0));
+  const T scale = T(sh.scale);
+  for (int64_t i = 0; i < p.tq; ++i) {
+    RowMap<T, D> dq(p.dq + i * p.qs);
+    dq.setZero();
+    const T lse = p.lse[i * p.lse_stride];
+    const int64_t lim = key_limit(sh, i, p.tq, p.tk);
+    if (lse == ninf || lim == 0) continue;  // no key seen: no weight, no gradient
+    const CRowMap<T, D> dout(p.dout + i * p.os), q(p.q + i * p.qs);
+    const T delta = dout.dot(CRowMap<T, D>(p.out + i * p.os));  // dO_i . O_i = sum_j P_ij dP_ij: the softmax's correction
+    row_dots<T, D>(p.q + i * p.qs, kt.data(), n8, lim, scale, s.data());
+    mask_row(p, i, lim, s.data());
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> w(s.data(), lim);
+    w = (w - lse).exp();
+    row_dots<T, D>(p.dout + i * p.os, vt.data(), n8, lim, T(1), dp.data());  // dO_i V^T: the dropped weights' gradient
+    RowVec<T, D> dqi = RowVec<T, D>::Zero();
+    for (int64_t j = 0; j < lim; ++j) {
+      const T f = sh.dropout > 0 ? drop_factor(p, sh, i, j) : T(1);
+      RowMap<T, D>(dv.data() + j * D) += (s[size_t(j)] * f) * dout;
+      const T ds = s[size_t(j)] * (dp[size_t(j)] * f - delta) * scale;  // dS = P (dP - delta), with the scores' scale
+      dqi += ds * CRowMap<T, D>(p.k + j * p.ks);
+      RowMap<T, D>(dk.data() + j * D) += ds * q;
+    }
+    dq = dqi;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    std::copy_n(dk.data() + j * D, D, p.dk + j * p.ks);
+    std::copy_n(dv.data() + j * D, D, p.dv_ + j * p.vs);
+  }
+}
+
+/// Calls f with the small head size as a constant (8, 16, 32).
+template <class F>
+void with_small_head(int d, F&& f) {
+  if (d == 8) f(std::integral_constant<int, 8>{});
+  else if (d == 16) f(std::integral_constant<int, 16>{});
+  else f(std::integral_constant<int, 32>{});
+}
+
 /// Backward of one problem: dQ, dK, dV (written whole).
 template <class T>
 void backward(const Problem<T>& p, const Shared& sh) {
@@ -187,7 +332,9 @@ inline void ScaledDotProductAttention::eval_cpu(KernelContext& c, const Attrs& a
       for (int64_t w = lo; w < hi; ++w) {
         const at::Problem<T>& p = pl.problems[size_t(items[size_t(w)].first)];
         const int64_t i0 = items[size_t(w)].second;
-        at::forward_rows(p, pl.shared, i0, std::min(i0 + at::kQueryTile, p.tq));
+        const int64_t i1 = std::min(i0 + at::kQueryTile, p.tq);
+        if (const int h = at::small_head(p)) at::with_small_head(h, [&](auto D) { at::forward_rows_small<T, D()>(p, pl.shared, i0, i1); });
+        else at::forward_rows(p, pl.shared, i0, i1);
       }
     });
   });
@@ -232,7 +379,11 @@ inline void ScaledDotProductAttention::eval_grad_cpu(KernelContext& c, const Att
       p.dv_ = gv + (p.v - v0);
     }
     parallel_for(0, int64_t(pl.problems.size()), 1, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) at::backward(pl.problems[size_t(i)], pl.shared);
+      for (int64_t i = lo; i < hi; ++i) {
+        const at::Problem<T>& p = pl.problems[size_t(i)];
+        if (const int h = at::small_head(p)) at::with_small_head(h, [&](auto D) { at::backward_small<T, D()>(p, pl.shared); });
+        else at::backward(p, pl.shared);
+      }
     });
   });
 }

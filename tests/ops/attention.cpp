@@ -613,6 +613,71 @@ TEST_CASE_TEMPLATE("scaled_dot_product_attention: grads over several key and que
 }
 
 // ---------------------------------------------------------------------------------------------------------------
+// 4b. Small heads (d = dv = 8, 16 or 32, keys within one tile): the kernel goes row by row instead of by GEMM tiles.
+
+TEST_CASE_TEMPLATE("scaled_dot_product_attention: small heads (8, 16, 32) row by row: Out, LSE and grads against the reference", T, float, double) {
+  const double at = std::is_same_v<T, float> ? 1e-4 : 1e-10, rt = std::is_same_v<T, float> ? 1e-3 : 1e-8;
+  auto compare = [&](const std::map<std::string, LoDTensor>& out, const std::vector<LoDTensor>& g, const Ref& ref) {
+    check_close(to_f64(out.at("Out")), ref.out, tol<T>(), rtol<T>(), "Out");
+    check_close(to_f64(out.at("LSE")), ref.lse, tol<T>(), lse_rtol<T>(), "LSE");
+    check_close(to_f64(g[0]), ref.dq, at, rt, "Q@GRAD");
+    check_close(to_f64(g[1]), ref.dk, at, rt, "K@GRAD");
+    check_close(to_f64(g[2]), ref.dv, at, rt, "V@GRAD");
+  };
+  uint64_t seed = 700;
+  for (int64_t d : {8, 16, 32}) {
+    CAPTURE(d);
+    // Tq < Tk, Tq > Tk (causal rows that see no key) and 100 x 100, as fortune_gpt's chunks are.
+    for (auto [Tq, Tk] : {std::pair<int64_t, int64_t>{7, 13}, {13, 7}, {100, 100}}) {
+      CAPTURE(Tq); CAPTURE(Tk);
+      const int64_t B = 2, H = 2;
+      auto q = random_tensor<T>({B, H, Tq, d}, -2, 2, seed++), k = random_tensor<T>({B, H, Tk, d}, -2, 2, seed++);
+      auto v = random_tensor<T>({B, H, Tk, d}, -1, 1, seed++), dout = random_tensor<T>({B, H, Tq, d}, -1, 1, seed++);
+      const std::map<std::string, LoDTensor> in{{"Q", q}, {"K", k}, {"V", v}};
+      for (bool causal : {false, true})
+        for (float p : {0.f, 0.3f}) {
+          CAPTURE(causal); CAPTURE(p);
+          auto op = sdpa(q, k, v).attr("causal", causal).attr("dropout_prob", p).attr("fix_seed", true).attr("seed", 17);
+          compare(op.run(), run_grads(op, in, dout), ref_dense(q, k, v, nullptr, causal, 0, {double(p), 17}, &dout));
+        }
+      // A bool mask with a fully masked row, with causal; an additive mask per head with the scale attr.
+      Tensor bm = bool_tensor({Tq, Tk}, [&](int64_t e) { return e / Tk != 3 && (e * 7919) % 5 != 0; });
+      auto with_bool = in;
+      with_bool["Mask"] = bm;
+      auto bop = sdpa(q, k, v).input("Mask", bm).attr("causal", true);
+      compare(bop.run(), run_grads(bop, with_bool, dout), ref_dense(q, k, v, &bm, true, 0, {}, &dout));
+      Tensor fm = random_tensor<T>({1, H, Tq, Tk}, -2, 1, seed++);
+      auto with_float = in;
+      with_float["Mask"] = fm;
+      auto fop = sdpa(q, k, v).input("Mask", fm).attr("scale", 0.4f);
+      compare(fop.run(), run_grads(fop, with_float, dout), ref_dense(q, k, v, &fm, false, 0.4f, {}, &dout));
+    }
+    // Ragged, self (causal) and cross attention with dropout.
+    const LoD qlod{{0, 3, 40, 41}}, klod{{0, 5, 60, 61}};
+    LoDTensor rq(random_tensor<T>({41, 2, d}, -2, 2, seed++), qlod);
+    LoDTensor rk(random_tensor<T>({61, 2, d}, -2, 2, seed++), klod), rv(random_tensor<T>({61, 2, d}, -1, 1, seed++), klod);
+    LoDTensor rdout(random_tensor<T>({41, 2, d}, -1, 1, seed++), qlod);
+    auto cross = sdpa(rq, rk, rv).attr("dropout_prob", 0.3f).attr("fix_seed", true).attr("seed", 4);
+    compare(cross.run(), run_grads(cross, {{"Q", rq}, {"K", rk}, {"V", rv}}, rdout), ref_ragged(rq, rk, rv, false, 0, {double(0.3f), 4}, &rdout));
+    LoDTensor sk(Tensor(rk.slice(0, 41).clone()), qlod), sv(Tensor(rv.slice(0, 41).clone()), qlod);
+    auto self = sdpa(rq, sk, sv).attr("causal", true);
+    compare(self.run(), run_grads(self, {{"Q", rq}, {"K", sk}, {"V", sv}}, rdout), ref_ragged(rq, sk, sv, true, 0, {}, &rdout));
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: small heads: grad matches finite differences (causal, masked, ragged, dropout)") {
+  auto s = small_dense(1, 2, 5, 6, 8, 8, 811);
+  sdpa(s.q, s.k, s.v).attr("causal", true).check_grad({"Q", "K", "V"}, {"Out"});
+  Tensor m = bool_tensor({1, 2, 5, 6}, [](int64_t e) { return (e / 6) % 5 != 2 && e % 7 != 1; });
+  sdpa(s.q, s.k, s.v).input("Mask", m).check_grad({"Q", "K", "V"}, {"Out"});
+  sdpa(s.q, s.k, s.v).attr("dropout_prob", 0.3f).attr("fix_seed", true).attr("seed", 5).check_grad({"Q", "K", "V"}, {"Out"});
+  const LoD lod{{0, 2, 5}};
+  LoDTensor q(random_tensor<double>({5, 2, 8}, -1.5, 1.5, 815), lod);
+  LoDTensor k(random_tensor<double>({5, 2, 8}, -1.5, 1.5, 816), lod), v(random_tensor<double>({5, 2, 8}, -1, 1, 817), lod);
+  sdpa(q, k, v).attr("causal", true).check_grad({"Q", "K", "V"}, {"Out"});
+}
+
+// ---------------------------------------------------------------------------------------------------------------
 // 5. Dropout
 
 TEST_CASE_TEMPLATE("scaled_dot_product_attention: dropout keeps weight (i, j) when draw n of CounterRng(seed) >= p, scaled by 1 / (1 - p)", T, float, double) {
