@@ -1,13 +1,14 @@
 // examples/fortune_gpt.cpp: a small decoder-only Transformer (GPT's layout) as a character-level language model
-// on the fortune-cookie texts of the Debian package `fortunes`, the text char_lm's LSTM learns: embedding with
-// sinusoidal positions -> pre-norm decoder layers (causal self-attention, 4 heads by default, gelu feed-forward) ->
+// on the fortune-cookie texts of the Debian package `fortunes`, the text char_lm's LSTM learns: the character's
+// embedding plus those of the two characters before it (within its chunk: n-gram features from the first step)
+// -> pre-norm decoder layers (causal self-attention with rotary positions, 4 heads, gelu feed-forward) ->
 // layer_norm -> fc softmax over the characters. The 100-character chunks are fed as LoD sequences, so causal
 // attention runs within each chunk with nothing padded. Whole files are held out for validation (science,
 // wisdom, sports, food), as char_lm holds them out, and a fortune sampled from the model ends the run.
-// Usage: fortune_gpt [--steps N] [--lr LR] [--warmup W] [--seconds S] [--layers L] [--width D] [--ff F] [--heads H] [--batch B] [--clip C] [--rotary] [--relu] [--profile]: --seconds
-// stops training at S seconds of CPU time (to compare with char_lm at equal time); --profile prints the training steps' time
-// per op (oar::Profiler) to stderr. The last line is
-// `validation_bits_per_char=<value>`.
+// Usage: fortune_gpt [--steps N] [--lr LR] [--warmup W] [--seconds S] [--layers L] [--width D] [--ff F]
+// [--heads H] [--prev N] [--batch B] [--clip C] [--rotary | --sinusoid] [--relu] [--profile]: --seconds stops
+// training at S seconds of CPU time (to compare with char_lm at equal time); --profile prints the training
+// steps' time per op (oar::Profiler) to stderr. The last line is `validation_bits_per_char=<value>`.
 #include <oar/oar.hpp>
 
 #include "fortunes.hpp"
@@ -24,11 +25,26 @@
 
 using namespace fortunes;
 
+namespace {
+constexpr int64_t kNone = kVocab;  // the id of "no character": before a chunk's first
+
+/// For ids x (chunks as one LoD level) and k >= 1: the id k rows back within the same chunk, kNone before its start.
+oar::LoDTensor ids_back(const oar::LoDTensor& x, int64_t k) {
+  const auto& off = x.lod().at(0);
+  const auto v = x.span<int64_t>();
+  std::vector<int64_t> out(v.size(), kNone);
+  for (size_t s = 0; s + 1 < off.size(); ++s)
+    for (size_t r = off[s] + size_t(k); r < off[s + 1]; ++r) out[r] = v[r - size_t(k)];
+  return oar::LoDTensor(oar::Tensor::from<int64_t>(out, {int64_t(out.size()), 1}), x.lod());
+}
+}  // namespace
+
 int main(int argc, char** argv) try {
-  int64_t steps = 4000, layers = 2, width = 128, ff = 256, batch = kBatch, heads = 4;
-  double lr = 2e-3, seconds = 0, warmup = 0;
+  // The defaults are the best found at char_lm's training time on one core (docs/attention.md).
+  int64_t steps = 3100, layers = 2, width = 64, ff = 256, batch = 20, heads = 4, prev = 2;
+  double lr = 1.5e-2, seconds = 0, warmup = 250;
   double clip = 1;
-  bool rotary = false, profile = false, relu = false;
+  bool rotary = true, profile = false, relu = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--lr") == 0 && i + 1 < argc) lr = std::atof(argv[++i]);
@@ -39,12 +55,14 @@ int main(int argc, char** argv) try {
     else if (std::strcmp(argv[i], "--width") == 0 && i + 1 < argc) width = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--ff") == 0 && i + 1 < argc) ff = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--heads") == 0 && i + 1 < argc) heads = std::atoll(argv[++i]);
+    else if (std::strcmp(argv[i], "--prev") == 0 && i + 1 < argc) prev = std::atoll(argv[++i]);
     else if (std::strcmp(argv[i], "--clip") == 0 && i + 1 < argc) clip = std::atof(argv[++i]);
     else if (std::strcmp(argv[i], "--rotary") == 0) rotary = true;
+    else if (std::strcmp(argv[i], "--sinusoid") == 0) rotary = false;
     else if (std::strcmp(argv[i], "--relu") == 0) relu = true;
     else if (std::strcmp(argv[i], "--profile") == 0) profile = true;
     else {
-      std::printf("usage: fortune_gpt [--steps N (4000)] [--lr LR (2e-3)] [--warmup W (0)] [--seconds S (no limit)] [--layers L (2)] [--width D (128)] [--ff F (256)] [--heads H (4)] [--batch B (32)] [--clip C (1)] [--rotary] [--relu] [--profile]\n");
+      std::printf("usage: fortune_gpt [--steps N (3100)] [--lr LR (1.5e-2)] [--warmup W (250)] [--seconds S (no limit)] [--layers L (2)] [--width D (64)] [--ff F (256)] [--heads H (4)] [--prev N (2)] [--batch B (20)] [--clip C (1)] [--rotary (the default) | --sinusoid] [--relu] [--profile]\n");
       return 2;
     }
   }
@@ -59,18 +77,30 @@ int main(int argc, char** argv) try {
   // The self-attention keeps a key-value cache for sampling (kv_cache: in training it passes its rows through),
   // so the sinusoids count from each sequence's cached length too.
   oar::Var h = oar::embedding(ids, {kVocab, width});
+  // --prev N: the N characters before each one (within its chunk; kNone before the chunk's first) as embeddings
+  // of their own, added to the character's: n-gram features from the first step, before attention learns them.
+  std::vector<oar::Var> prevs;
+  for (int64_t k = 1; k <= prev; ++k) {
+    prevs.push_back(oar::data("prev" + std::to_string(k), oar::i64, {-1, 1}).lod_level(1));
+    h = oar::elementwise_add(h, oar::embedding(prevs.back(), {kVocab + 1, width}));
+  }
   if (!rotary) h = oar::add_position_encoding(h, std::sqrt(double(width)), 1.0, oar::cached_length(ids));
   for (int64_t l = 0; l < layers; ++l) h = oar::transformer_decoder_layer(h, heads, {.d_ff = ff, .rotary = rotary, .relu = relu, .kv_cache = true});
   auto logits = oar::fc(oar::layer_norm(h), kVocab);
   auto probs = oar::softmax(logits);  // for sampling: recorded before the loss, so its program needs no labels
   auto nats = oar::softmax_with_cross_entropy(logits, next);  // [rows, 1]
   auto cost = oar::mean(nats);
-  oar::Model model(tape.program(cost));
-  oar::Model scorer(tape.program(nats));  // the same parameters, per-character losses out
+  // Training and scoring leave the sampling softmax out (replay keeps every layer recorded before an output).
+  oar::Model model(tape.program(cost, oar::skip(probs)));
+  oar::Model scorer(tape.program(nats, oar::skip(probs)));  // the same parameters, per-character losses out
   // Adam rising linearly over --warmup steps, then decaying along a cosine to 0; the gradient clipped to a global norm of --clip (1).
   auto rule = oar::optim::adam(lr).with_schedule(oar::optim::cosine_decay(double(steps), warmup)).with_clip(oar::ClipByGlobalNorm(clip));
   oar::Optimizer opt(model, cost, rule);
   oar::Evaluator ev(scorer);
+  // The previous characters' feeds of a model, from its ids.
+  auto add_prevs = [&](const oar::Model& m, const oar::LoDTensor& x, oar::FeedMap& feeds) {
+    for (int64_t k = 1; k <= prev; ++k) feeds[m.name_of(prevs[size_t(k - 1)])] = ids_back(x, k);
+  };
 
   std::mt19937_64 rng(11);
   std::uniform_int_distribution<size_t> pick(0, corpus.train.size() - kChunk - 2);
@@ -85,7 +115,9 @@ int main(int argc, char** argv) try {
     for (auto& s : starts) s = pick(rng);
     auto [x, y] = make_batch(corpus.train, starts);
     const double t = cpu_seconds();
-    opt.step({{model.name_of(ids), x}, {model.name_of(next), y}}, out);
+    oar::FeedMap feeds{{model.name_of(ids), x}, {model.name_of(next), y}};
+    add_prevs(model, x, feeds);
+    opt.step(feeds, out);
     train_cpu += cpu_seconds() - t;
     done = step + 1;
     const double loss = double(out[0].get(0));
@@ -97,7 +129,8 @@ int main(int argc, char** argv) try {
       std::fflush(stdout);
     }
     if ((step + 1) % 1000 == 0 || last) {
-      bpc = validate(ev, model.name_of(ids), model.name_of(next), corpus.valid);
+      bpc = validate(ev, scorer.name_of(ids), scorer.name_of(next), corpus.valid,
+                     [&](const oar::LoDTensor& vx, oar::FeedMap& f) { add_prevs(scorer, vx, f); });
       std::printf("step %lld: validation %.4f bits/char\n", (long long)step + 1, bpc);
       std::fflush(stdout);
     }
@@ -124,18 +157,30 @@ int main(int argc, char** argv) try {
   };
   std::string text;
   std::vector<int64_t> context{1};
+  // The sampler's feeds for the characters v = context[at ..], in a chunk that began at context[begin].
+  auto sample_feeds = [&](std::span<const int64_t> v, size_t at, size_t begin) {
+    oar::FeedMap f{{sampler.name_of(ids), one_sequence(v)}};
+    for (int64_t k = 1; k <= prev; ++k) {
+      std::vector<int64_t> back(v.size());
+      for (size_t t = 0; t < v.size(); ++t) back[t] = at + t >= begin + size_t(k) ? context[at + t - size_t(k)] : kNone;
+      f[sampler.name_of(prevs[size_t(k - 1)])] = one_sequence(back);
+    }
+    return f;
+  };
   std::mt19937_64 draw(2026);
   double cached_s = 0;
   {
     oar::Evaluator gen(sampler, {}, {.kv_cache = true});
     std::span<const int64_t> feed(context);
+    size_t begin = 0;  // where the cached chunk began in context
     const double t = cpu_seconds();
     while (text.size() < 400 && !(text.size() >= 2 && text.compare(text.size() - 2, 2, "\n\n") == 0)) {
       if (!gen.cached_lengths().empty() && gen.cached_lengths()[0] + int64_t(feed.size()) > kChunk) {
         gen.reset_cache();
         feed = std::span<const int64_t>(context).last(std::min<size_t>(context.size(), size_t(kChunk / 2)));
+        begin = context.size() - feed.size();
       }
-      auto p = gen.forward({{sampler.name_of(ids), one_sequence(feed)}})[0];
+      auto p = gen.forward(sample_feeds(feed, size_t(feed.data() - context.data()), begin))[0];
       const std::span<const float> last = p.span<float>().last(size_t(kVocab));
       const int64_t c = oar::sample_token(last, {.temperature = 0.8, .top_k = 20}, draw);
       context.push_back(c);
@@ -150,7 +195,7 @@ int main(int argc, char** argv) try {
     const double t = cpu_seconds();
     for (size_t i = 1; i < context.size(); ++i) {
       const size_t from = i > size_t(kChunk) ? i - size_t(kChunk) : 0;
-      gen.forward({{sampler.name_of(ids), one_sequence(std::span<const int64_t>(context).subspan(from, i - from))}});
+      gen.forward(sample_feeds(std::span<const int64_t>(context).subspan(from, i - from), from, from));
     }
     rerun_s = cpu_seconds() - t;
   }

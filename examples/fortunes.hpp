@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <set>
 #include <string>
@@ -85,7 +86,9 @@ inline std::pair<oar::LoDTensor, oar::LoDTensor> make_batch(const std::vector<in
 
 /// Mean bits per character of the held-out text, cut into consecutive chunks (each from a fresh start) and
 /// scored by `ev`, whose first output is the per-character loss in nats.
-inline double validate(oar::Evaluator& ev, const std::string& ids, const std::string& next, const std::vector<int64_t>& valid) {
+/// `more(x, feeds)` may add feeds computed from the ids (fortune_gpt's previous characters).
+inline double validate(oar::Evaluator& ev, const std::string& ids, const std::string& next, const std::vector<int64_t>& valid,
+                       const std::function<void(const oar::LoDTensor&, oar::FeedMap&)>& more = {}) {
   double nats_sum = 0;
   int64_t count = 0;
   std::vector<size_t> starts;
@@ -93,7 +96,9 @@ inline double validate(oar::Evaluator& ev, const std::string& ids, const std::st
   for (size_t b = 0; b < starts.size(); b += 128) {
     std::vector<size_t> part(starts.begin() + long(b), starts.begin() + long(std::min(b + 128, starts.size())));
     auto [x, y] = make_batch(valid, part);
-    auto out = ev.forward({{ids, x}, {next, y}});
+    oar::FeedMap feeds{{ids, x}, {next, y}};
+    if (more) more(x, feeds);
+    auto out = ev.forward(feeds);
     for (float v : out[0].span<float>()) nats_sum += v;
     count += out[0].dim(0);
   }
