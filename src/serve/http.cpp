@@ -1,5 +1,5 @@
 // src/serve/http.cpp: see http.hpp. Follows the shape of Beast's advanced asynchronous server example: an
-// acceptor handing each socket to a session on its own strand.
+// acceptor handing each socket to a session on its own strand (when several threads run the io_context).
 #include "src/serve/http.hpp"
 
 #include <fmt/format.h>
@@ -199,8 +199,13 @@ struct HttpServer::Impl {
   uint16_t port = 0;
   bool stopped = false;
 
+  int nthreads = 1;
+
   void accept() {
-    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    // With one thread running the io_context every handler already runs in order on it: a strand per connection
+    // would only add its locking and its reference counting to every read and write.
+    auto exec = nthreads == 1 ? net::any_io_executor(ioc.get_executor()) : net::any_io_executor(net::make_strand(ioc));
+    acceptor.async_accept(exec, [this](beast::error_code ec, tcp::socket socket) {
       if (!acceptor.is_open()) return;
       if (!ec) std::make_shared<Session>(std::move(socket), shared)->start();
       accept();
@@ -224,6 +229,7 @@ HttpServer::HttpServer(const std::string& host, uint16_t port, int threads, cons
   if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
   if (ec) throw Error(fmt::format("cannot listen on {}:{}: {}", host, port, ec.message()));
   impl_->port = a.local_endpoint().port();
+  impl_->nthreads = std::max(1, threads);
   impl_->accept();
   for (int i = 0; i < std::max(1, threads); ++i) impl_->threads.emplace_back([this] { impl_->ioc.run(); });
 }

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -103,6 +105,32 @@ int main(int argc, char** argv) {
     check(has(m, "oar_http_requests_total{code=\"404\"} 2\n"), "metrics_text() counts the 404s answered");
     server.stop();
     check(round_trip(port, "GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n").empty(), "after stop() nothing answers");
+  }
+  {
+    // Several HTTP threads: each connection then runs on a strand of its own. Clients on 8 threads at once, every
+    // answer whole and right.
+    oar::serve::Server server(repo, {.port = 0, .http_threads = 3});
+    server.start();
+    const uint16_t port = server.port();
+    std::string body = R"({"inputs":[{"name":"img","shape":[1,784],"datatype":"FP32","data":[)";
+    for (int i = 0; i < 784; ++i) body += i ? ",0.25" : "0.25";
+    body += "]}]}";
+    const std::string first = post(port, "/v2/models/mlp/infer", body);
+    const std::string expect = first.substr(first.find("\r\n\r\n"));
+    std::vector<int> right(8, 0);
+    std::vector<std::thread> clients;
+    for (int t = 0; t < 8; ++t)
+      clients.emplace_back([&, t] {
+        for (int i = 0; i < 25; ++i) {
+          const std::string a = post(port, "/v2/models/mlp/infer", body);
+          right[size_t(t)] += has(a, "HTTP/1.1 200") && a.substr(a.find("\r\n\r\n")) == expect;
+        }
+      });
+    for (auto& c : clients) c.join();
+    int total = 0;
+    for (int r : right) total += r;
+    check(has(first, "HTTP/1.1 200") && total == 200, "3 HTTP threads, 8 clients at once: " + std::to_string(total) + " of 200 answers equal the first");
+    server.stop();
   }
   {
     bool named = false;
