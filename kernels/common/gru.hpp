@@ -32,6 +32,18 @@ inline ForwardArgs forward_args(const KernelContext& c, const ops::Gru::Attrs& a
   return {x, w, b, h0t, d, rows, l};
 }
 
+/// gru's outputs, sized for f: Hidden, BatchResetHiddenPrev and BatchHidden [T, D], BatchGate [T, 3D].
+struct Outputs {
+  LoDTensor &hidden, &gate, &reset_hidden_prev, &batch_hidden;
+};
+inline Outputs outputs(KernelContext& c, const ForwardArgs& f) {
+  using G = ops::Gru;
+  Outputs o{c.out(G::hidden), c.out(G::batch_gate), c.out(G::batch_reset_hidden_prev), c.out(G::batch_hidden)};
+  for (LoDTensor* t : {&o.hidden, &o.reset_hidden_prev, &o.batch_hidden}) t->resize(Shape{f.rows, f.d}, f.x.dtype());
+  o.gate.resize(Shape{f.rows, 3 * f.d}, f.x.dtype());
+  return o;
+}
+
 /// gru_grad's inputs, checked, its wanted outputs (null: not wanted) and the batch layout.
 struct GradArgs {
   const LoDTensor &w, &hid, &gate, &rhp, &bh, &dhid;

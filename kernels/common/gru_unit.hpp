@@ -26,6 +26,19 @@ inline ForwardArgs forward_args(const KernelContext& c) {
   if (b) c.check(b->numel() == 3 * d, "Bias must have {} values, got {}", 3 * d, b->shape());
   return {x, hp, w, b, d, n};
 }
+
+/// gru_unit's outputs, sized for f: Gate [N, 3D], ResetHiddenPrev and Hidden [N, D].
+struct Outputs {
+  LoDTensor &gate, &reset_hidden_prev, &hidden;
+};
+inline Outputs outputs(KernelContext& c, const ForwardArgs& f) {
+  using G = ops::GruUnit;
+  Outputs o{c.out(G::gate), c.out(G::reset_hidden_prev), c.out(G::hidden)};
+  o.gate.resize(Shape{f.n, 3 * f.d}, f.x.dtype());
+  o.reset_hidden_prev.resize(Shape{f.n, f.d}, f.x.dtype());
+  o.hidden.resize(Shape{f.n, f.d}, f.x.dtype());
+  return o;
+}
 /// gru_unit_grad's inputs, checked, and its wanted outputs (null: not wanted): what both places' kernels start from.
 struct GradArgs {
   const LoDTensor &hp, &w, &gate, &rh, &dh;

@@ -35,6 +35,18 @@ inline ForwardArgs forward_args(const KernelContext& c, const ops::Lstm::Attrs& 
   return {x, w, b, h0t, c0t, d, rows, l};
 }
 
+/// lstm's outputs, sized for f: Hidden and Cell [T, D], BatchGate [T, 4D], BatchCellPreAct [T, D].
+struct Outputs {
+  LoDTensor &hidden, &cell, &gate, &cell_pre_act;
+};
+inline Outputs outputs(KernelContext& c, const ForwardArgs& f) {
+  using L = ops::Lstm;
+  Outputs o{c.out(L::hidden), c.out(L::cell), c.out(L::batch_gate), c.out(L::batch_cell_pre_act)};
+  for (LoDTensor* t : {&o.hidden, &o.cell, &o.cell_pre_act}) t->resize(Shape{f.rows, f.d}, f.x.dtype());
+  o.gate.resize(Shape{f.rows, 4 * f.d}, f.x.dtype());
+  return o;
+}
+
 /// lstm_grad's inputs, checked, its wanted outputs (null: not wanted) and the batch layout.
 struct GradArgs {
   const LoDTensor &w, &hid, &gate, &cpa, &dhid;

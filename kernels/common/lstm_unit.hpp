@@ -15,7 +15,8 @@ inline std::pair<int64_t, int64_t> dims(const KernelContext& ctx, const LoDTenso
             x.shape(), c_prev.shape());
   return {c_prev.dim(0), c_prev.dim(1)};
 }
-/// lstm_unit_grad's inputs, checked, and its wanted outputs (null: not wanted): what both places' kernels start from.
+/// lstm_unit_grad's inputs, checked, and its wanted outputs (null: not wanted) sized: what both places' kernels
+/// start from.
 struct GradArgs {
   const LoDTensor &x, &c_prev, &c, &dc, &dh;
   LoDTensor *dx, *dc_prev;
@@ -27,9 +28,12 @@ inline GradArgs grad_args(const KernelContext& ctx) {
   const LoDTensor& dc = ctx.in(U::c_grad);
   const LoDTensor& dh = ctx.in(U::h_grad);
   ctx.check(dc.shape() == c.shape() && dh.shape() == c.shape(), "C@GRAD {} and H@GRAD {} must match C {}", dc.shape(), dh.shape(), c.shape());
-  const LoDTensor& cp = ctx.in(U::c_prev);
-  return {ctx.in(U::x), cp, c, dc, dh, ctx.has_out(U::x_grad) ? &ctx.out(U::x_grad) : nullptr,
-          ctx.has_out(U::c_prev_grad) ? &ctx.out(U::c_prev_grad) : nullptr, cp.dim(0), cp.dim(1)};
+  const LoDTensor &cp = ctx.in(U::c_prev), &x = ctx.in(U::x);
+  LoDTensor* dx = ctx.has_out(U::x_grad) ? &ctx.out(U::x_grad) : nullptr;
+  LoDTensor* dcp = ctx.has_out(U::c_prev_grad) ? &ctx.out(U::c_prev_grad) : nullptr;
+  if (dx) dx->resize(x.shape(), x.dtype());
+  if (dcp) dcp->resize(cp.shape(), cp.dtype());
+  return {x, cp, c, dc, dh, dx, dcp, cp.dim(0), cp.dim(1)};
 }
 
 }  // namespace oar::kernels::lstm_unit

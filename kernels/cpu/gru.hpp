@@ -140,16 +140,9 @@ inline void Gru::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor *b = f.b, *h0t = f.h0;
   const int64_t d = f.d, rows = f.rows;
   const rnn::BatchLayout& l = f.l;
-  LoDTensor& hid = c.out(hidden);
-  LoDTensor& gate = c.out(batch_gate);
-  LoDTensor& rhp = c.out(batch_reset_hidden_prev);
-  LoDTensor& bh = c.out(batch_hidden);
+  auto [hid, gate, rhp, bh] = gru::outputs(c, f);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    hid.resize(Shape{rows, d}, x.dtype());
-    gate.resize(Shape{rows, 3 * d}, x.dtype());
-    rhp.resize(Shape{rows, d}, x.dtype());
-    bh.resize(Shape{rows, d}, x.dtype());
     T *g = gate.data<T>(), *rh = rhp.data<T>(), *hb = bh.data<T>(), *hs = hid.data<T>();
     gru::gate_inputs(g, x.data<T>(), b ? b->data<T>() : nullptr, l.row_of, rows, 3 * d);
     const int64_t k0 = l.steps > 0 ? l.active(0) : 0;

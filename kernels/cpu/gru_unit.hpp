@@ -20,14 +20,9 @@ inline void GruUnit::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor &x = f.x, &hp = f.hp, &w = f.w;
   const LoDTensor* b = f.b;
   const int64_t d = f.d, n = f.n;
-  LoDTensor& gt = c.out(gate);
-  LoDTensor& rt = c.out(reset_hidden_prev);
-  LoDTensor& ht = c.out(hidden);
+  auto [gt, rt, ht] = gru_unit::outputs(c, f);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    gt.resize(Shape{n, 3 * d}, x.dtype());
-    rt.resize(Shape{n, d}, x.dtype());
-    ht.resize(Shape{n, d}, x.dtype());
     T* g = gt.data<T>();
     gru::gate_inputs(g, x.data<T>(), b ? b->data<T>() : nullptr, nullptr, n, 3 * d);
     const gru::Cell<T> p(d, a.gate, a.candidate, w.data<T>());

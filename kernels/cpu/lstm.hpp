@@ -97,16 +97,9 @@ inline void Lstm::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor *b = f.b, *h0t = f.h0, *c0t = f.c0;
   const int64_t d = f.d, rows = f.rows;
   const rnn::BatchLayout& l = f.l;
-  LoDTensor& hid = c.out(hidden);
-  LoDTensor& cel = c.out(cell);
-  LoDTensor& gate = c.out(batch_gate);
-  LoDTensor& cpa = c.out(batch_cell_pre_act);
+  auto [hid, cel, gate, cpa] = lstm::outputs(c, f);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    hid.resize(Shape{rows, d}, x.dtype());
-    cel.resize(Shape{rows, d}, x.dtype());
-    gate.resize(Shape{rows, 4 * d}, x.dtype());
-    cpa.resize(Shape{rows, d}, x.dtype());
     const T* pw = w.data<T>();
     const T* pb = b ? b->data<T>() : nullptr;
     T* g = gate.data<T>();

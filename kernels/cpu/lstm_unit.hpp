@@ -52,8 +52,6 @@ inline void LstmUnit::eval_grad_cpu(KernelContext& ctx, const Attrs& a) {
   LoDTensor *dx = ga.dx, *dcp = ga.dc_prev;
   ctx.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (dx) dx->resize(xt.shape(), xt.dtype());
-    if (dcp) dcp->resize(cp.shape(), cp.dtype());
     const T *px = xt.data<T>(), *pc = cp.data<T>(), *pcn = ct.data<T>(), *pdc = dct.data<T>(), *pdh = dht.data<T>();
     T* odx = dx ? dx->data<T>() : nullptr;
     T* odc = dcp ? dcp->data<T>() : nullptr;

@@ -146,16 +146,9 @@ inline void Lstm::eval_cuda(KernelContext& c, const Attrs& a) {
   const kernels::lstm::ForwardArgs f = kernels::lstm::forward_args(c, a);
   const int64_t d = f.d, rows = f.rows;
   const kernels::rnn::BatchLayout& l = f.l;
-  LoDTensor& hid = c.out(hidden);
-  LoDTensor& cel = c.out(cell);
-  LoDTensor& gate = c.out(batch_gate);
-  LoDTensor& cpa = c.out(batch_cell_pre_act);
+  auto [hid, cel, gate, cpa] = kernels::lstm::outputs(c, f);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    hid.resize(Shape{rows, d}, f.x.dtype());
-    cel.resize(Shape{rows, d}, f.x.dtype());
-    gate.resize(Shape{rows, 4 * d}, f.x.dtype());
-    cpa.resize(Shape{rows, d}, f.x.dtype());
     const ck::Elem e = ck::elem(c, f.x.dtype());
     const T* pw = f.w.data<T>();
     const T* pb = f.b ? f.b->data<T>() : nullptr;
@@ -261,16 +254,9 @@ inline void Gru::eval_cuda(KernelContext& c, const Attrs& a) {
   const kernels::gru::ForwardArgs f = kernels::gru::forward_args(c, a);
   const int64_t d = f.d, rows = f.rows;
   const kernels::rnn::BatchLayout& l = f.l;
-  LoDTensor& hid = c.out(hidden);
-  LoDTensor& gate = c.out(batch_gate);
-  LoDTensor& rhp = c.out(batch_reset_hidden_prev);
-  LoDTensor& bh = c.out(batch_hidden);
+  auto [hid, gate, rhp, bh] = kernels::gru::outputs(c, f);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    hid.resize(Shape{rows, d}, f.x.dtype());
-    gate.resize(Shape{rows, 3 * d}, f.x.dtype());
-    rhp.resize(Shape{rows, d}, f.x.dtype());
-    bh.resize(Shape{rows, d}, f.x.dtype());
     T *g = gate.data<T>(), *rh = rhp.data<T>(), *hb = bh.data<T>(), *hs = hid.data<T>();
     const ck::rnn::DeviceLayout dl = ck::rnn::upload_layout(c, l, false);
     ck::check(c, ck::rnn_gate_inputs(ck::elem(c, f.x.dtype()), f.x.data<T>(), dl.row_of, f.b ? f.b->data<T>() : nullptr, g, rows, 3 * d, ck::stream(c)));
@@ -359,8 +345,6 @@ inline void LstmUnit::eval_grad_cuda(KernelContext& ctx, const Attrs& a) {
   LoDTensor *dx = ga.dx, *dcp = ga.dc_prev;
   ctx.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (dx) dx->resize(xt.shape(), xt.dtype());
-    if (dcp) dcp->resize(cp.shape(), cp.dtype());
     ck::check(ctx, ck::lstm_unit_grad(ck::elem(ctx, xt.dtype()), xt.data<T>(), cp.data<T>(), ct.data<T>(), dct.data<T>(), dht.data<T>(),
                                       dx ? dx->data<T>() : nullptr, dcp ? dcp->data<T>() : nullptr, n, d, a.forget_bias, ck::stream(ctx)));
   });
@@ -370,14 +354,9 @@ inline void GruUnit::eval_cuda(KernelContext& c, const Attrs& a) {
   namespace ck = cuda_kernels;
   const kernels::gru_unit::ForwardArgs f = kernels::gru_unit::forward_args(c);
   const int64_t d = f.d, n = f.n;
-  LoDTensor& gt = c.out(gate);
-  LoDTensor& rt = c.out(reset_hidden_prev);
-  LoDTensor& ht = c.out(hidden);
+  auto [gt, rt, ht] = kernels::gru_unit::outputs(c, f);
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    gt.resize(Shape{n, 3 * d}, f.x.dtype());
-    rt.resize(Shape{n, d}, f.x.dtype());
-    ht.resize(Shape{n, d}, f.x.dtype());
     T* g = gt.data<T>();
     ck::check(c, ck::rnn_gate_inputs(ck::elem(c, f.x.dtype()), f.x.data<T>(), nullptr, f.b ? f.b->data<T>() : nullptr, g, n, 3 * d, ck::stream(c)));
     const ck::rnn::GruCell<T> p(d, a.gate, a.candidate, f.w.data<T>());
