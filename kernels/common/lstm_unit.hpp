@@ -15,6 +15,21 @@ inline std::pair<int64_t, int64_t> dims(const KernelContext& ctx, const LoDTenso
             x.shape(), c_prev.shape());
   return {c_prev.dim(0), c_prev.dim(1)};
 }
+/// lstm_unit's inputs, checked, and its outputs C and H sized [N, D]: what both places' kernels start from.
+struct ForwardArgs {
+  const LoDTensor &x, &c_prev;
+  LoDTensor &c, &h;
+  int64_t n, d;
+};
+inline ForwardArgs forward_args(KernelContext& ctx) {
+  using U = ops::LstmUnit;
+  const LoDTensor &x = ctx.in(U::x), &cp = ctx.in(U::c_prev);
+  const auto [n, d] = dims(ctx, x, cp);
+  LoDTensor &c = ctx.out(U::c), &h = ctx.out(U::h);
+  c.resize(cp.shape(), x.dtype());
+  h.resize(cp.shape(), x.dtype());
+  return {x, cp, c, h, n, d};
+}
 /// lstm_unit_grad's inputs, checked, and its wanted outputs (null: not wanted) sized: what both places' kernels
 /// start from.
 struct GradArgs {

@@ -32,18 +32,22 @@ SoftmaxPlan softmax_plan(const KernelContext& c, int axis) {
   return {x, out, split_at_axis(x.shape(), axis)};
 }
 
-/// The same for the gradient: Out, Out@GRAD checked to match it, and X@GRAD (not resized).
+/// The same for the gradient: Out, Out@GRAD checked to match it, X@GRAD sized as Out with its LoD, and Out seen
+/// as [pre, n, post] around `axis`.
 struct SoftmaxGradPlan {
   const LoDTensor &out, &out_grad;
   LoDTensor& x_grad;
+  AxisSplit split;
 };
 template <class Op>
-SoftmaxGradPlan softmax_grad_plan(const KernelContext& c) {
+SoftmaxGradPlan softmax_grad_plan(const KernelContext& c, int axis) {
   const LoDTensor& y = c.in(Op::out);
   const LoDTensor& dy = c.in(Op::out_grad);
   LoDTensor& dx = c.out(Op::x_grad);
   c.check(dy.shape() == y.shape(), "Out@GRAD {} does not match Out {}", dy.shape(), y.shape());
-  return {y, dy, dx};
+  dx.resize(y.shape(), y.dtype());
+  dx.set_lod(y.lod());
+  return {y, dy, dx, split_at_axis(y.shape(), axis)};
 }
 
 }  // namespace oar::kernels

@@ -17,15 +17,12 @@ namespace oar::ops {
 
 inline void LstmUnit::eval_cpu(KernelContext& ctx, const Attrs& a) {
   using namespace cpu_kernels;
-  const LoDTensor& xt = ctx.in(x);
-  const LoDTensor& cp = ctx.in(c_prev);
-  const auto [n, d] = lstm_unit::dims(ctx, xt, cp);
-  LoDTensor& ct = ctx.out(c);
-  LoDTensor& ht = ctx.out(h);
+  const lstm_unit::ForwardArgs f = lstm_unit::forward_args(ctx);
+  const LoDTensor &xt = f.x, &cp = f.c_prev;
+  LoDTensor &ct = f.c, &ht = f.h;
+  const int64_t n = f.n, d = f.d;
   ctx.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    ct.resize(cp.shape(), xt.dtype());
-    ht.resize(cp.shape(), xt.dtype());
     const T *px = xt.data<T>(), *pc = cp.data<T>();
     T *oc = ct.data<T>(), *oh = ht.data<T>();
     const T fb = T(a.forget_bias);

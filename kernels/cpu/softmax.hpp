@@ -78,15 +78,12 @@ void softmax_forward(KernelContext& c, int axis) {
 template <bool log, class Op>
 void softmax_backward(KernelContext& c, int axis) {
   if (!c.has_out(Op::x_grad)) return;
-  const kernels::SoftmaxGradPlan p = kernels::softmax_grad_plan<Op>(c);
-  const LoDTensor &y = p.out, &dy = p.out_grad;
-  LoDTensor& dx = p.x_grad;
-  const kernels::AxisSplit sp = kernels::split_at_axis(y.shape(), axis);
+  const kernels::SoftmaxGradPlan p = kernels::softmax_grad_plan<Op>(c, axis);
+  const kernels::AxisSplit sp = p.split;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    dx.resize(y.shape(), y.dtype());
-    const T *py = y.data<T>(), *pdy = dy.data<T>();
-    T* pdx = dx.data<T>();
+    const T *py = p.out.data<T>(), *pdy = p.out_grad.data<T>();
+    T* pdx = p.x_grad.data<T>();
     const int64_t s = sp.post, n = sp.n;
     parallel_for(0, sp.pre * sp.post, line_grain(n), [&](int64_t lo, int64_t hi) {
       for (int64_t l = lo; l < hi; ++l) {
@@ -104,7 +101,6 @@ void softmax_backward(KernelContext& c, int axis) {
       }
     });
   });
-  dx.set_lod(y.lod());
 }
 
 }  // namespace oar::cpu_kernels

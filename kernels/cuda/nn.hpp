@@ -52,22 +52,17 @@ void softmax_forward(KernelContext& c, int axis) {
 template <bool log, class Op>
 void softmax_backward(KernelContext& c, int axis) {
   if (!c.has_out(Op::x_grad)) return;
-  const kernels::SoftmaxGradPlan p = kernels::softmax_grad_plan<Op>(c);
+  const kernels::SoftmaxGradPlan p = kernels::softmax_grad_plan<Op>(c, axis);
   const LoDTensor &y = p.out, &dy = p.out_grad;
-  LoDTensor& dx = p.x_grad;
-  const int a = axis < 0 ? axis + y.rank() : axis;
-  const int64_t pre = y.shape().numel(0, a), n = y.dim(a), post = y.shape().numel(a + 1, y.rank());
-  dx.resize(y.shape(), y.dtype());
   if (y.numel() > 0)
     float_types(c, y.dtype(), [&](auto z) {
       using T = decltype(z);
       const T one = 1, zero = 0;
-      TensorDesc d(c, y.dtype(), int(pre), int(n), int(post), 1);
+      TensorDesc d(c, y.dtype(), int(p.split.pre), int(p.split.n), int(p.split.post), 1);
       check(c, cudnnSoftmaxBackward(c.cuda().cudnn(), log ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d, y.raw(), d,
-                                    dy.raw(), &zero, d, dx.raw()),
+                                    dy.raw(), &zero, d, p.x_grad.raw()),
             "cudnnSoftmaxBackward");
     });
-  dx.set_lod(y.lod());
 }
 
 /// matmul's products on cuBLAS (cpu_kernels::CpuMatmul's counterpart): strided batches, one call each.

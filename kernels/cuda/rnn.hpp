@@ -324,16 +324,11 @@ inline void Gru::eval_grad_cuda(KernelContext& c, const Attrs& a) {
 
 inline void LstmUnit::eval_cuda(KernelContext& ctx, const Attrs& a) {
   namespace ck = cuda_kernels;
-  const LoDTensor& xt = ctx.in(x);
-  const LoDTensor& cp = ctx.in(c_prev);
-  const auto [n, d] = kernels::lstm_unit::dims(ctx, xt, cp);
-  LoDTensor& ct = ctx.out(c);
-  LoDTensor& ht = ctx.out(h);
+  const kernels::lstm_unit::ForwardArgs f = kernels::lstm_unit::forward_args(ctx);
   ctx.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    ct.resize(cp.shape(), xt.dtype());
-    ht.resize(cp.shape(), xt.dtype());
-    ck::check(ctx, ck::lstm_unit(ck::elem(ctx, xt.dtype()), xt.data<T>(), cp.data<T>(), ct.data<T>(), ht.data<T>(), n, d, a.forget_bias, ck::stream(ctx)));
+    ck::check(ctx, ck::lstm_unit(ck::elem(ctx, f.x.dtype()), f.x.data<T>(), f.c_prev.data<T>(), f.c.data<T>(), f.h.data<T>(), f.n, f.d, a.forget_bias,
+                                 ck::stream(ctx)));
   });
 }
 
