@@ -60,11 +60,10 @@ struct Gru {
   /// gru_grad(Weight, H0?, Hidden, BatchGate, BatchResetHiddenPrev, BatchHidden, Hidden@GRAD)
   ///   -> Input@GRAD, Weight@GRAD, Bias@GRAD, H0@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op = detail::rnn_grad_op(g);
-    op.set_input(weight, g.input(weight)).set_input(hidden, g.output(hidden)).set_input(batch_gate, g.output(batch_gate));
-    op.set_input(batch_reset_hidden_prev, g.output(batch_reset_hidden_prev)).set_input(batch_hidden, g.output(batch_hidden));
-    op.set_input(hidden_grad, g.output_grad(hidden));
-    op.set_output(input_grad, g.input_grad(input)).set_output(weight_grad, g.input_grad(weight));
+    Operator op = g.grad_op({.inputs = {weight},
+                             .outputs = {hidden, batch_gate, batch_reset_hidden_prev, batch_hidden},
+                             .output_grads = {hidden},
+                             .input_grads = {input, weight}});
     detail::rnn_grad_optional(g, op, bias, bias_grad, false);
     detail::rnn_grad_optional(g, op, h0, h0_grad);
     return {op};

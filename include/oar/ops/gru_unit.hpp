@@ -52,10 +52,10 @@ struct GruUnit {
   /// gru_unit_grad(HiddenPrev, Weight, Gate, ResetHiddenPrev, Hidden@GRAD) -> Input@GRAD, HiddenPrev@GRAD,
   /// Weight@GRAD, Bias@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op = detail::rnn_grad_op(g);
-    op.set_input(hidden_prev, g.input(hidden_prev)).set_input(weight, g.input(weight)).set_input(gate, g.output(gate));
-    op.set_input(reset_hidden_prev, g.output(reset_hidden_prev)).set_input(hidden_grad, g.output_grad(hidden));
-    op.set_output(input_grad, g.input_grad(input)).set_output(hidden_prev_grad, g.input_grad(hidden_prev)).set_output(weight_grad, g.input_grad(weight));
+    Operator op = g.grad_op({.inputs = {hidden_prev, weight},
+                             .outputs = {gate, reset_hidden_prev},
+                             .output_grads = {hidden},
+                             .input_grads = {input, hidden_prev, weight}});
     detail::rnn_grad_optional(g, op, bias, bias_grad, false);
     return {op};
   }

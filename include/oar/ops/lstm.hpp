@@ -71,11 +71,10 @@ struct Lstm {
   /// lstm_grad(Weight, Bias?, H0?, C0?, Hidden, BatchGate, BatchCellPreAct, Hidden@GRAD, Cell@GRAD)
   ///   -> Input@GRAD, Weight@GRAD, Bias@GRAD, H0@GRAD, C0@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op = detail::rnn_grad_op(g);
-    op.set_input(weight, g.input(weight)).set_input(hidden, g.output(hidden));
-    op.set_input(batch_gate, g.output(batch_gate)).set_input(batch_cell_pre_act, g.output(batch_cell_pre_act));
-    op.set_input(hidden_grad, g.output_grad(hidden)).set_input(cell_grad, g.output_grad(cell));
-    op.set_output(input_grad, g.input_grad(input)).set_output(weight_grad, g.input_grad(weight));
+    Operator op = g.grad_op({.inputs = {weight},
+                             .outputs = {hidden, batch_gate, batch_cell_pre_act},
+                             .output_grads = {hidden, cell},
+                             .input_grads = {input, weight}});
     detail::rnn_grad_optional(g, op, bias, bias_grad);
     detail::rnn_grad_optional(g, op, h0, h0_grad);
     detail::rnn_grad_optional(g, op, c0, c0_grad);

@@ -37,11 +37,7 @@ struct LstmUnit {
   }
   /// lstm_unit_grad(X, C_prev, C, C@GRAD, H@GRAD) -> X@GRAD, C_prev@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    Operator op = detail::rnn_grad_op(g);
-    op.set_input(x, g.input(x)).set_input(c_prev, g.input(c_prev)).set_input(c, g.output(c));
-    op.set_input(c_grad, g.output_grad(c)).set_input(h_grad, g.output_grad(h));
-    op.set_output(x_grad, g.input_grad(x)).set_output(c_prev_grad, g.input_grad(c_prev));
-    return {op};
+    return {g.grad_op({.inputs = {x, c_prev}, .outputs = {c}, .output_grads = {c, h}, .input_grads = {x, c_prev}})};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/lstm_unit.hpp
   static void eval_grad_cpu(KernelContext&, const Attrs&);  // kernels/cpu/lstm_unit.hpp

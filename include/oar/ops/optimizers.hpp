@@ -232,16 +232,17 @@ struct Adam {
     explicit Attrs(const AttrReader& r) : beta1(r(Adam::beta1)), beta2(r(Adam::beta2)), epsilon(r(Adam::epsilon)), lazy_mode(r(Adam::lazy_mode)) {}
   };
 
-  static OpDef def() {
-    return OpDef(type, "adaptive moment estimation step")
-        .in(param).in(grad).in(learning_rate).in(moment1).in(moment2).in(beta1_pow).in(beta2_pow)
+  static OpDef def() { return with_adam_slots(OpDef(type, "adaptive moment estimation step")).attr(lazy_mode, false, kLazyMode); }
+  /// Adam's slots and its attributes but lazy_mode, which comes last (AdamW's attributes come before it).
+  static OpDef with_adam_slots(OpDef d) {
+    return d.in(param).in(grad).in(learning_rate).in(moment1).in(moment2).in(beta1_pow).in(beta2_pow)
         .in(param_update::skip_update, dispensable)
         .out(param_out).out(moment1_out).out(moment2_out).out(beta1_pow_out, dispensable).out(beta2_pow_out, dispensable)
         .attr(beta1, 0.9f).check<float>(param_update::beta_check(), "must be in [0, 1)")
         .attr(beta2, 0.999f).check<float>(param_update::beta_check(), "must be in [0, 1)")
-        .attr(epsilon, 1.0e-8f).check<float>(param_update::nonneg_check(), "must be >= 0")
-        .attr(lazy_mode, false, "SelectedRows Grad: update only the listed rows");
+        .attr(epsilon, 1.0e-8f).check<float>(param_update::nonneg_check(), "must be >= 0");
   }
+  static constexpr const char* kLazyMode = "SelectedRows Grad: update only the listed rows";
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<Adam>(c, true); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp
   static void eval_cuda(KernelContext&, const Attrs&);  // kernels/cuda/optim.hpp
@@ -251,41 +252,22 @@ struct Adam {
 /// adamw (Paddle 2.x's decoupled weight decay): first p~ = p - lr * coeff * p (the plain lr, not lr_t), then
 /// adam's update on p~: ParamOut = p~ - lr_t * m1' / (sqrt(m2') + epsilon), moments and pows as in adam.
 /// with_decay = false skips the decay (plain adam). SelectedRows Grad as in adam (decay only where updated).
-struct AdamW {
+struct AdamW : Adam {  // Adam's slots, attributes and accumulators, and two attributes more
   static constexpr std::string_view type = "adamw";
-  static constexpr Slot param{"Param"}, grad{"Grad"}, learning_rate{"LearningRate"}, moment1{"Moment1"}, moment2{"Moment2"},
-      beta1_pow{"Beta1Pow"}, beta2_pow{"Beta2Pow"};
-  static constexpr Slot param_out{"ParamOut"}, moment1_out{"Moment1Out"}, moment2_out{"Moment2Out"}, beta1_pow_out{"Beta1PowOut"},
-      beta2_pow_out{"Beta2PowOut"};
-  static constexpr Attr<float> beta1{"beta1"}, beta2{"beta2"}, epsilon{"epsilon"}, coeff{"coeff"};
-  static constexpr Attr<bool> with_decay{"with_decay"}, lazy_mode{"lazy_mode"};
-  static constexpr std::array accumulators{param_update::param_shaped(moment1, moment1_out), param_update::param_shaped(moment2, moment2_out),
-                                           param_update::scalar_from(beta1_pow, beta1_pow_out, beta1),
-                                           param_update::scalar_from(beta2_pow, beta2_pow_out, beta2)};
+  static constexpr Attr<float> coeff{"coeff"};
+  static constexpr Attr<bool> with_decay{"with_decay"};
 
-  struct Attrs {
-    float beta1, beta2, epsilon, coeff;
-    bool with_decay, lazy_mode;
-    explicit Attrs(const AttrReader& r)
-        : beta1(r(AdamW::beta1)),
-          beta2(r(AdamW::beta2)),
-          epsilon(r(AdamW::epsilon)),
-          coeff(r(AdamW::coeff)),
-          with_decay(r(AdamW::with_decay)),
-          lazy_mode(r(AdamW::lazy_mode)) {}
+  struct Attrs : Adam::Attrs {
+    float coeff;
+    bool with_decay;
+    explicit Attrs(const AttrReader& r) : Adam::Attrs(r), coeff(r(AdamW::coeff)), with_decay(r(AdamW::with_decay)) {}
   };
 
   static OpDef def() {
-    return OpDef(type, "adam with decoupled weight decay")
-        .in(param).in(grad).in(learning_rate).in(moment1).in(moment2).in(beta1_pow).in(beta2_pow)
-        .in(param_update::skip_update, dispensable)
-        .out(param_out).out(moment1_out).out(moment2_out).out(beta1_pow_out, dispensable).out(beta2_pow_out, dispensable)
-        .attr(beta1, 0.9f).check<float>(param_update::beta_check(), "must be in [0, 1)")
-        .attr(beta2, 0.999f).check<float>(param_update::beta_check(), "must be in [0, 1)")
-        .attr(epsilon, 1.0e-8f).check<float>(param_update::nonneg_check(), "must be >= 0")
+    return with_adam_slots(OpDef(type, "adam with decoupled weight decay"))
         .attr(coeff, 0.01f, "decoupled weight decay coefficient")
         .attr(with_decay, true)
-        .attr(lazy_mode, false, "SelectedRows Grad: update only the listed rows");
+        .attr(lazy_mode, false, kLazyMode);
   }
   static void infer_shape(InferShapeContext& c) { param_update::infer_update<AdamW>(c, true); }
   static void eval_cpu(KernelContext&, const Attrs&);  // kernels/cpu/optimizers.hpp

@@ -50,11 +50,6 @@ inline RnnAct decode_rnn_act(const AttrReader& r, Attr<int32_t> a) {
   return RnnAct(v);
 }
 
-/// A grad op `<fwd>_grad` with the forward's attributes and origin; the maker adds the slots.
-inline Operator rnn_grad_op(const GradContext& g) {
-  Operator op = g.grad_op();
-  return op;
-}
 /// Binds forward input `slot` and its gradient `grad_slot` when the forward op has it.
 inline void rnn_grad_optional(const GradContext& g, Operator& op, Slot slot, Slot grad_slot, bool bind_input = true) {
   if (g.input(slot).empty()) return;
