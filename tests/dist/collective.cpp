@@ -11,11 +11,10 @@
 #include "oar/optim/collective.hpp"
 
 using namespace oar;
+using oar::test::contains;
 using oar::test::error_of;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 /// An MLP with a dense input and an is_sparse embedding.
 struct SparseNet {

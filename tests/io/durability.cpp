@@ -18,6 +18,7 @@
 
 #include "oar/io/durable-inl.hpp"
 #include "support/op_check.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace oar;
 using oar::test::error_of;
@@ -25,12 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path dur_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / fmt::format("oar_io_dur_{}_{}", ::getpid(), name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path dur_dir(const std::string& name) { return oar::test::fresh_dir("io_dur", name); }
 
 std::string slurp(const fs::path& p) { return oar::detail::read_file(p); }
 void spit(const fs::path& p, std::string_view s) { std::ofstream(p, std::ios::binary | std::ios::trunc).write(s.data(), std::streamsize(s.size())); }

@@ -8,6 +8,7 @@
 
 #include "oar/core/file.hpp"
 #include "oar/io/idx.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace oar;
 using namespace oar::io;
@@ -15,12 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path idx_tmp_dir(const char* name) {
-  fs::path d = fs::temp_directory_path() / fmt::format("oar_io_idx_{}_{}", ::getpid(), name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path idx_tmp_dir(const char* name) { return oar::test::fresh_dir("io_idx", name); }
 
 std::string slurp(const fs::path& p) { return oar::detail::read_file(p); }
 void spit(const fs::path& p, std::string_view s) {

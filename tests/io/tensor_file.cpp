@@ -11,6 +11,7 @@
 
 #include "oar/io/durable-inl.hpp"
 #include "oar/io/tensor_file.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace oar;
 using namespace oar::io;
@@ -18,12 +19,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-fs::path tf_tmp_dir(const char* name) {
-  fs::path d = fs::temp_directory_path() / fmt::format("oar_io_tf_{}_{}", ::getpid(), name);
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path tf_tmp_dir(const char* name) { return oar::test::fresh_dir("io_tf", name); }
 
 /// A plain (not fsynced) write, for the many small files of the truncation tests.
 void spit(const fs::path& p, std::string_view s) {

@@ -9,14 +9,9 @@
 #include "oar/ops/control_flow.hpp"
 
 using namespace oar;
+using oar::test::flag_of;
 
 namespace {
-
-LoDTensor flag_of(bool v) {
-  Tensor t(Shape{1}, boolean);
-  t.data<bool>()[0] = v;
-  return LoDTensor(t);
-}
 
 /// h = tanh(x w_in) outside, y = cond(flag, sigmoid(h w_body + b_body)), loss = mean(y w_out) + mean(h): h is read
 /// both inside the body and outside it, so its gradient is the sum of the cond's and the mean's.

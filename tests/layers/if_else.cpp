@@ -11,10 +11,9 @@
 #include "oar/ops/control_flow.hpp"
 
 using namespace oar;
+using oar::test::contains;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 LoDTensor mask_of(const std::vector<int>& m) {
   Tensor t(Shape{int64_t(m.size()), 1}, boolean);

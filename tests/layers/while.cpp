@@ -9,18 +9,13 @@
 #include "support/param_grad_check.hpp"
 
 using namespace oar;
+using oar::test::flag_of;
 
 namespace {
 
 LoDTensor scalar(double v) {
   Tensor t(Shape{1}, f64);
   t.data<double>()[0] = v;
-  return LoDTensor(t);
-}
-
-LoDTensor flag_of(bool v) {
-  Tensor t(Shape{1}, boolean);
-  t.data<bool>()[0] = v;
   return LoDTensor(t);
 }
 

@@ -10,7 +10,6 @@ using namespace oar;
 using namespace oar::test;
 
 namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 

@@ -23,18 +23,6 @@ Tensor naive_ce(const Tensor& x, const Tensor& label, bool soft, int64_t ignore 
   s[s.rank() - 1] = 1;
   return Tensor::from<double>(y, s);
 }
-/// Random rows of positive weights normalized to sum 1.
-template <class T>
-Tensor soft_labels(int64_t n, int64_t d, uint64_t seed) {
-  Tensor t = random_tensor<T>({n, d}, 0.05, 1, seed);
-  T* p = t.data<T>();
-  for (int64_t i = 0; i < n; ++i) {
-    T s = 0;
-    for (int64_t j = 0; j < d; ++j) s += p[i * d + j];
-    for (int64_t j = 0; j < d; ++j) p[i * d + j] /= s;
-  }
-  return t;
-}
 }  // namespace
 
 TEST_CASE_TEMPLATE("cross_entropy: hard labels match a plain loop", T, float, double) {

@@ -4,14 +4,13 @@
 #include "pch.hpp"
 #include "support/heap.hpp"
 #include "support/op_check.hpp"
+#include "support/toy.hpp"
 #include "oar/ops/gru.hpp"
 
 using namespace oar;
 using namespace oar::test;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 double act(const std::string& a, double v) {
   if (a == "sigmoid") return 1 / (1 + std::exp(-v));
@@ -235,21 +234,12 @@ TEST_CASE("dynamic_gru: a small model trains on ragged batches; a step allocates
   };
   std::vector<FeedMap> batches;
   for (int i = 0; i < 30; ++i) batches.push_back(batch({size_t(1 + i % 4), 3, 5, 2, size_t(6 - i % 3), 1}));
-  std::vector<LoDTensor> out;
-  double first = 0, last = 0;
-  for (int epoch = 0; epoch < 8; ++epoch) {
-    double sum = 0;
-    for (auto& b : batches) {
-      opt.step(b, out);
-      sum += out[0].get(0);
-    }
-    if (epoch == 0) first = sum / double(batches.size());
-    last = sum / double(batches.size());
-  }
+  const auto [first, last] = oar::test::train_epochs(opt, batches, 8);
   MESSAGE("mean loss: first epoch " << first << ", last epoch " << last);
   CHECK(last < 0.2 * first);
+  std::vector<LoDTensor> out;
   for (int i = 0; i < 3; ++i) opt.step(batches[0], out);
-  const int64_t before = oar_test::heap_allocations.load();
-  for (int i = 0; i < 5; ++i) opt.step(batches[0], out);
-  CHECK(oar_test::heap_allocations.load() - before == 0);
+  CHECK(oar_test::allocations_during([&] {
+          for (int i = 0; i < 5; ++i) opt.step(batches[0], out);
+        }) == 0);
 }

@@ -10,8 +10,6 @@ using namespace oar::test;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 /// Fluid's integers: 0 identity, 1 sigmoid, 2 tanh, 3 relu.
 double act(int a, double v) {
   switch (a) {

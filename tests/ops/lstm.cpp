@@ -5,14 +5,13 @@
 #include "pch.hpp"
 #include "support/heap.hpp"
 #include "support/op_check.hpp"
+#include "support/toy.hpp"
 #include "oar/ops/lstm.hpp"
 
 using namespace oar;
 using namespace oar::test;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 double act(const std::string& a, double v) {
   if (a == "sigmoid") return 1 / (1 + std::exp(-v));
@@ -308,22 +307,13 @@ TEST_CASE("dynamic_lstm: embedding -> fc -> lstm -> max pool -> fc trains on rag
   const std::vector<std::vector<size_t>> shapes{{3, 7, 1, 5, 2, 6, 4, 8}, {5, 1, 9, 2, 3, 6, 4, 4}, {2, 2, 8, 7, 1, 3, 5, 6}, {6, 4, 3, 1, 7, 2, 8, 5}};
   std::vector<FeedMap> batches;
   for (int i = 0; i < 40; ++i) batches.push_back(ragged_batch(shapes[size_t(i) % shapes.size()], rng));
-  std::vector<LoDTensor> out;
-  double first = 0, last = 0;
-  for (int epoch = 0; epoch < 6; ++epoch) {
-    double sum = 0;
-    for (auto& b : batches) {
-      opt.step(b, out);
-      sum += out[0].get(0);
-    }
-    if (epoch == 0) first = sum / double(batches.size());
-    last = sum / double(batches.size());
-  }
+  const auto [first, last] = oar::test::train_epochs(opt, batches, 6);
   MESSAGE("mean loss: first epoch " << first << ", last epoch " << last);
   CHECK(last < 0.3 * first);
   // Shapes repeat: the same batch again sizes nothing anew.
+  std::vector<LoDTensor> out;
   for (int i = 0; i < 3; ++i) opt.step(batches[0], out);
-  const int64_t before = oar_test::heap_allocations.load();
-  for (int i = 0; i < 5; ++i) opt.step(batches[0], out);
-  CHECK(oar_test::heap_allocations.load() - before == 0);
+  CHECK(oar_test::allocations_during([&] {
+          for (int i = 0; i < 5; ++i) opt.step(batches[0], out);
+        }) == 0);
 }

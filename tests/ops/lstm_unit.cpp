@@ -12,8 +12,6 @@ using namespace oar::test;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 double sigm(double v) { return 1 / (1 + std::exp(-v)); }
 
 /// Per row and unit, in double: {C, H}.

@@ -7,7 +7,6 @@ using namespace oar;
 using namespace oar::test;
 
 namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 template <class T>
 LoDTensor one(T v) { return LoDTensor(Tensor::from<T>({v}, {1})); }

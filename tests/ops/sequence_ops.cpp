@@ -11,8 +11,6 @@ using namespace oar::test;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 /// Plain-loop softmax of a column inside each sequence of `seq`, in double.
 Tensor naive_sequence_softmax(const Tensor& x, const std::vector<size_t>& seq) {
   std::vector<double> out(size_t(x.numel()));

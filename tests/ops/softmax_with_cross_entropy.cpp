@@ -29,17 +29,6 @@ std::pair<Tensor, Tensor> naive_swce(const Tensor& x, const Tensor& label, bool 
   ls[ls.rank() - 1] = 1;
   return {Tensor::from<double>(sm, x.shape()), Tensor::from<double>(loss, ls)};
 }
-template <class T>
-Tensor soft_labels(int64_t n, int64_t d, uint64_t seed) {
-  Tensor t = random_tensor<T>({n, d}, 0.05, 1, seed);
-  T* p = t.data<T>();
-  for (int64_t i = 0; i < n; ++i) {
-    T s = 0;
-    for (int64_t j = 0; j < d; ++j) s += p[i * d + j];
-    for (int64_t j = 0; j < d; ++j) p[i * d + j] /= s;
-  }
-  return t;
-}
 }  // namespace
 
 TEST_CASE_TEMPLATE("softmax_with_cross_entropy: hard and soft labels match a plain loop", T, float, double) {

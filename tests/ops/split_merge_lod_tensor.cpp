@@ -9,8 +9,6 @@ using namespace oar::test;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 LoDTensor mask_of(const std::vector<int>& m, bool column = true) {
   Tensor t(column ? Shape{int64_t(m.size()), 1} : Shape{int64_t(m.size())}, boolean);
   for (size_t i = 0; i < m.size(); ++i) t.data<bool>()[i] = m[i] != 0;

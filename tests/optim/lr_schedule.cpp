@@ -5,19 +5,14 @@
 #include <numbers>
 
 #include "pch.hpp"
+#include "support/values.hpp"
 
 using namespace oar;
+using oar::test::F;
+using oar::test::values;
+using oar::test::Vec;
 
 namespace {
-
-using Vec = std::vector<double>;
-double F(double v) { return double(float(v)); }
-
-Vec values(const LoDTensor& t) {
-  Vec out(size_t(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) out[size_t(i)] = t.get(i);
-  return out;
-}
 
 /// x [-1, 3] -> fc(2, "w", no bias) -> mean squared error; sgd(lr) with `schedule`.
 struct Scheduled {

@@ -5,20 +5,15 @@
 #include <functional>
 
 #include "pch.hpp"
+#include "support/values.hpp"
 
 using namespace oar;
+using oar::test::F;
+using oar::test::values;
+using oar::test::Vec;
 
 namespace {
 
-using Vec = std::vector<double>;
-/// The value a float attribute or the f32 learning-rate variable holds.
-double F(double v) { return double(float(v)); }
-
-Vec values(const LoDTensor& t) {
-  Vec out(size_t(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) out[size_t(i)] = t.get(i);
-  return out;
-}
 double norm(const Vec& v) {
   double s = 0;
   for (double x : v) s += x * x;

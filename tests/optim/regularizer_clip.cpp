@@ -4,20 +4,16 @@
 #include <algorithm>
 
 #include "pch.hpp"
+#include "support/values.hpp"
 
 using namespace oar;
+using oar::test::F;
+using oar::test::values;
+using oar::test::Vec;
 
 namespace {
 
-using Vec = std::vector<double>;
-double F(double v) { return double(float(v)); }
 double sign(double v) { return v > 0 ? 1.0 : v < 0 ? -1.0 : 0.0; }
-
-Vec values(const LoDTensor& t) {
-  Vec out(size_t(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) out[size_t(i)] = t.get(i);
-  return out;
-}
 double norm2(const Vec& v) {
   double s = 0;
   for (double x : v) s += x * x;

@@ -29,6 +29,26 @@ Tensor random_tensor(Shape shape, double lo = -1, double hi = 1, uint64_t seed =
   return Tensor::from<T>(v, shape);
 }
 
+/// [n, d] rows of positive weights, each normalized to sum 1: soft labels for the cross entropies.
+template <class T>
+Tensor soft_labels(int64_t n, int64_t d, uint64_t seed) {
+  Tensor t = random_tensor<T>({n, d}, 0.05, 1, seed);
+  T* p = t.data<T>();
+  for (int64_t i = 0; i < n; ++i) {
+    T s = 0;
+    for (int64_t j = 0; j < d; ++j) s += p[i * d + j];
+    for (int64_t j = 0; j < d; ++j) p[i * d + j] /= s;
+  }
+  return t;
+}
+
+/// A one-element bool tensor [1]: a condition to feed.
+inline LoDTensor flag_of(bool v) {
+  Tensor t(Shape{1}, boolean);
+  t.data<bool>()[0] = v;
+  return LoDTensor(t);
+}
+
 /// A tensor of `shape` whose elements are f(i) for the flat index i.
 template <class T, class F>
 Tensor make_tensor(Shape shape, F f) {
@@ -384,6 +404,9 @@ inline std::vector<std::string> op_types(const Program& p, int block = 0) {
   for (auto* op : p.block(block).ops()) out.push_back(op->type());
   return out;
 }
+
+/// Whether `s` contains `part` (an error text, a program's dump, ...).
+inline bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 /// The error text of `f()` (which must throw oar::Error), for CHECK(contains(...)).
 template <class F>

@@ -24,4 +24,23 @@ inline io::Reader toy_classes(int64_t n, uint64_t seed) {
   return io::Reader::from_tensors({Tensor::from<float>(x, {n, 8}), Tensor::from<int64_t>(y, {n, 1})});
 }
 
+/// Mean losses (the first fetch of each step) of the first and of the last of `epochs` passes of `opt` over `batches`.
+struct EpochLosses {
+  double first = 0, last = 0;
+};
+inline EpochLosses train_epochs(Optimizer& opt, const std::vector<FeedMap>& batches, int epochs) {
+  EpochLosses r;
+  std::vector<LoDTensor> out;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    double sum = 0;
+    for (auto& b : batches) {
+      opt.step(b, out);
+      sum += out[0].get(0);
+    }
+    if (epoch == 0) r.first = sum / double(batches.size());
+    r.last = sum / double(batches.size());
+  }
+  return r;
+}
+
 }  // namespace oar::test
