@@ -40,6 +40,26 @@ using MMap = Eigen::Map<Mat<T>, 0, Eigen::OuterStride<>>;
 /// The last key query row i may see (exclusive): keys [0, limit).
 inline int64_t key_limit(const Shared& sh, int64_t i, int64_t tq, int64_t tk) { return sh.causal ? std::clamp<int64_t>(i + tk - tq + 1, 0, tk) : tk; }
 
+/// Query row i's masks over keys [j0, j0 + n) applied to its scores s[0, n).
+template <class T>
+void mask_row(const Problem<T>& p, int64_t i, int64_t j0, int64_t n, T* s) {
+  if (p.mask_add) {
+    const T* m = p.mask_add + i * p.tk + j0;
+    for (int64_t j = 0; j < n; ++j) s[j] += m[j];
+  }
+  if (p.mask_keep) {
+    const bool* m = p.mask_keep + i * p.tk + j0;
+    for (int64_t j = 0; j < n; ++j)
+      if (!m[j]) s[j] = -std::numeric_limits<T>::infinity();
+  }
+}
+
+/// Row i's dropout factor of key j: 0, or 1 / (1 - p).
+template <class T>
+T drop_factor(const Problem<T>& p, const Shared& sh, int64_t i, int64_t j) {
+  return sh.rng.uniform(p.draw0 + uint64_t(i * p.tk + j)) >= sh.dropout ? T(1.0 / (1.0 - sh.dropout)) : T(0);
+}
+
 /// Scores of query rows [i0, i1) against keys [j0, j1) into s: scaled, masked (-inf where a key is dropped).
 template <class T>
 void scores(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t i1, int64_t j0, int64_t j1, Mat<T>& s) {
@@ -52,15 +72,7 @@ void scores(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t i1, int64
   for (int64_t a = 0; a < r; ++a) {
     const int64_t i = i0 + a;
     T* row = &s(a, 0);
-    if (p.mask_add) {
-      const T* m = p.mask_add + i * p.tk + j0;
-      for (int64_t b = 0; b < n; ++b) row[b] += m[b];
-    }
-    if (p.mask_keep) {
-      const bool* m = p.mask_keep + i * p.tk + j0;
-      for (int64_t b = 0; b < n; ++b)
-        if (!m[b]) row[b] = ninf;
-    }
+    mask_row(p, i, j0, n, row);
     const int64_t lim = key_limit(sh, i, p.tq, p.tk);
     for (int64_t b = std::max<int64_t>(lim - j0, 0); b < n; ++b) row[b] = ninf;
   }
@@ -69,11 +81,8 @@ void scores(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t i1, int64
 /// Multiplies the weights of rows [i0, i0 + w.rows()) and keys [j0, ...) by their dropout factor (0 or 1 / (1 - p)).
 template <class T>
 void drop(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t j0, Mat<T>& w) {
-  const T keep = T(1.0 / (1.0 - sh.dropout));
-  for (int64_t a = 0; a < w.rows(); ++a) {
-    const uint64_t n0 = p.draw0 + uint64_t((i0 + a) * p.tk + j0);
-    for (int64_t b = 0; b < w.cols(); ++b) w(a, b) = sh.rng.uniform(n0 + uint64_t(b)) >= sh.dropout ? w(a, b) * keep : T(0);
-  }
+  for (int64_t a = 0; a < w.rows(); ++a)
+    for (int64_t b = 0; b < w.cols(); ++b) w(a, b) *= drop_factor(p, sh, i0 + a, j0 + b);
 }
 
 /// Forward of query rows [i0, i1) of one problem.
@@ -150,26 +159,6 @@ void row_dots(const T* x, const T* xt, int64_t n8, int64_t lim, T alpha, T* out)
   }
 }
 
-/// Query row i's masks over keys [0, lim) applied to its scores s.
-template <class T>
-void mask_row(const Problem<T>& p, int64_t i, int64_t lim, T* s) {
-  if (p.mask_add) {
-    const T* m = p.mask_add + i * p.tk;
-    for (int64_t j = 0; j < lim; ++j) s[j] += m[j];
-  }
-  if (p.mask_keep) {
-    const bool* m = p.mask_keep + i * p.tk;
-    for (int64_t j = 0; j < lim; ++j)
-      if (!m[j]) s[j] = -std::numeric_limits<T>::infinity();
-  }
-}
-
-/// Row i's dropout factor of key j: 0, or 1 / (1 - p).
-template <class T>
-T drop_factor(const Problem<T>& p, const Shared& sh, int64_t i, int64_t j) {
-  return sh.rng.uniform(p.draw0 + uint64_t(i * p.tk + j)) >= sh.dropout ? T(1.0 / (1.0 - sh.dropout)) : T(0);
-}
-
 template <class T, int D>
 using RowVec = Eigen::Matrix<T, 1, D>;
 template <class T, int D>
@@ -190,7 +179,7 @@ void forward_rows_small(const Problem<T>& p, const Shared& sh, int64_t i0, int64
     T* lse = p.lse + i * p.lse_stride;
     RowMap<T, D> o(p.o + i * p.os);
     row_dots<T, D>(p.q + i * p.qs, kt.data(), n8, lim, T(sh.scale), s.data());
-    mask_row(p, i, lim, s.data());
+    mask_row(p, i, 0, lim, s.data());
     Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> row(s.data(), lim);
     const T m = lim > 0 ? row.maxCoeff() : ninf;
     if (m == ninf) {  // every key masked
@@ -232,7 +221,7 @@ void backward_small(const Problem<T>& p, const Shared& sh) {
     const CRowMap<T, D> dout(p.dout + i * p.os), q(p.q + i * p.qs);
     const T delta = dout.dot(CRowMap<T, D>(p.out + i * p.os));  // dO_i . O_i = sum_j P_ij dP_ij: the softmax's correction
     row_dots<T, D>(p.q + i * p.qs, kt.data(), n8, lim, scale, s.data());
-    mask_row(p, i, lim, s.data());
+    mask_row(p, i, 0, lim, s.data());
     Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> w(s.data(), lim);
     w = (w - lse).exp();
     row_dots<T, D>(p.dout + i * p.os, vt.data(), n8, lim, T(1), dp.data());  // dO_i V^T: the dropped weights' gradient
