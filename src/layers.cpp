@@ -19,6 +19,7 @@
 #include "oar/layers/sequence_shape-inl.hpp"
 #include "oar/layers/recurrent-inl.hpp"
 #include "oar/layers/recurrent_group-inl.hpp"
+#include "oar/layers/rnn_builder-inl.hpp"
 #include "oar/layers/static_rnn-inl.hpp"
 #include "oar/layers/compare-inl.hpp"
 #include "oar/layers/array-inl.hpp"

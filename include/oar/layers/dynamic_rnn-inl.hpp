@@ -28,8 +28,6 @@ Operator array_op(std::vector<std::pair<Slot, std::string>> ins, std::vector<std
   return op;
 }
 
-inline constexpr std::string_view kDynNeverUpdated = "memory: this memory is never updated: call rnn.update_memory(mem, new_value) in the step";
-
 /// The creation that owns the step. Its replay emits, in the enclosing block, the rank table of the first step
 /// input, the longest length, each step input as a tensor array of steps, the boots in rank order and the first
 /// condition; then the step block (the step's creations emit their array reads and memory shrinks there), the
@@ -126,7 +124,7 @@ inline Var record_dynamic_rnn(const std::shared_ptr<DynamicRnnState>& s, std::so
     std::vector<std::string> ex{s->counter}, next{i_next}, init{i0}, finals;
     for (size_t k = 0; k < s->memories.size(); ++k) {
       auto& m = s->memories[k];
-      if (!m.next.valid()) throw Error(std::string(kDynNeverUpdated), m.var.origin());
+      if (!m.next.valid()) throw Error(std::string(kNeverUpdated), m.var.origin());
       const std::string& nn = h.name_of(m.next);
       const Variable* nv = sb.find_var(nn);
       if (!nv || !sb.has_var(nn))
@@ -188,13 +186,6 @@ inline Var record_dynamic_rnn_output(const std::shared_ptr<DynamicRnnState>& s, 
 
 }  // namespace detail
 
-OAR_FUNC void DynamicRNN::check_in_step(const char* what, std::source_location loc) const {
-  if (!s_->in_step)
-    throw Error(fmt::format("{}: call it inside this DynamicRNN's step function (rnn.step([&] {{ ... }})){}", what,
-                            s_->closed ? ", which has already been recorded" : ""),
-                Origin(loc, what));
-}
-
 OAR_FUNC void DynamicRNN::check_outer(const Var& v, const char* what, std::source_location loc) const {
   Tape& tape = Tape::current(Origin(loc, what));
   if (!v.valid()) throw Error(fmt::format("{}: an empty oar::Var", what), Origin(loc, what));
@@ -204,22 +195,9 @@ OAR_FUNC void DynamicRNN::check_outer(const Var& v, const char* what, std::sourc
                 Origin(loc, what));
 }
 
-OAR_FUNC Var DynamicRNN::begin_step(std::source_location loc) {
-  if (s_->owner.valid())
-    throw Error(fmt::format("DynamicRNN::step: a DynamicRNN has one step, and this one's was given at {}", s_->owner.origin().str()),
-                Origin(loc, "dynamic_rnn"));
-  s_->owner = detail::record_dynamic_rnn(s_, loc);
-  s_->in_step = true;
-  return s_->owner;
-}
+OAR_FUNC Var DynamicRNN::record_owner(std::source_location loc) { return detail::record_dynamic_rnn(s_, loc); }
 
-OAR_FUNC void DynamicRNN::end_step() {
-  s_->closed = true;
-  if (s_->outputs.empty()) throw Error("DynamicRNN::step: the step gives no output: call rnn.output(v) in it", s_->owner.origin());
-  for (auto& m : s_->memories)
-    if (!m.next.valid()) throw Error(std::string(detail::kDynNeverUpdated), m.var.origin());
-  for (size_t i = 0; i < s_->outputs.size(); ++i) s_->outputs[i].result = detail::record_dynamic_rnn_output(s_, i);
-}
+OAR_FUNC Var DynamicRNN::record_output(size_t i) { return detail::record_dynamic_rnn_output(s_, i); }
 
 OAR_FUNC Var DynamicRNN::step_input(const Var& x, std::source_location loc) {
   check_in_step("step_input", loc);
@@ -306,11 +284,6 @@ OAR_FUNC Var DynamicRNN::memory(Shape shape, double value, DType dtype, std::sou
   return v;
 }
 
-OAR_FUNC void DynamicRNN::update_memory(const Var& mem, const Var& value, std::source_location loc) {
-  check_in_step("update_memory", loc);
-  detail::set_memory_update(s_->memories, mem, value, Origin(loc, "update_memory"), "DynamicRNN");
-}
-
 OAR_FUNC void DynamicRNN::output(const Var& value, std::source_location loc) {
   check_in_step("output", loc);
   if (!value.valid()) throw Error("output: an empty oar::Var", Origin(loc, "output"));
@@ -329,21 +302,6 @@ OAR_FUNC void DynamicRNN::output(const Var& value, std::source_location loc) {
   };
   record_layer("dynamic_rnn_write", {value}, std::move(replay), loc);
   s_->outputs.push_back({value, loc, {}});
-}
-
-OAR_FUNC Var DynamicRNN::operator()(std::source_location loc) const {
-  auto outs = outputs(loc);
-  if (outs.size() != 1)
-    throw Error(fmt::format("DynamicRNN: the step has {} outputs: take them with rnn.outputs()", outs.size()), Origin(loc, "dynamic_rnn"));
-  return outs[0];
-}
-
-OAR_FUNC std::vector<Var> DynamicRNN::outputs(std::source_location loc) const {
-  if (!s_->closed || s_->in_step)
-    throw Error("DynamicRNN: its outputs exist once the step is recorded: call rnn.step([&] { ... }) first", Origin(loc, "dynamic_rnn"));
-  std::vector<Var> out;
-  for (auto& o : s_->outputs) out.push_back(o.result);
-  return out;
 }
 
 }  // namespace oar

@@ -7,6 +7,7 @@
 #include <source_location>
 #include <type_traits>
 
+#include "oar/layers/rnn_builder.hpp"
 #include "oar/tape/tape.hpp"
 
 namespace oar {
@@ -14,33 +15,14 @@ namespace oar {
 namespace detail {
 /// What a DynamicRNN's replay needs from the recording of its step, and the names its replay hands from the
 /// loop's creation to the step's creations (set by the owner before the step is replayed).
-struct DynamicRnnState {
+struct DynamicRnnState : StepRecording {
   struct Input {
     Var x;    ///< the outer LoD tensor [N, ...]
     Var x_t;  ///< its rows at step t, [k_t, ...]: a creation of the step
   };
-  struct Memory {
-    Var var;     ///< the memory as the step reads it: the state of the previous step, [k_t, ...]
-    Var init;    ///< the boot [S, ...] (one row per sequence), or empty: `shape` filled with `value`
-    Shape shape;
-    double value = 0;
-    DType dtype = DType::f32;
-    Var next;  ///< what update_memory gave it
-    Origin updated;
-  };
-  struct Output {
-    Var value;
-    std::source_location loc;
-    Var result;  ///< [N, ...] with the inputs' LoD, recorded when the step closes
-  };
-  Var owner;
   std::vector<Input> inputs;
   std::vector<Var> statics;  ///< static inputs (outer [S, ...]), in the order of `static_views`
   std::vector<Var> static_views;
-  std::vector<Memory> memories;
-  std::vector<Output> outputs;
-  bool in_step = false;
-  bool closed = false;
 
   // Set during a replay.
   std::string table, max_len, counter;                     ///< rank table, longest length, the step's counter i
@@ -72,23 +54,9 @@ struct DynamicRnnState {
 /// before the loop; read_from_array, shrink_rnn_memory, write_to_array, increment and less_than in the step
 /// block of a `while` op; array_to_lod_tensor after it. Gradients flow to the parameters, the step inputs,
 /// the static inputs and the boots.
-class DynamicRNN {
+class DynamicRNN : public RnnBuilder {
  public:
-  DynamicRNN() : s_(std::make_shared<detail::DynamicRnnState>()) {}
-  /// Records the step: `body` (no arguments) runs once, now. Once per DynamicRNN.
-  template <class F>
-  void step(F&& body, std::source_location loc = std::source_location::current()) {
-    static_assert(std::is_invocable_v<F&>, "DynamicRNN::step takes a function of no arguments: rnn.step([&] { ... })");
-    Var owner = begin_step(loc);
-    Tape::current().record_body(owner, [&] {
-      struct Leave {
-        detail::DynamicRnnState* s;
-        ~Leave() { s->in_step = false; }
-      } leave{s_.get()};
-      body();
-    });
-    end_step();
-  }
+  DynamicRNN() : DynamicRNN(std::make_shared<detail::DynamicRnnState>()) {}
   /// Row t of every sequence of `x` ([N, ...], one LoD level, computed outside the step) still running.
   Var step_input(const Var& x, std::source_location loc = std::source_location::current());
   /// The rows of `v` ([S, ...], one per sequence in LoD order, computed outside the step) of the sequences
@@ -98,20 +66,13 @@ class DynamicRNN {
   Var memory(const Var& init, std::source_location loc = std::source_location::current());
   /// A memory that starts as `shape` ([-1, dims...], dims known) filled with `value`.
   Var memory(Shape shape, double value = 0.0, DType dtype = DType::f32, std::source_location loc = std::source_location::current());
-  /// `mem` (a memory of this DynamicRNN) holds `value` (a Var of the step, shaped like the memory) at the next step.
-  void update_memory(const Var& mem, const Var& value, std::source_location loc = std::source_location::current());
   /// Collects `value` (a Var of the step, [k_t, ...]) at every step: one output.
   void output(const Var& value, std::source_location loc = std::source_location::current());
 
-  /// The output [N, ...] with the step inputs' LoD when the step gave one (an oar::Error otherwise).
-  Var operator()(std::source_location loc = std::source_location::current()) const;
-  /// The outputs, in the order output() was called.
-  std::vector<Var> outputs(std::source_location loc = std::source_location::current()) const;
-
  private:
-  Var begin_step(std::source_location loc);
-  void end_step();
-  void check_in_step(const char* what, std::source_location loc) const;
+  explicit DynamicRNN(std::shared_ptr<detail::DynamicRnnState> s) : RnnBuilder("DynamicRNN", "dynamic_rnn", s), s_(std::move(s)) {}
+  Var record_owner(std::source_location loc) override;
+  Var record_output(size_t i) override;
   void check_outer(const Var& v, const char* what, std::source_location loc) const;
   std::shared_ptr<detail::DynamicRnnState> s_;
 };

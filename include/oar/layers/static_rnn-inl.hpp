@@ -16,8 +16,6 @@ namespace oar {
 
 namespace detail {
 
-inline constexpr std::string_view kNeverUpdated = "memory: this memory is never updated: call rnn.update_memory(mem, new_value) in the step";
-
 /// [1, 0, 2, 3, ...]: swaps time and batch, which is its own inverse.
 inline std::vector<int32_t> swap_first_two(int rank) {
   std::vector<int32_t> perm;
@@ -196,29 +194,9 @@ inline Var record_static_rnn_output(const std::shared_ptr<StaticRnnState>& s, si
 
 }  // namespace detail
 
-OAR_FUNC void StaticRNN::check_in_step(const char* what, std::source_location loc) const {
-  if (!s_->in_step)
-    throw Error(fmt::format("{}: call it inside this StaticRNN's step function (rnn.step([&] {{ ... }})){}", what,
-                            s_->closed ? ", which has already been recorded" : ""),
-                Origin(loc, what));
-}
+OAR_FUNC Var StaticRNN::record_owner(std::source_location loc) { return detail::record_static_rnn(s_, loc); }
 
-OAR_FUNC Var StaticRNN::begin_step(std::source_location loc) {
-  if (s_->owner.valid())
-    throw Error(fmt::format("StaticRNN::step: a StaticRNN has one step, and this one's was given at {}", s_->owner.origin().str()), Origin(loc, "static_rnn"));
-  s_->owner = detail::record_static_rnn(s_, loc);
-  s_->in_step = true;
-  return s_->owner;
-}
-
-OAR_FUNC void StaticRNN::end_step() {
-  s_->closed = true;
-  if (s_->outputs.empty()) throw Error("StaticRNN::step: the step gives no output: call rnn.output(v) in it", s_->owner.origin());
-  for (auto& m : s_->memories)
-    if (!m.next.valid())
-      throw Error(std::string(detail::kNeverUpdated), m.var.origin());
-  for (size_t i = 0; i < s_->outputs.size(); ++i) s_->outputs[i].result = detail::record_static_rnn_output(s_, i);
-}
+OAR_FUNC Var StaticRNN::record_output(size_t i) { return detail::record_static_rnn_output(s_, i); }
 
 OAR_FUNC Var StaticRNN::step_input(const Var& x, std::source_location loc) {
   check_in_step("step_input", loc);
@@ -277,11 +255,6 @@ OAR_FUNC Var StaticRNN::memory(Shape shape, double init_value, std::source_locat
   return v;
 }
 
-OAR_FUNC void StaticRNN::update_memory(const Var& mem, const Var& value, std::source_location loc) {
-  check_in_step("update_memory", loc);
-  detail::set_memory_update(s_->memories, mem, value, Origin(loc, "update_memory"), "StaticRNN");
-}
-
 OAR_FUNC void StaticRNN::output(const Var& value, std::source_location loc) {
   check_in_step("output", loc);
   if (!value.valid()) throw Error("output: an empty oar::Var", Origin(loc, "output"));
@@ -290,21 +263,6 @@ OAR_FUNC void StaticRNN::output(const Var& value, std::source_location loc) {
 
 OAR_FUNC void StaticRNN::output(std::initializer_list<Var> values, std::source_location loc) {
   for (auto& v : values) output(v, loc);
-}
-
-OAR_FUNC Var StaticRNN::operator()(std::source_location loc) const {
-  auto outs = outputs(loc);
-  if (outs.size() != 1)
-    throw Error(fmt::format("StaticRNN: the step has {} outputs: take them with rnn.outputs()", outs.size()), Origin(loc, "static_rnn"));
-  return outs[0];
-}
-
-OAR_FUNC std::vector<Var> StaticRNN::outputs(std::source_location loc) const {
-  if (!s_->closed || s_->in_step)
-    throw Error("StaticRNN: its outputs exist once the step is recorded: call rnn.step([&] { ... }) first", Origin(loc, "static_rnn"));
-  std::vector<Var> out;
-  for (auto& o : s_->outputs) out.push_back(o.result);
-  return out;
 }
 
 }  // namespace oar

@@ -8,51 +8,20 @@
 #include <source_location>
 #include <type_traits>
 
+#include "oar/layers/rnn_builder.hpp"
 #include "oar/tape/tape.hpp"
 
 namespace oar {
 
 namespace detail {
 /// What a StaticRNN's replay needs from the recording of its step.
-struct StaticRnnState {
+struct StaticRnnState : StepRecording {
   struct Input {
     Var x;    ///< the outer [T, N, ...] tensor
     Var x_t;  ///< its step view [N, ...], a creation of the step
   };
-  struct Memory {
-    Var var;    ///< the memory as the step reads it (the state of the previous step)
-    Var init;   ///< the boot [N, ...], or empty: `shape` filled with `value`
-    Shape shape;
-    float value = 0;
-    Var next;   ///< what update_memory gave it
-    Origin updated;
-  };
-  struct Output {
-    Var value;  ///< a Var of the step, [N, ...]
-    std::source_location loc;
-    Var result;  ///< [T, N, ...], recorded when the step closes
-  };
-  Var owner;  ///< the creation whose body is the step; its replay emits the recurrent op
   std::vector<Input> inputs;
-  std::vector<Memory> memories;
-  std::vector<Output> outputs;
-  bool in_step = false;
-  bool closed = false;  ///< the step function has returned (a shape query inside it sees a partial step)
 };
-/// `update_memory(mem, value)` of a StaticRNN or DynamicRNN (`who`): the memory of `memories` that `mem` is
-/// takes `value` as its next state, once.
-template <class Memory>
-void set_memory_update(std::vector<Memory>& memories, const Var& mem, const Var& value, const Origin& at, std::string_view who) {
-  auto it = std::find_if(memories.begin(), memories.end(), [&](const auto& m) { return m.var == mem; });
-  if (it == memories.end())
-    throw Error(fmt::format("update_memory: the first argument ({}) is not a memory of this {}: make it with rnn.memory(...)",
-                            mem.valid() ? fmt::format("{} recorded at {}", mem.kind(), mem.origin().str()) : std::string("an empty oar::Var"), who),
-                at);
-  if (it->next.valid()) throw Error(fmt::format("update_memory: this memory is already updated at {}", it->updated.str()), at);
-  if (!value.valid()) throw Error("update_memory: the new value is an empty oar::Var", at);
-  it->next = value;
-  it->updated = at;
-}
 }  // namespace detail
 
 /// A recurrent network that runs a fixed number of steps T over time-major inputs (Fluid's StaticRNN): the step
@@ -70,27 +39,11 @@ void set_memory_update(std::vector<Memory>& memories, const Var& mem, const Var&
 ///     rnn.update_memory(h_prev, h);
 ///     rnn.output(h);
 ///   });
-///   auto out = rnn();  // [T, N, 32]
+///   auto out = rnn();  // [T, N, 32]; rnn.outputs() when the step gives several
 /// Gradients flow to the parameters, to the step inputs and to the boots.
-class StaticRNN {
+class StaticRNN : public RnnBuilder {
  public:
-  StaticRNN() : s_(std::make_shared<detail::StaticRnnState>()) {}
-
-  /// Records the step: `body` (no arguments) runs once, now; every layer it calls belongs to the step. Once per
-  /// StaticRNN.
-  template <class F>
-  void step(F&& body, std::source_location loc = std::source_location::current()) {
-    static_assert(std::is_invocable_v<F&>, "StaticRNN::step takes a function of no arguments: rnn.step([&] { ... })");
-    Var owner = begin_step(loc);
-    Tape::current().record_body(owner, [&] {
-      struct Leave {
-        detail::StaticRnnState* s;
-        ~Leave() { s->in_step = false; }
-      } leave{s_.get()};
-      body();
-    });
-    end_step();
-  }
+  StaticRNN() : StaticRNN(std::make_shared<detail::StaticRnnState>()) {}
 
   /// Step t of `x` ([T, N, ...], computed outside the step): [N, ...]. All step inputs share T and N.
   Var step_input(const Var& x, std::source_location loc = std::source_location::current());
@@ -99,21 +52,14 @@ class StaticRNN {
   /// A memory that starts as `shape` filled with `init_value`: shape is [batch, dims...] with the dims known; the
   /// batch is the step inputs' N, whatever dim 0 of `shape` says. Its dtype is the first step input's.
   Var memory(Shape shape, double init_value = 0.0, std::source_location loc = std::source_location::current());
-  /// `mem` (a memory of this StaticRNN) holds `value` (a Var of the step, shaped like the memory) at the next step.
-  void update_memory(const Var& mem, const Var& value, std::source_location loc = std::source_location::current());
   /// Collects `value` (a Var of the step, [N, ...]) at every step: one output of the StaticRNN.
   void output(const Var& value, std::source_location loc = std::source_location::current());
   void output(std::initializer_list<Var> values, std::source_location loc = std::source_location::current());
 
-  /// The output [T, N, ...] when the step gave one (an oar::Error otherwise: use outputs()).
-  Var operator()(std::source_location loc = std::source_location::current()) const;
-  /// The outputs [T, N, ...], in the order output() was called.
-  std::vector<Var> outputs(std::source_location loc = std::source_location::current()) const;
-
  private:
-  Var begin_step(std::source_location loc);
-  void end_step();
-  void check_in_step(const char* what, std::source_location loc) const;
+  explicit StaticRNN(std::shared_ptr<detail::StaticRnnState> s) : RnnBuilder("StaticRNN", "static_rnn", s), s_(std::move(s)) {}
+  Var record_owner(std::source_location loc) override;
+  Var record_output(size_t i) override;
   std::shared_ptr<detail::StaticRnnState> s_;
 };
 
