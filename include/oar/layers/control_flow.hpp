@@ -15,6 +15,13 @@ namespace detail {
 /// Records cond's creation; `*result` (the body's result, set once the body is recorded) is copied to its output.
 Var record_cond(const Var& pred, std::shared_ptr<Var> result, std::source_location loc);
 
+/// For the replay of a creation whose body became sub-block `sub`: assigns each of `results` (variables of the
+/// sub-block) to a new variable of the enclosing block, inside the sub-block, then appends the conditional_block
+/// op that runs the sub-block when `cond` holds (one bool when `scalar_condition`; otherwise when every cond
+/// tensor has rows), reading the outer variables the sub-block reads. Returns the new variables, in order.
+std::vector<std::string> append_conditional_block(LayerHelper& h, int sub, const std::vector<std::string>& results, const std::vector<std::string>& cond,
+                                                  bool scalar_condition);
+
 /// What a while loop's replay needs from the recording of its body.
 struct WhileState {
   std::vector<Var> init;  ///< the loop variables' initial values (outer)

@@ -2,10 +2,7 @@
 #pragma once
 #include "oar/layers/if_else.hpp"
 
-#include <algorithm>
-
-#include "oar/ops/assign.hpp"
-#include "oar/ops/control_flow.hpp"
+#include "oar/layers/control_flow.hpp"
 #include "oar/ops/split_merge_lod_tensor.hpp"
 #include "oar/tape/replay.hpp"
 
@@ -35,35 +32,13 @@ OAR_FUNC Var detail::record_if_else_branch(bool side, const std::vector<Var>& pa
                                             std::source_location loc) {
   auto replay = [results, n_parts = parts.size()](LayerHelper& h) {
     const int sub = h.replay_body();
-    Block& sb = h.main().block(sub);
-    // Each result is assigned, inside the branch, to a variable of the enclosing block that the merge reads.
-    std::vector<std::string> outs;
-    for (const Var& r : *results) {
-      const std::string& inner = h.name_of(r);
-      const Variable& iv = sb.var_recursive(inner);
-      Variable& out = h.create_tmp(iv.dtype());
-      out.set_shape(iv.shape()).set_lod_level(iv.lod_level());
-      Operator assign{std::string(ops::Assign::type)};
-      assign.set_input(ops::Assign::x, {inner}).set_output(ops::Assign::out, {out.name()});
-      assign.set_origin(h.origin());
-      add_op(sb, std::move(assign));
-      outs.push_back(out.name());
-    }
-    std::vector<std::string> outer;  // variables of enclosing blocks the branch reads
-    for (auto* op : sb.ops())
-      for (auto& n : op->input_names())
-        if (!sb.has_var(n) && std::find(outer.begin(), outer.end(), n) == outer.end()) outer.push_back(n);
-    // The branch runs when its parts of the inputs hold rows (Fluid's non-scalar condition).
+    std::vector<std::string> inner;
+    for (const Var& r : *results) inner.push_back(h.name_of(r));
+    // The branch runs when its parts of the inputs hold rows (Fluid's non-scalar condition); the merge reads
+    // what it returns.
     std::vector<std::string> cond;
     for (size_t k = 0; k < n_parts; ++k) cond.push_back(h.input(k));
-    Variable& scope = h.block().create_var(h.name() + ".scope", {.kind = VarKind::step_scopes});
-    using C = ops::ConditionalBlock;
-    Operator op{std::string(C::type)};
-    op.set_input(C::cond, cond).set_input(C::input, outer);
-    op.set_output(C::out, outs).set_output(C::scope, {scope.name()});
-    op.set_attr(C::sub_block, BlockRef{sub}).set_attr(C::is_scalar_condition, false);
-    h.append_op(std::move(op));
-    return outs;
+    return append_conditional_block(h, sub, inner, cond, false);
   };
   return record_layer(side ? "if_else_true" : "if_else_false", parts, std::move(replay), loc)[0];
 }
