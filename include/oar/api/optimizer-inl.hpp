@@ -154,35 +154,41 @@ OAR_FUNC PendingFetch Optimizer::step_async(const FeedMap& feeds) {
   return PendingFetch(std::move(out), std::move(arrived));
 }
 
-OAR_FUNC void Optimizer::update(const std::map<std::string, LoDTensor>& gradients) {
-  OAR_CHECK(!rule_.mixed_precision, "update: explicit gradients cannot be applied under mixed precision (the step's overflow check runs in the backward pass)");
-  GradientMachine& gm = *machines_[0];
+namespace detail {
+inline constexpr const char* kUpdateUnderMixedPrecision =
+    "update: explicit gradients cannot be applied under mixed precision (the step's overflow check runs in the backward pass)";
+
+/// Puts each parameter's gradient, taken from `gradients` by the parameter's name, into its gradient variable
+/// of `gm` with `put(value, given)`; a parameter without one is an oar::Error.
+template <class G, class Put>
+void put_given_gradients(GradientMachine& gm, const std::map<std::string, G>& gradients, Put put) {
   for (auto& [p, g] : gm.params_grads()) {
     auto it = gradients.find(p);
     OAR_CHECK(it != gradients.end(), "update: no gradient given for parameter '{}'", p);
-    Value& v = gm.scope().var(g);
-    if (!v.is_tensor()) v.reset();
-    v.tensor() = it->second;
+    put(gm.scope().var(g), it->second);
   }
-  apply_update(gm);
+}
+
+inline void put_dense_gradient(Value& v, const LoDTensor& t) {
+  if (!v.is_tensor()) v.reset();
+  v.tensor() = t;
+}
+}  // namespace detail
+
+OAR_FUNC void Optimizer::update(const std::map<std::string, LoDTensor>& gradients) {
+  OAR_CHECK(!rule_.mixed_precision, detail::kUpdateUnderMixedPrecision);
+  detail::put_given_gradients(*machines_[0], gradients, detail::put_dense_gradient);
+  apply_update(*machines_[0]);
 }
 
 OAR_FUNC void Optimizer::update(const std::map<std::string, Gradient>& gradients) {
-  OAR_CHECK(!rule_.mixed_precision, "update: explicit gradients cannot be applied under mixed precision (the step's overflow check runs in the backward pass)");
-  GradientMachine& gm = *machines_[0];
-  for (auto& [p, g] : gm.params_grads()) {
-    auto it = gradients.find(p);
-    OAR_CHECK(it != gradients.end(), "update: no gradient given for parameter '{}'", p);
-    Value& v = gm.scope().var(g);
-    if (it->second.sparse) {
-      if (!v.is_selected_rows()) v.reset();
-      v.selected_rows() = SelectedRows{it->second.rows, it->second.height, it->second.values};
-    } else {
-      if (!v.is_tensor()) v.reset();
-      v.tensor() = it->second.dense;
-    }
-  }
-  apply_update(gm);
+  OAR_CHECK(!rule_.mixed_precision, detail::kUpdateUnderMixedPrecision);
+  detail::put_given_gradients(*machines_[0], gradients, [](Value& v, const Gradient& g) {
+    if (!g.sparse) return detail::put_dense_gradient(v, g.dense);
+    if (!v.is_selected_rows()) v.reset();
+    v.selected_rows() = SelectedRows{g.rows, g.height, g.values};
+  });
+  apply_update(*machines_[0]);
 }
 
 OAR_FUNC void Optimizer::train(io::Reader& reader, std::span<const Var> feeds, int epochs, const EventHandler& on_event, std::source_location loc) {
