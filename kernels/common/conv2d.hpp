@@ -33,4 +33,10 @@ inline ConvGeom conv2d_geom(const KernelContext& c, const ops::detail::ConvAttrs
   return g;
 }
 
+/// The gradient output `slot` resized like `like` when the op writes it, as T*; null when it is not wanted.
+template <class T>
+T* grad_out(KernelContext& c, Slot slot, const LoDTensor& like) {
+  return c.has_out(slot) ? c.out(slot).resize(like.shape(), like.dtype()).template data<T>() : nullptr;
+}
+
 }  // namespace oar::kernels

@@ -58,10 +58,8 @@ inline void Conv2d::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!want_dx && !want_dw) return;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* dxp = nullptr;
-    T* dwp = nullptr;
-    if (want_dx) dxp = c.out(input_grad).resize(x.shape(), x.dtype()).template data<T>();
-    if (want_dw) dwp = c.out(filter_grad).resize(f.shape(), f.dtype()).template data<T>();
+    T* dxp = kernels::grad_out<T>(c, input_grad, x);
+    T* dwp = kernels::grad_out<T>(c, filter_grad, f);
     const T* xp = x.data<T>();
     const T* wp = f.data<T>();
     const T* dop = dout.data<T>();
