@@ -36,14 +36,16 @@ LoDTensor sequences(const std::vector<size_t>& lengths, uint64_t seed) {
 
 std::vector<double> values(const Scope& s, const std::string& name) { return s.tensor(name).to_vector<double>(); }
 
-/// The step by hand, one sequence at a time, from the model's parameters.
-std::vector<double> per_sequence_loop(const Model& m, const LoDTensor& x) {
+/// The step by hand, one sequence at a time, from the model's parameters; sequence s starts from row s of
+/// `boot` ([S, H]) when one is given, from zeros otherwise.
+std::vector<double> per_sequence_loop(const Model& m, const LoDTensor& x, const std::vector<double>& boot = {}) {
   auto wx = values(m.scope(), "wx"), wh = values(m.scope(), "wh"), b = values(m.scope(), "b");
   auto xs = x.to_vector<double>();
   std::vector<double> out(size_t(x.dim(0)) * H);
   const auto& off = x.lod()[0];
   for (size_t s = 0; s + 1 < off.size(); ++s) {
     std::vector<double> h(H, 0.0);
+    if (!boot.empty()) std::copy(boot.begin() + ptrdiff_t(s * H), boot.begin() + ptrdiff_t((s + 1) * H), h.begin());
     for (size_t r = off[s]; r < off[s + 1]; ++r) {
       std::vector<double> next(H);
       for (int64_t j = 0; j < H; ++j) {
@@ -101,23 +103,9 @@ TEST_CASE("recurrent_group: a boot memory starts each sequence from its own row"
   Tensor bv = test::random_tensor<double>({3, H}, -1, 1, 22);
   auto got = ev.forward({{"x", xv}, {"boot", LoDTensor(bv)}})[0].to_vector<double>();
   // By hand: the first step of sequence s reads boot row s.
-  auto wx = values(model.scope(), "wx"), wh = values(model.scope(), "wh"), b = values(model.scope(), "b");
-  auto xs = xv.to_vector<double>(), bs = bv.to_vector<double>();
-  const auto& off = xv.lod()[0];
-  for (size_t s = 0; s + 1 < off.size(); ++s) {
-    std::vector<double> h(bs.begin() + ptrdiff_t(s * H), bs.begin() + ptrdiff_t((s + 1) * H));
-    for (size_t r = off[s]; r < off[s + 1]; ++r) {
-      std::vector<double> next(H);
-      for (int64_t j = 0; j < H; ++j) {
-        double acc = b[size_t(j)];
-        for (int64_t k = 0; k < D; ++k) acc += xs[r * D + size_t(k)] * wx[size_t(k * H + j)];
-        for (int64_t k = 0; k < H; ++k) acc += h[size_t(k)] * wh[size_t(k * H + j)];
-        next[size_t(j)] = std::tanh(acc);
-      }
-      h = next;
-      for (int64_t j = 0; j < H; ++j) CHECK(got[r * H + size_t(j)] == doctest::Approx(h[size_t(j)]).epsilon(1e-12));
-    }
-  }
+  const auto want = per_sequence_loop(model, xv, bv.to_vector<double>());
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-12));
   // The boot must have one row per sequence.
   CHECK(error_of([&] { ev.forward({{"x", xv}, {"boot", LoDTensor(test::random_tensor<double>({2, H}, -1, 1, 23))}}); }).find("has 2 rows for 3 sequences") !=
         std::string::npos);

@@ -5,6 +5,7 @@
 #include "pch.hpp"
 #include "support/heap.hpp"
 #include "support/op_check.hpp"
+#include "support/rnn_ref.hpp"
 #include "support/toy.hpp"
 #include "oar/ops/lstm.hpp"
 
@@ -12,13 +13,6 @@ using namespace oar;
 using namespace oar::test;
 
 namespace {
-
-double act(const std::string& a, double v) {
-  if (a == "sigmoid") return 1 / (1 + std::exp(-v));
-  if (a == "tanh") return std::tanh(v);
-  if (a == "relu") return v > 0 ? v : 0;
-  return v;  // identity
-}
 
 struct LstmCase {
   bool peep = true, reverse = false, with_h0 = false, with_c0 = false;
@@ -49,12 +43,12 @@ std::pair<Tensor, Tensor> naive_lstm(const Tensor& x, const std::vector<size_t>&
       std::vector<double> cn(static_cast<size_t>(D));
       for (int64_t j = 0; j < D; ++j) {
         const double wic = k.peep ? bias(4 * D + j) : 0, wfc = k.peep ? bias(5 * D + j) : 0, woc = k.peep ? bias(6 * D + j) : 0;
-        const double cand = act(k.cand, a[size_t(j)]);
-        const double i = act(k.gate, a[size_t(D + j)] + wic * c[size_t(j)]);
-        const double f = act(k.gate, a[size_t(2 * D + j)] + wfc * c[size_t(j)]);
+        const double cand = rnn_act(k.cand, a[size_t(j)]);
+        const double i = rnn_act(k.gate, a[size_t(D + j)] + wic * c[size_t(j)]);
+        const double f = rnn_act(k.gate, a[size_t(2 * D + j)] + wfc * c[size_t(j)]);
         cn[size_t(j)] = f * c[size_t(j)] + i * cand;
-        const double o = act(k.gate, a[size_t(3 * D + j)] + woc * cn[size_t(j)]);
-        h[size_t(j)] = o * act(k.cell, cn[size_t(j)]);
+        const double o = rnn_act(k.gate, a[size_t(3 * D + j)] + woc * cn[size_t(j)]);
+        h[size_t(j)] = o * rnn_act(k.cell, cn[size_t(j)]);
       }
       c = cn;
       for (int64_t j = 0; j < D; ++j) {
@@ -160,11 +154,8 @@ TEST_CASE("lstm: gradients of Input, Weight, Bias, H0 and C0 match finite differ
 }
 
 TEST_CASE("lstm: 300 sequences on 2 threads: the step passes split over rows; forward and Weight / Bias gradients hold") {
-  const int before = num_threads();
-  set_num_threads(2);
-  std::mt19937_64 rng(17);
-  std::vector<size_t> off{0};
-  for (int s = 0; s < 300; ++s) off.push_back(off.back() + size_t(rng() % 5));  // lengths 0..4
+  ThreadsForTest threads(2);
+  const std::vector<size_t> off = random_offsets(300, 4, 17);
   const LoD lod{off};
   const int64_t rows = int64_t(off.back()), D = 8;
   const LstmCase k{.peep = true, .reverse = true, .with_h0 = true, .with_c0 = true};
@@ -183,7 +174,6 @@ TEST_CASE("lstm: 300 sequences on 2 threads: the step passes split over rows; fo
   check_close(outs["Hidden"], h, 1e-12, 1e-10, "Hidden");
   check_close(outs["Cell"], c, 1e-12, 1e-10, "Cell");
   op().check_grad({"Weight", "Bias"}, {"Hidden", "Cell"}, 1e-4, 1e-4);
-  set_num_threads(before);
 }
 
 TEST_CASE("lstm: a bad Weight, Bias or H0 shape, a missing LoD or a bad activation is an oar::Error naming the op") {
@@ -312,8 +302,5 @@ TEST_CASE("dynamic_lstm: embedding -> fc -> lstm -> max pool -> fc trains on rag
   CHECK(last < 0.3 * first);
   // Shapes repeat: the same batch again sizes nothing anew.
   std::vector<LoDTensor> out;
-  for (int i = 0; i < 3; ++i) opt.step(batches[0], out);
-  CHECK(oar_test::allocations_during([&] {
-          for (int i = 0; i < 5; ++i) opt.step(batches[0], out);
-        }) == 0);
+  CHECK(oar_test::steady_state_allocations([&] { opt.step(batches[0], out); }) == 0);
 }

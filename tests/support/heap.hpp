@@ -25,4 +25,13 @@ int64_t allocations_during(F&& f) {
   heap_trap = false;
   return heap_allocations.load() - before;
 }
+
+/// How many allocations `measured` calls of `step` make once `warm` calls have prepared and sized everything.
+template <class F>
+int64_t steady_state_allocations(F&& step, int warm = 3, int measured = 5) {
+  for (int i = 0; i < warm; ++i) step();
+  return allocations_during([&] {
+    for (int i = 0; i < measured; ++i) step();
+  });
+}
 }  // namespace oar_test
