@@ -106,6 +106,18 @@ inline std::pair<double, double> interleave(Runner& a, Runner* b, int reps, doub
   return {median(ta), median(tb)};
 }
 
+/// Block times of every runner of `all`, `reps` rounds of one block each, starting each round one runner later
+/// so that slow phases of a shared machine fall on all of them alike: result[i] holds runner i's times.
+inline std::vector<std::vector<double>> time_rotating(const std::vector<Runner*>& all, int reps, double min_time, int warmup = 1, int min_steps = 2) {
+  std::vector<std::vector<double>> t(all.size());
+  for (int r = 0; r < reps; ++r)
+    for (size_t k = 0; k < all.size(); ++k) {
+      const size_t i = (k + size_t(r)) % all.size();
+      t[i].push_back(time_block(*all[i], min_time, warmup, min_steps));
+    }
+  return t;
+}
+
 /// Lets OpenBLAS's idle workers (they spin about 2^28 cycles after a threaded call) go to sleep.
 inline void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(150)); }
 

@@ -510,12 +510,7 @@ void bench_train(bool conv) {
     // Interleave oar with every peer in rotating order.
     std::vector<Runner*> all{&o};
     for (auto& p : peers) all.push_back(p.second.get());
-    std::vector<std::vector<double>> t(all.size());
-    for (int r = 0; r < g_opt.reps; ++r)
-      for (size_t k = 0; k < all.size(); ++k) {
-        size_t i = (k + size_t(r)) % all.size();
-        t[i].push_back(time_block(*all[i], g_opt.min_time));
-      }
+    const auto t = time_rotating(all, g_opt.reps, g_opt.min_time);
     double to = median(t[0]);
     for (size_t i = 0; i < peers.size(); ++i)
       emit({name, "examples/s", kBatch / to, peers[i].first, kBatch / median(t[i + 1]), thr,
@@ -1096,12 +1091,7 @@ void bench_resnet18_train(const Synthetic& d, int reps, double min_time) {
       for (bool mkldnn : {true, false}) peers.push_back(torch_peer::resnet18(d, kResnetBatch, thr, mkldnn));
     std::vector<Runner*> all{&o};
     for (auto& p : peers) all.push_back(p.get());
-    std::vector<std::vector<double>> t(all.size());
-    for (int r = 0; r < reps; ++r)
-      for (size_t k = 0; k < all.size(); ++k) {
-        const size_t i = (k + size_t(r)) % all.size();
-        t[i].push_back(time_block(*all[i], min_time, 2, 3));
-      }
+    const auto t = time_rotating(all, reps, min_time, 2, 3);
     if (thr == 1) check_loss_falls("oar", o);
     for (size_t i = 0; i < peers.size(); ++i) check_loss_falls(fmt::format("libtorch oneDNN {}, {}", i == 0 ? "on" : "off", fmt_threads(thr)), *peers[i]);
     const double to = median(t[0]);
@@ -1182,12 +1172,7 @@ void bench_resnet18_convs(int reps) {
         for (bool mkldnn : {true, false}) peers.push_back(backward ? torch_peer::conv_layer_autograd(l, mkldnn) : torch_peer::conv_layer(l, false, mkldnn));
       std::vector<Runner*> all{&o};
       for (auto& p : peers) all.push_back(p.get());
-      std::vector<std::vector<double>> t(all.size());
-      for (int r = 0; r < reps; ++r)
-        for (size_t k = 0; k < all.size(); ++k) {
-          const size_t i = (k + size_t(r)) % all.size();
-          t[i].push_back(time_block(*all[i], g_opt.min_time));
-        }
+      const auto t = time_rotating(all, reps, g_opt.min_time);
       const double to = median(t[0]);
       using oar::cpu_kernels::ConvPass;
       const oar::cpu_kernels::ConvShapeKey key(backward ? (l.input_grad ? ConvPass::backward_both : ConvPass::backward_dw) : ConvPass::forward, sizeof(float), l.n, g,
