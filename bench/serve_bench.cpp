@@ -3,7 +3,11 @@
 // the book conv net, with and without dynamic batching. Next to each: (a) the same model in-process through an
 // Evaluator at the batch size the batcher formed (rows/s), (b) the HTTP stack alone: an empty handler of the same
 // server answering the same requests (requests/s). The figure of merit is requests/s over the lower of the two.
+// Then latency below saturation: the batched models at 64 connections paced to fractions of the rate they
+// reached, each connection waiting a random (exponential) time before its next request, against the bound
+// window + 2 x one batch's compute time.
 // Usage: oar_serve_bench [--seconds S (3)] [--window-us T (500)] [--max-batch N (16)] [--evaluators N (1)] [--conns 1,16,64,256]
+//                        [--paced 0.25,0.5 (fractions of the closed-loop rate; empty: none)]
 #include <oar/oar.hpp>
 #include <oar/serve/server.hpp>
 
@@ -77,6 +81,20 @@ struct WrkResult {
   int64_t requests = 0, errors = 0;
 };
 
+/// `script` (a request's wrk script) with a `delay()` that makes `conns` connections send about `rps` requests/s
+/// in all: each waits an exponentially distributed time (mean conns / rps) before its next request, so that
+/// arrivals are close to a Poisson stream while the server keeps up. wrk times a request from its write, not
+/// the wait before it.
+fs::path paced_script(const fs::path& script, int conns, double rps) {
+  const fs::path out = script.parent_path() / fmt::format("{}_{}_{:.0f}.lua", script.stem().string(), conns, rps);
+  std::ifstream in(script);
+  std::stringstream body;
+  body << in.rdbuf();
+  std::ofstream(out) << body.str() << fmt::format("local mean_ms = {}\nmath.randomseed(7)\nfunction delay()\n  return -math.log(1 - math.random()) * mean_ms\nend\n",
+                                                  1000.0 * conns / rps);
+  return out;
+}
+
 WrkResult wrk(const std::string& url, int conns, double seconds, const fs::path& script) {
   const std::string out = run(fmt::format("wrk -t1 -c{} -d{}s --latency --timeout 10s -s {} {} 2>&1", conns, seconds, script.string(), url));
   WrkResult r;
@@ -129,18 +147,24 @@ int main(int argc, char** argv) try {
   double seconds = 3;
   int64_t window_us = 500, max_batch = 16, evaluators = 1;
   std::vector<int> conns{1, 16, 64, 256};
+  std::vector<double> paced{0.25, 0.5};
+  auto list = [](const char* text, auto& into) {
+    into.clear();
+    std::stringstream ss(text);
+    for (std::string c; std::getline(ss, c, ',');)
+      if (!c.empty()) into.push_back(std::atof(c.c_str()));
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (a == "--window-us" && i + 1 < argc) window_us = std::atoll(argv[++i]);
     else if (a == "--max-batch" && i + 1 < argc) max_batch = std::atoll(argv[++i]);
     else if (a == "--evaluators" && i + 1 < argc) evaluators = std::atoll(argv[++i]);
-    else if (a == "--conns" && i + 1 < argc) {
-      conns.clear();
-      std::stringstream ss(argv[++i]);
-      for (std::string c; std::getline(ss, c, ',');) conns.push_back(std::atoi(c.c_str()));
-    } else {
-      std::printf("usage: oar_serve_bench [--seconds S (3)] [--window-us T (500)] [--max-batch N (16)] [--evaluators N (1)] [--conns 1,16,64,256]\n");
+    else if (a == "--conns" && i + 1 < argc) list(argv[++i], conns);
+    else if (a == "--paced" && i + 1 < argc) list(argv[++i], paced);
+    else {
+      std::printf("usage: oar_serve_bench [--seconds S (3)] [--window-us T (500)] [--max-batch N (16)] [--evaluators N (1)] [--conns 1,16,64,256] "
+                  "[--paced 0.25,0.5]\n");
       return 2;
     }
   }
@@ -188,6 +212,7 @@ int main(int argc, char** argv) try {
   std::printf("| model | batching | connections | requests/s | p50 ms | p99 ms | errors | mean batch | (a) Evaluator rows/s at that batch | (b) empty handler requests/s | "
               "requests/s / min(a, b) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::map<std::pair<std::string, int64_t>, double> eval_cache;
+  std::map<std::string, double> closed_rps_at_64;  // per batched model
   for (auto& n : nets) {
     for (bool batched : {false, true}) {
       const std::string model = n.name + (batched ? "_batched" : "");
@@ -204,8 +229,43 @@ int main(int argc, char** argv) try {
         auto& a = eval_cache[{n.name, b}];
         if (a == 0) a = evaluator_rows_per_s(work / "repo" / n.name / "1", n, b, std::min(seconds, 2.0));
         WrkResult e = wrk(base + "/empty", c, seconds, work / (n.name + ".lua"));
+        if (batched && c == 64) closed_rps_at_64[model] = r.rps;
         std::printf("| %s | %s | %d | %.0f | %.2f | %.2f | %lld | %.2f | %.0f | %.0f | %.2f |\n", n.name.c_str(), batched ? fmt::format("{} us", window_us).c_str() : "off",
                     c, r.rps, r.p50_ms, r.p99_ms, (long long)(r.errors + e.errors), mean_batch, a, e.rps, r.rps / std::min(a, e.rps));
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (!paced.empty() && !closed_rps_at_64.empty()) {
+    std::printf("\n# below saturation: 64 connections paced to a fraction of the closed-loop rate above; bound = window + 2 x one batch's compute time "
+                "(the mean batch over (a) at that batch)\n");
+    std::printf("| model | fraction | target requests/s | requests/s | p50 ms | p99 ms | max ms | errors | mean batch | server mean: queue, total ms | batch compute ms | bound ms | p99 within |\n"
+                "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (auto& n : nets) {
+      const std::string model = n.name + "_batched";
+      if (!closed_rps_at_64.count(model)) continue;
+      for (double f : paced) {
+        const double target = f * closed_rps_at_64[model];
+        const std::string before = server.metrics_text();
+        const std::string labels = fmt::format("{{model=\"{}\",version=\"1\"}}", model);
+        const std::string sum_key = "oar_inference_batch_size_sum" + labels, count_key = "oar_inference_batch_size_count" + labels;
+        WrkResult r = wrk(base + "/v2/models/" + model + "/infer", 64, seconds, paced_script(work / (n.name + ".lua"), 64, target));
+        const std::string after = server.metrics_text();
+        const double batches = metric(after, count_key) - metric(before, count_key);
+        const double mean_batch = batches > 0 ? (metric(after, sum_key) - metric(before, sum_key)) / batches : 1;
+        const int64_t b = std::max<int64_t>(1, int64_t(std::lround(mean_batch)));
+        // The server's own view: mean time from parsed request to batch start, and to the answer handed back.
+        auto mean_ms = [&](const char* h) {
+          const std::string sum = std::string(h) + "_sum" + labels, count = std::string(h) + "_count" + labels;
+          const double k = metric(after, count) - metric(before, count);
+          return k > 0 ? 1000 * (metric(after, sum) - metric(before, sum)) / k : 0.0;
+        };
+        const double queue_ms = mean_ms("oar_inference_queue_seconds"), total_ms = mean_ms("oar_inference_request_seconds");
+        auto& a = eval_cache[{n.name, b}];
+        if (a == 0) a = evaluator_rows_per_s(work / "repo" / n.name / "1", n, b, std::min(seconds, 2.0));
+        const double compute_ms = 1000.0 * double(b) / a, bound_ms = double(window_us) / 1000 + 2 * compute_ms;
+        std::printf("| %s | %.2f | %.0f | %.0f | %.2f | %.2f | %.2f | %lld | %.2f | %.3f, %.3f | %.3f | %.3f | %s |\n", n.name.c_str(), f, target, r.rps, r.p50_ms, r.p99_ms,
+                    r.max_ms, (long long)r.errors, mean_batch, queue_ms, total_ms, compute_ms, bound_ms, r.p99_ms <= bound_ms ? "yes" : "no");
         std::fflush(stdout);
       }
     }
