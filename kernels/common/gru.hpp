@@ -20,16 +20,13 @@ inline ForwardArgs forward_args(const KernelContext& c, const ops::Gru::Attrs& a
   using G = ops::Gru;
   const LoDTensor& x = c.in(G::input);
   const LoDTensor& w = c.in(G::weight);
-  const int64_t d = w.dim(0), rows = x.dim(0);
-  c.check(w.rank() == 2 && w.dim(1) == 3 * d, "Weight must be [D, 3D], got {}", w.shape());
-  c.check(x.rank() == 2 && x.dim(1) == 3 * d, "Input must be [T, {}], got {}", 3 * d, x.shape());
-  const LoDTensor* b = c.has_in(G::bias) ? &c.in(G::bias) : nullptr;
+  const int64_t d = rnn::check_projected(c, x, w, 3);
+  const LoDTensor* b = rnn::optional_in(c, G::bias);
   if (b) c.check(b->numel() == 3 * d, "Bias must have {} values, got {}", 3 * d, b->shape());
-  const auto offsets = rnn::sequence_offsets(c, x, "Input");
-  const rnn::BatchLayout l = rnn::make_batch_layout(offsets, rows, a.is_reverse);
-  const LoDTensor* h0t = c.has_in(G::h0) ? &c.in(G::h0) : nullptr;
-  if (h0t) c.check(h0t->rank() == 2 && h0t->dim(0) == l.seqs && h0t->dim(1) == d, "H0 must be [S, D] = [{}, {}] for {} sequences, got {}", l.seqs, d, l.seqs, h0t->shape());
-  return {x, w, b, h0t, d, rows, l};
+  const rnn::BatchLayout l = rnn::layout_of(c, x, "Input", a.is_reverse);
+  const LoDTensor* h0t = rnn::optional_in(c, G::h0);
+  rnn::check_initial_states(c, {h0t}, l, d, "H0");
+  return {x, w, b, h0t, d, x.dim(0), l};
 }
 
 /// gru's outputs, sized for f: Hidden, BatchResetHiddenPrev and BatchHidden [T, D], BatchGate [T, 3D].
@@ -62,13 +59,12 @@ inline GradArgs grad_args(const KernelContext& c, const ops::Gru::Attrs& a) {
   const LoDTensor& dhid = c.in(G::hidden_grad);
   const int64_t d = w.dim(0), rows = hid.dim(0);
   c.check(gate.dim(0) == rows && dhid.shape() == hid.shape(), "Hidden {} and Hidden@GRAD {} do not match", hid.shape(), dhid.shape());
-  const auto offsets = rnn::sequence_offsets(c, hid, "Hidden");
-  const rnn::BatchLayout l = rnn::make_batch_layout(offsets, rows, a.is_reverse);
-  const LoDTensor* h0t = c.has_in(G::h0) ? &c.in(G::h0) : nullptr;
-  LoDTensor* dx = c.has_out(G::input_grad) ? &c.out(G::input_grad) : nullptr;
-  LoDTensor* dw = c.has_out(G::weight_grad) ? &c.out(G::weight_grad) : nullptr;
-  LoDTensor* db = c.has_out(G::bias_grad) ? &c.out(G::bias_grad) : nullptr;
-  LoDTensor* dh0 = h0t && c.has_out(G::h0_grad) ? &c.out(G::h0_grad) : nullptr;
+  const rnn::BatchLayout l = rnn::layout_of(c, hid, "Hidden", a.is_reverse);
+  const LoDTensor* h0t = rnn::optional_in(c, G::h0);
+  LoDTensor* dx = rnn::optional_out(c, G::input_grad);
+  LoDTensor* dw = rnn::optional_out(c, G::weight_grad);
+  LoDTensor* db = rnn::optional_out(c, G::bias_grad);
+  LoDTensor* dh0 = h0t ? rnn::optional_out(c, G::h0_grad) : nullptr;
   return {w, hid, gate, rhp, bh, dhid, h0t, dx, dw, db, dh0, d, rows, l};
 }
 

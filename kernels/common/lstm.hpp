@@ -20,19 +20,15 @@ inline ForwardArgs forward_args(const KernelContext& c, const ops::Lstm::Attrs& 
   using L = ops::Lstm;
   const LoDTensor& x = c.in(L::input);
   const LoDTensor& w = c.in(L::weight);
-  const int64_t d = w.dim(0), rows = x.dim(0);
-  c.check(w.rank() == 2 && w.dim(1) == 4 * d, "Weight must be [D, 4D], got {}", w.shape());
-  c.check(x.rank() == 2 && x.dim(1) == 4 * d, "Input must be [T, {}], got {}", 4 * d, x.shape());
-  const LoDTensor* b = c.has_in(L::bias) ? &c.in(L::bias) : nullptr;
+  const int64_t d = rnn::check_projected(c, x, w, 4);
+  const LoDTensor* b = rnn::optional_in(c, L::bias);
   c.check(!a.use_peepholes || b, "use_peepholes needs Bias");
   if (b) c.check(b->numel() == (a.use_peepholes ? 7 : 4) * d, "Bias must have {} values, got {}", (a.use_peepholes ? 7 : 4) * d, b->shape());
-  const auto offsets = rnn::sequence_offsets(c, x, "Input");
-  const rnn::BatchLayout l = rnn::make_batch_layout(offsets, rows, a.is_reverse);
-  const LoDTensor* h0t = c.has_in(L::h0) ? &c.in(L::h0) : nullptr;
-  const LoDTensor* c0t = c.has_in(L::c0) ? &c.in(L::c0) : nullptr;
-  for (const LoDTensor* s : {h0t, c0t})
-    if (s) c.check(s->rank() == 2 && s->dim(0) == l.seqs && s->dim(1) == d, "H0 / C0 must be [S, D] = [{}, {}] for {} sequences, got {}", l.seqs, d, l.seqs, s->shape());
-  return {x, w, b, h0t, c0t, d, rows, l};
+  const rnn::BatchLayout l = rnn::layout_of(c, x, "Input", a.is_reverse);
+  const LoDTensor* h0t = rnn::optional_in(c, L::h0);
+  const LoDTensor* c0t = rnn::optional_in(c, L::c0);
+  rnn::check_initial_states(c, {h0t, c0t}, l, d, "H0 / C0");
+  return {x, w, b, h0t, c0t, d, x.dim(0), l};
 }
 
 /// lstm's outputs, sized for f: Hidden and Cell [T, D], BatchGate [T, 4D], BatchCellPreAct [T, D].
@@ -62,21 +58,20 @@ inline GradArgs grad_args(const KernelContext& c, const ops::Lstm::Attrs& a) {
   const LoDTensor& gate = c.in(L::batch_gate);
   const LoDTensor& cpa = c.in(L::batch_cell_pre_act);
   const LoDTensor& dhid = c.in(L::hidden_grad);
-  const LoDTensor* dcel = c.has_in(L::cell_grad) ? &c.in(L::cell_grad) : nullptr;
+  const LoDTensor* dcel = rnn::optional_in(c, L::cell_grad);
   const int64_t d = w.dim(0), rows = hid.dim(0);
   c.check(gate.dim(0) == rows && dhid.shape() == hid.shape() && (!dcel || dcel->shape() == hid.shape()),
           "Hidden {}, Hidden@GRAD {} and Cell@GRAD do not match", hid.shape(), dhid.shape());
-  const LoDTensor* b = c.has_in(L::bias) ? &c.in(L::bias) : nullptr;
+  const LoDTensor* b = rnn::optional_in(c, L::bias);
   c.check(!a.use_peepholes || b, "use_peepholes needs Bias");
-  const auto offsets = rnn::sequence_offsets(c, hid, "Hidden");
-  const rnn::BatchLayout l = rnn::make_batch_layout(offsets, rows, a.is_reverse);
-  const LoDTensor* h0t = c.has_in(L::h0) ? &c.in(L::h0) : nullptr;
-  const LoDTensor* c0t = c.has_in(L::c0) ? &c.in(L::c0) : nullptr;
-  LoDTensor* dx = c.has_out(L::input_grad) ? &c.out(L::input_grad) : nullptr;
-  LoDTensor* dw = c.has_out(L::weight_grad) ? &c.out(L::weight_grad) : nullptr;
-  LoDTensor* db = b && c.has_out(L::bias_grad) ? &c.out(L::bias_grad) : nullptr;
-  LoDTensor* dh0 = h0t && c.has_out(L::h0_grad) ? &c.out(L::h0_grad) : nullptr;
-  LoDTensor* dc0 = c0t && c.has_out(L::c0_grad) ? &c.out(L::c0_grad) : nullptr;
+  const rnn::BatchLayout l = rnn::layout_of(c, hid, "Hidden", a.is_reverse);
+  const LoDTensor* h0t = rnn::optional_in(c, L::h0);
+  const LoDTensor* c0t = rnn::optional_in(c, L::c0);
+  LoDTensor* dx = rnn::optional_out(c, L::input_grad);
+  LoDTensor* dw = rnn::optional_out(c, L::weight_grad);
+  LoDTensor* db = b ? rnn::optional_out(c, L::bias_grad) : nullptr;
+  LoDTensor* dh0 = h0t ? rnn::optional_out(c, L::h0_grad) : nullptr;
+  LoDTensor* dc0 = c0t ? rnn::optional_out(c, L::c0_grad) : nullptr;
   return {w, hid, gate, cpa, dhid, dcel, b, h0t, c0t, dx, dw, db, dh0, dc0, d, rows, l};
 }
 

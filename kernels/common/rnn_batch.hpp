@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string_view>
 
@@ -85,5 +86,34 @@ inline std::span<const size_t> sequence_offsets(const KernelContext& c, const Lo
           t.dim(0), off.front(), off.back());
   return {off.data(), off.size()};
 }
+
+/// The batch layout of `t`'s sequences (input slot `slot`), checked as sequence_offsets does.
+inline BatchLayout layout_of(const KernelContext& c, const LoDTensor& t, std::string_view slot, bool reverse) {
+  return make_batch_layout(sequence_offsets(c, t, slot), t.dim(0), reverse);
+}
+
+/// A sequence RNN's Weight [D, gates D] and projected Input [T, gates D], checked (gates: 3 for gru, 4 for
+/// lstm); returns D.
+inline int64_t check_projected(const KernelContext& c, const LoDTensor& x, const LoDTensor& w, int gates) {
+  const int64_t d = w.dim(0);
+  c.check(w.rank() == 2 && w.dim(1) == gates * d, "Weight must be [D, {}D], got {}", gates, w.shape());
+  c.check(x.rank() == 2 && x.dim(1) == gates * d, "Input must be [T, {}], got {}", gates * d, x.shape());
+  return d;
+}
+
+/// The optional initial states `states` (H0, C0; null when absent), checked: each [S, D] for the layout's S
+/// sequences. `what` names them in the message.
+inline void check_initial_states(const KernelContext& c, std::initializer_list<const LoDTensor*> states, const BatchLayout& l, int64_t d,
+                                 std::string_view what) {
+  for (const LoDTensor* s : states)
+    if (s)
+      c.check(s->rank() == 2 && s->dim(0) == l.seqs && s->dim(1) == d, "{} must be [S, D] = [{}, {}] for {} sequences, got {}", what, l.seqs, d, l.seqs,
+              s->shape());
+}
+
+/// Input `slot` when the op has it, null otherwise.
+inline const LoDTensor* optional_in(const KernelContext& c, Slot slot) { return c.has_in(slot) ? &c.in(slot) : nullptr; }
+/// Output `slot` when the op writes it (its gradient is wanted), null otherwise.
+inline LoDTensor* optional_out(const KernelContext& c, Slot slot) { return c.has_out(slot) ? &c.out(slot) : nullptr; }
 
 }  // namespace oar::kernels::rnn
