@@ -54,10 +54,22 @@ void mask_row(const Problem<T>& p, int64_t i, int64_t j0, int64_t n, T* s) {
   }
 }
 
+/// Whether dropout keeps row i's weight of key j (the same draw in both passes).
+template <class T>
+bool kept(const Problem<T>& p, const Shared& sh, int64_t i, int64_t j) {
+  return sh.rng.uniform(p.draw0 + uint64_t(i * p.tk + j)) >= sh.dropout;
+}
+
+/// What a kept weight is multiplied by: 1 / (1 - p).
+template <class T>
+T keep_scale(const Shared& sh) {
+  return T(1.0 / (1.0 - sh.dropout));
+}
+
 /// Row i's dropout factor of key j: 0, or 1 / (1 - p).
 template <class T>
 T drop_factor(const Problem<T>& p, const Shared& sh, int64_t i, int64_t j) {
-  return sh.rng.uniform(p.draw0 + uint64_t(i * p.tk + j)) >= sh.dropout ? T(1.0 / (1.0 - sh.dropout)) : T(0);
+  return kept(p, sh, i, j) ? keep_scale<T>(sh) : T(0);
 }
 
 /// Scores of query rows [i0, i1) against keys [j0, j1) into s: scaled, masked (-inf where a key is dropped).
@@ -81,8 +93,9 @@ void scores(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t i1, int64
 /// Multiplies the weights of rows [i0, i0 + w.rows()) and keys [j0, ...) by their dropout factor (0 or 1 / (1 - p)).
 template <class T>
 void drop(const Problem<T>& p, const Shared& sh, int64_t i0, int64_t j0, Mat<T>& w) {
+  const T keep = keep_scale<T>(sh);
   for (int64_t a = 0; a < w.rows(); ++a)
-    for (int64_t b = 0; b < w.cols(); ++b) w(a, b) *= drop_factor(p, sh, i0 + a, j0 + b);
+    for (int64_t b = 0; b < w.cols(); ++b) w(a, b) = kept(p, sh, i0 + a, j0 + b) ? w(a, b) * keep : T(0);
 }
 
 /// Forward of query rows [i0, i1) of one problem.
