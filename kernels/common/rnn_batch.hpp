@@ -10,9 +10,15 @@
 #include <string_view>
 
 #include "kernels/common/scratch.hpp"
+#include "kernels/rnn_math.hpp"
 #include "oar/device/kernel_context.hpp"
+#include "oar/ops/rnn_common.hpp"
 
 namespace oar::kernels::rnn {
+
+static_assert(int(RnnAct::identity) == fn::rnn::kIdentity && int(RnnAct::sigmoid) == fn::rnn::kSigmoid && int(RnnAct::tanh) == fn::rnn::kTanh &&
+                  int(RnnAct::relu) == fn::rnn::kRelu,
+              "the kernels pass RnnAct to kernels/rnn_math.hpp as these codes");
 
 // thread_scratch slots of the recurrent kernels (70..89; one kernel uses each at most once at a time).
 inline constexpr int kLayoutSlot = 70;  // int64_t, 71..73 too

@@ -1,10 +1,11 @@
 // kernels/cpu/lstm_unit.hpp: lstm_unit and lstm_unit_grad on the CPU: one pass over the rows, split over
-// the thread pool; the grad recomputes the gates from X.
+// the thread pool, each element through kernels/rnn_math.hpp's formulas; the grad recomputes the gates from X.
 #pragma once
 #include <utility>
 
 #include "kernels/common/lstm_unit.hpp"
 #include "kernels/cpu/rnn_batch.hpp"
+#include "kernels/rnn_math.hpp"
 #include "oar/ops/lstm_unit.hpp"
 
 namespace oar::cpu_kernels::lstm_unit {
@@ -30,12 +31,7 @@ inline void LstmUnit::eval_cpu(KernelContext& ctx, const Attrs& a) {
       for (int64_t r = lo; r < hi; ++r) {
         const T *xr = px + r * 4 * d, *cr = pc + r * d;
         T *cr_out = oc + r * d, *hr = oh + r * d;
-        for (int64_t j = 0; j < d; ++j) {
-          const T i = rnn::sigmoid(xr[j]), f = rnn::sigmoid(xr[d + j] + fb), o = rnn::sigmoid(xr[2 * d + j]), g = rnn::tanh_approx(xr[3 * d + j]);
-          const T cv = f * cr[j] + i * g;
-          cr_out[j] = cv;
-          hr[j] = o * rnn::tanh_approx(cv);
-        }
+        for (int64_t j = 0; j < d; ++j) fn::rnn::lstm_unit_forward(xr, d, j, fb, cr[j], cr_out[j], hr[j]);
       }
     });
   });
@@ -56,18 +52,10 @@ inline void LstmUnit::eval_grad_cpu(KernelContext& ctx, const Attrs& a) {
     parallel_for(0, n, rnn::row_grain(8 * d), [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         const T *xr = px + r * 4 * d, *cr = pc + r * d, *cn = pcn + r * d, *dcr = pdc + r * d, *dhr = pdh + r * d;
+        T* dxr = odx ? odx + r * 4 * d : nullptr;
         for (int64_t j = 0; j < d; ++j) {
-          const T i = rnn::sigmoid(xr[j]), f = rnn::sigmoid(xr[d + j] + fb), o = rnn::sigmoid(xr[2 * d + j]), g = rnn::tanh_approx(xr[3 * d + j]);
-          const T tc = rnn::tanh_approx(cn[j]);
-          const T dc = dcr[j] + dhr[j] * o * (T(1) - tc * tc);  // the cell's total gradient
-          if (odx) {
-            T* dxr = odx + r * 4 * d;
-            dxr[j] = dc * g * i * (T(1) - i);
-            dxr[d + j] = dc * cr[j] * f * (T(1) - f);
-            dxr[2 * d + j] = dhr[j] * tc * o * (T(1) - o);
-            dxr[3 * d + j] = dc * i * (T(1) - g * g);
-          }
-          if (odc) odc[r * d + j] = dc * f;
+          const T dc = fn::rnn::lstm_unit_backward(xr, d, j, fb, cr[j], cn[j], dcr[j], dhr[j], dxr);
+          if (odc) odc[r * d + j] = dc;
         }
       }
     });

@@ -1,10 +1,9 @@
 // kernels/cpu/rnn_batch.hpp: what the recurrent kernels on the CPU share: the row gathers between the sequence
 // layout and Fluid's batch layout (kernels/common/rnn_batch.hpp, time step t of every sequence in one block of
-// rows, so that one gemm serves a whole step), and the cell activations with their derivatives (vectorizable
-// loops; f32 uses a polynomial exp accurate to ~1 ulp, f64 the standard library).
+// rows, so that one gemm serves a whole step), and loops of the cell activations and their derivatives
+// (kernels/rnn_math.hpp's formulas, one vectorizable loop per activation).
 #pragma once
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +11,7 @@
 
 #include "kernels/common/rnn_batch.hpp"
 #include "kernels/cpu/gemm.hpp"
+#include "kernels/rnn_math.hpp"
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
 #include "oar/ops/rnn_common.hpp"
@@ -65,33 +65,8 @@ void unsort_initial(const BatchLayout& l, const T* sorted, LoDTensor* out, int64
 /// Rows per parallel chunk of a per-row pass over `width` values a row.
 inline int64_t row_grain(int64_t width) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1)); }
 
-// ---- activations
-
-/// exp(x) for floats: Cephes' expf (degree-6 polynomial on [-ln2/2, ln2/2] times 2^n), branch-free so that
-/// loops over it vectorize; relative error ~1e-7, inputs clamped to [-87, 88].
-/// NOTE: n is rounded by adding 1.5 * 2^23 (the sum's low mantissa bits then hold n), not with std::floor:
-/// GCC does not vectorize floor under the default -ftrapping-math, which left these loops scalar.
-inline float exp_approx(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
-  const float shifted = x * 1.44269504088896341f + 12582912.0f;
-  const float n = shifted - 12582912.0f;
-  const int32_t ni = std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(12582912.0f);
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  return p * std::bit_cast<float>((ni + 127) << 23);
-}
-inline double exp_approx(double x) { return std::exp(x); }
-
-template <class T> inline T sigmoid(T x) { return T(1) / (T(1) + exp_approx(-x)); }
-/// tanh(x) = 2 sigmoid(2x) - 1 for floats (absolute error ~1e-7); std::tanh for doubles.
-inline float tanh_approx(float x) { return 2.0f / (1.0f + exp_approx(-2.0f * x)) - 1.0f; }
-inline double tanh_approx(double x) { return std::tanh(x); }
+// ---- activations: the formulas are kernels/rnn_math.hpp's (the CUDA kernels call the same ones); here each
+// activation gets a loop of its own, so that the compiler vectorizes it.
 
 /// x[0..n) = act(x[0..n)).
 template <class T>
@@ -99,13 +74,13 @@ inline void act_forward(RnnAct a, T* __restrict x, int64_t n) {
   switch (a) {
     case RnnAct::identity: return;
     case RnnAct::sigmoid:
-      for (int64_t j = 0; j < n; ++j) x[j] = sigmoid(x[j]);
+      for (int64_t j = 0; j < n; ++j) x[j] = fn::rnn::sigmoid(x[j]);
       return;
     case RnnAct::tanh:
-      for (int64_t j = 0; j < n; ++j) x[j] = tanh_approx(x[j]);
+      for (int64_t j = 0; j < n; ++j) x[j] = fn::rnn::tanh(x[j]);
       return;
     case RnnAct::relu:
-      for (int64_t j = 0; j < n; ++j) x[j] = x[j] > T(0) ? x[j] : T(0);
+      for (int64_t j = 0; j < n; ++j) x[j] = fn::rnn::relu(x[j]);
       return;
   }
 }
@@ -116,13 +91,13 @@ inline void act_backward(RnnAct a, const T* __restrict y, T* __restrict d, int64
   switch (a) {
     case RnnAct::identity: return;
     case RnnAct::sigmoid:
-      for (int64_t j = 0; j < n; ++j) d[j] *= y[j] * (T(1) - y[j]);
+      for (int64_t j = 0; j < n; ++j) d[j] = fn::rnn::act_grad(fn::rnn::kSigmoid, y[j], d[j]);
       return;
     case RnnAct::tanh:
-      for (int64_t j = 0; j < n; ++j) d[j] *= T(1) - y[j] * y[j];
+      for (int64_t j = 0; j < n; ++j) d[j] = fn::rnn::act_grad(fn::rnn::kTanh, y[j], d[j]);
       return;
     case RnnAct::relu:
-      for (int64_t j = 0; j < n; ++j) d[j] = y[j] > T(0) ? d[j] : T(0);
+      for (int64_t j = 0; j < n; ++j) d[j] = fn::rnn::act_grad(fn::rnn::kRelu, y[j], d[j]);
       return;
   }
 }

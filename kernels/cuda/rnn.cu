@@ -1,43 +1,23 @@
 // kernels/cuda/rnn.cu: the device kernels of lstm, gru, lstm_unit, gru_unit and their gradients (kernels/cuda/rnn.hpp
 // is the host side, which runs the products h_{t-1} W on cuBLAS between these launches). Each kernel is the CPU
 // kernel's per-row pass with one thread per element (kernels/cpu/lstm.hpp forward_row / backward_row, gru.hpp
-// forward_step / backward_step, lstm_unit.hpp), the activations the shared functors of kernels/functors.hpp; the
-// column sums of the bias and peephole gradients go through channel_sum.cuh (double, a fixed order).
+// forward_step / backward_step, lstm_unit.hpp); the activations and lstm_unit's formulas are kernels/rnn_math.hpp's,
+// which the CPU kernels call too. The column sums of the bias and peephole gradients go through channel_sum.cuh
+// (double, a fixed order).
 // Launched through kernels/cuda/rnn_launch.hpp.
 #include <cstdint>
 
 #include "kernels/cuda/channel_sum.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/rnn_launch.hpp"
-#include "kernels/functors.hpp"
+#include "kernels/rnn_math.hpp"
 
 namespace oar::cuda_kernels {
 
 namespace {
 
-// RnnAct's values (ops/rnn_common.hpp).
-enum : int { kIdentity = 0, kSigmoid = 1, kTanh = 2, kRelu = 3 };
-
-/// act(x).
-template <class T>
-__device__ inline T act(int a, T x) {
-  switch (a) {
-    case kSigmoid: return fn::Sigmoid{}(x);
-    case kTanh: return fn::Tanh{}(x);
-    case kRelu: return fn::Relu{}(x);
-    default: return x;
-  }
-}
-/// d act'(.) from the activation's output y (the derivatives of sigmoid, tanh and relu need only y).
-template <class T>
-__device__ inline T act_grad(int a, T y, T d) {
-  switch (a) {
-    case kSigmoid: return fn::Sigmoid{}.grad(T(0), y, d);
-    case kTanh: return fn::Tanh{}.grad(T(0), y, d);
-    case kRelu: return fn::Relu{}.grad(T(0), y, d);
-    default: return d;
-  }
-}
+using fn::rnn::act;
+using fn::rnn::act_grad;
 
 template <class T>
 __global__ void gate_inputs_kernel(const T* x, const int64_t* row_of, const T* bias, T* out, int64_t rows, int64_t w) {
@@ -185,16 +165,12 @@ __global__ void gru_reset_grad_kernel(int gate, const T* g, const T* hp, const T
   }
 }
 
-// lstm_unit: X's columns [i | f | o | g], the CPU's expressions.
+// lstm_unit: X's columns [i | f | o | g], through the CPU kernel's formulas (kernels/rnn_math.hpp).
 template <class T>
 __global__ void lstm_unit_kernel(const T* x, const T* cp, T* c, T* h, int64_t n, int64_t d, T fb) {
   OAR_GRID_STRIDE(e, n * d) {
     const int64_t r = e / d, j = e - r * d;
-    const T* xr = x + r * 4 * d;
-    const T i = fn::Sigmoid{}(xr[j]), f = fn::Sigmoid{}(xr[d + j] + fb), o = fn::Sigmoid{}(xr[2 * d + j]), g = fn::Tanh{}(xr[3 * d + j]);
-    const T cv = f * cp[e] + i * g;
-    c[e] = cv;
-    h[e] = o * fn::Tanh{}(cv);
+    fn::rnn::lstm_unit_forward(x + r * 4 * d, d, j, fb, cp[e], c[e], h[e]);
   }
 }
 
@@ -202,18 +178,8 @@ template <class T>
 __global__ void lstm_unit_grad_kernel(const T* x, const T* cp, const T* c, const T* dc, const T* dh, T* dx, T* dcp, int64_t n, int64_t d, T fb) {
   OAR_GRID_STRIDE(e, n * d) {
     const int64_t r = e / d, j = e - r * d;
-    const T* xr = x + r * 4 * d;
-    const T i = fn::Sigmoid{}(xr[j]), f = fn::Sigmoid{}(xr[d + j] + fb), o = fn::Sigmoid{}(xr[2 * d + j]), g = fn::Tanh{}(xr[3 * d + j]);
-    const T tc = fn::Tanh{}(c[e]);
-    const T dcv = dc[e] + dh[e] * o * (T(1) - tc * tc);  // the cell's total gradient
-    if (dx) {
-      T* dxr = dx + r * 4 * d;
-      dxr[j] = dcv * g * i * (T(1) - i);
-      dxr[d + j] = dcv * cp[e] * f * (T(1) - f);
-      dxr[2 * d + j] = dh[e] * tc * o * (T(1) - o);
-      dxr[3 * d + j] = dcv * i * (T(1) - g * g);
-    }
-    if (dcp) dcp[e] = dcv * f;
+    const T dcv = fn::rnn::lstm_unit_backward(x + r * 4 * d, d, j, fb, cp[e], c[e], dc[e], dh[e], dx ? dx + r * 4 * d : nullptr);
+    if (dcp) dcp[e] = dcv;
   }
 }
 

@@ -19,9 +19,6 @@
 
 namespace oar::cuda_kernels::rnn {
 
-static_assert(int(RnnAct::identity) == 0 && int(RnnAct::sigmoid) == 1 && int(RnnAct::tanh) == 2 && int(RnnAct::relu) == 3,
-              "rnn.cu decodes the activations by these values");
-
 /// A device array of n elements of T (at least one: an empty batch still gets a valid pointer), freed in
 /// stream order.
 template <class T>
