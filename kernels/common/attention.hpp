@@ -68,7 +68,7 @@ Plan<T> plan(const KernelContext& c, const ops::ScaledDotProductAttention::Attrs
     const int64_t B = qt.dim(0), H = qt.dim(1), tq = qt.dim(2), tk = kt.dim(2);
     c.check(kt.dim(0) == B && kt.dim(1) == H && vt.dim(0) == B && vt.dim(1) == H && vt.dim(2) == tk,
             "dense Q [B, H, Tq, d] {}, K [B, H, Tk, d] {} and V [B, H, Tk, dv] {} must agree in B, H and Tk", qt.shape(), kt.shape(), vt.shape());
-    const LoDTensor* mt = c.has_in(Op::mask) ? &c.in(Op::mask) : nullptr;
+    const LoDTensor* mt = c.in_if(Op::mask);
     int64_t mb = 0, mh = 0;  // the mask's strides over b and h, in slabs (0: broadcast)
     if (mt) {
       const Shape& ms = mt->shape();

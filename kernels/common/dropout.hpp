@@ -18,7 +18,7 @@ inline DropoutPlan dropout_plan(const KernelContext& c, const ops::Dropout::Attr
   const double p = a.dropout_prob;
   c.check(p >= 0 && p <= 1, "dropout_prob = {} must be in [0, 1]", p);
   const uint64_t seed = a.fix_seed ? uint64_t(uint32_t(a.seed)) : c.device().next_seed();
-  return {seed, c.has_out(ops::Dropout::mask) ? &c.out(ops::Dropout::mask) : nullptr};
+  return {seed, c.out_if(ops::Dropout::mask)};
 }
 
 /// The same for the gradient: Mask, Out@GRAD checked against it, and X@GRAD (not resized).

@@ -21,10 +21,10 @@ inline ForwardArgs forward_args(const KernelContext& c, const ops::Gru::Attrs& a
   const LoDTensor& x = c.in(G::input);
   const LoDTensor& w = c.in(G::weight);
   const int64_t d = rnn::check_projected(c, x, w, 3);
-  const LoDTensor* b = rnn::optional_in(c, G::bias);
+  const LoDTensor* b = c.in_if(G::bias);
   if (b) c.check(b->numel() == 3 * d, "Bias must have {} values, got {}", 3 * d, b->shape());
   const rnn::BatchLayout l = rnn::layout_of(c, x, "Input", a.is_reverse);
-  const LoDTensor* h0t = rnn::optional_in(c, G::h0);
+  const LoDTensor* h0t = c.in_if(G::h0);
   rnn::check_initial_states(c, {h0t}, l, d, "H0");
   return {x, w, b, h0t, d, x.dim(0), l};
 }
@@ -60,11 +60,11 @@ inline GradArgs grad_args(const KernelContext& c, const ops::Gru::Attrs& a) {
   const int64_t d = w.dim(0), rows = hid.dim(0);
   c.check(gate.dim(0) == rows && dhid.shape() == hid.shape(), "Hidden {} and Hidden@GRAD {} do not match", hid.shape(), dhid.shape());
   const rnn::BatchLayout l = rnn::layout_of(c, hid, "Hidden", a.is_reverse);
-  const LoDTensor* h0t = rnn::optional_in(c, G::h0);
-  LoDTensor* dx = rnn::optional_out(c, G::input_grad);
-  LoDTensor* dw = rnn::optional_out(c, G::weight_grad);
-  LoDTensor* db = rnn::optional_out(c, G::bias_grad);
-  LoDTensor* dh0 = h0t ? rnn::optional_out(c, G::h0_grad) : nullptr;
+  const LoDTensor* h0t = c.in_if(G::h0);
+  LoDTensor* dx = c.out_if(G::input_grad);
+  LoDTensor* dw = c.out_if(G::weight_grad);
+  LoDTensor* db = c.out_if(G::bias_grad);
+  LoDTensor* dh0 = h0t ? c.out_if(G::h0_grad) : nullptr;
   return {w, hid, gate, rhp, bh, dhid, h0t, dx, dw, db, dh0, d, rows, l};
 }
 

@@ -22,7 +22,7 @@ inline ForwardArgs forward_args(const KernelContext& c) {
   const int64_t d = w.dim(0), n = x.dim(0);
   c.check(w.rank() == 2 && w.dim(1) == 3 * d && x.rank() == 2 && x.dim(1) == 3 * d && hp.rank() == 2 && hp.dim(0) == n && hp.dim(1) == d,
           "Input {}, HiddenPrev {} and Weight {} must be [N, 3D], [N, D] and [D, 3D]", x.shape(), hp.shape(), w.shape());
-  const LoDTensor* b = c.has_in(G::bias) ? &c.in(G::bias) : nullptr;
+  const LoDTensor* b = c.in_if(G::bias);
   if (b) c.check(b->numel() == 3 * d, "Bias must have {} values, got {}", 3 * d, b->shape());
   return {x, hp, w, b, d, n};
 }
@@ -52,9 +52,8 @@ inline GradArgs grad_args(const KernelContext& c) {
   const LoDTensor& gate = c.in(U::gate);
   const LoDTensor& dh = c.in(U::hidden_grad);
   c.check(dh.shape() == hp.shape() && gate.dim(0) == hp.dim(0), "Hidden@GRAD {} must match HiddenPrev {}", dh.shape(), hp.shape());
-  auto out = [&](Slot s) { return c.has_out(s) ? &c.out(s) : nullptr; };
-  return {hp, w, gate, c.in(U::reset_hidden_prev), dh, out(U::input_grad), out(U::hidden_prev_grad), out(U::weight_grad), out(U::bias_grad),
-          w.dim(0), hp.dim(0)};
+  return {hp, w, gate, c.in(U::reset_hidden_prev), dh, c.out_if(U::input_grad), c.out_if(U::hidden_prev_grad), c.out_if(U::weight_grad),
+          c.out_if(U::bias_grad), w.dim(0), hp.dim(0)};
 }
 
 }  // namespace oar::kernels::gru_unit

@@ -19,8 +19,8 @@ inline LayerNormPlan layer_norm_plan(const KernelContext& c, const ops::LayerNor
   c.check(b < xt.rank(), "begin_norm_axis = {} needs X of rank > {}, X is {}", b, b, xt.shape());
   LayerNormPlan p;
   p.rows = xt.shape().numel(0, b), p.k = xt.shape().numel(b, xt.rank());
-  p.scale = c.has_in(L::scale) ? &c.in(L::scale) : nullptr;
-  p.bias = c.has_in(L::bias) ? &c.in(L::bias) : nullptr;
+  p.scale = c.in_if(L::scale);
+  p.bias = c.in_if(L::bias);
   for (const LoDTensor* t : {p.scale, p.bias})
     if (t) c.check(t->numel() == p.k, "Scale and Bias must have {} elements (X {} from dim {} on), got {}", p.k, xt.shape(), b, t->shape());
   return p;
@@ -51,7 +51,7 @@ inline LayerNormPlan layer_norm_grad_plan(const KernelContext& c, const ops::Lay
   const int b = a.begin_norm_axis;
   LayerNormPlan p;
   p.rows = xt.shape().numel(0, b), p.k = xt.shape().numel(b, xt.rank());
-  p.scale = c.has_in(L::scale) ? &c.in(L::scale) : nullptr;
+  p.scale = c.in_if(L::scale);
   return p;
 }
 

@@ -21,12 +21,12 @@ inline ForwardArgs forward_args(const KernelContext& c, const ops::Lstm::Attrs& 
   const LoDTensor& x = c.in(L::input);
   const LoDTensor& w = c.in(L::weight);
   const int64_t d = rnn::check_projected(c, x, w, 4);
-  const LoDTensor* b = rnn::optional_in(c, L::bias);
+  const LoDTensor* b = c.in_if(L::bias);
   c.check(!a.use_peepholes || b, "use_peepholes needs Bias");
   if (b) c.check(b->numel() == (a.use_peepholes ? 7 : 4) * d, "Bias must have {} values, got {}", (a.use_peepholes ? 7 : 4) * d, b->shape());
   const rnn::BatchLayout l = rnn::layout_of(c, x, "Input", a.is_reverse);
-  const LoDTensor* h0t = rnn::optional_in(c, L::h0);
-  const LoDTensor* c0t = rnn::optional_in(c, L::c0);
+  const LoDTensor* h0t = c.in_if(L::h0);
+  const LoDTensor* c0t = c.in_if(L::c0);
   rnn::check_initial_states(c, {h0t, c0t}, l, d, "H0 / C0");
   return {x, w, b, h0t, c0t, d, x.dim(0), l};
 }
@@ -58,20 +58,20 @@ inline GradArgs grad_args(const KernelContext& c, const ops::Lstm::Attrs& a) {
   const LoDTensor& gate = c.in(L::batch_gate);
   const LoDTensor& cpa = c.in(L::batch_cell_pre_act);
   const LoDTensor& dhid = c.in(L::hidden_grad);
-  const LoDTensor* dcel = rnn::optional_in(c, L::cell_grad);
+  const LoDTensor* dcel = c.in_if(L::cell_grad);
   const int64_t d = w.dim(0), rows = hid.dim(0);
   c.check(gate.dim(0) == rows && dhid.shape() == hid.shape() && (!dcel || dcel->shape() == hid.shape()),
           "Hidden {}, Hidden@GRAD {} and Cell@GRAD do not match", hid.shape(), dhid.shape());
-  const LoDTensor* b = rnn::optional_in(c, L::bias);
+  const LoDTensor* b = c.in_if(L::bias);
   c.check(!a.use_peepholes || b, "use_peepholes needs Bias");
   const rnn::BatchLayout l = rnn::layout_of(c, hid, "Hidden", a.is_reverse);
-  const LoDTensor* h0t = rnn::optional_in(c, L::h0);
-  const LoDTensor* c0t = rnn::optional_in(c, L::c0);
-  LoDTensor* dx = rnn::optional_out(c, L::input_grad);
-  LoDTensor* dw = rnn::optional_out(c, L::weight_grad);
-  LoDTensor* db = b ? rnn::optional_out(c, L::bias_grad) : nullptr;
-  LoDTensor* dh0 = h0t ? rnn::optional_out(c, L::h0_grad) : nullptr;
-  LoDTensor* dc0 = c0t ? rnn::optional_out(c, L::c0_grad) : nullptr;
+  const LoDTensor* h0t = c.in_if(L::h0);
+  const LoDTensor* c0t = c.in_if(L::c0);
+  LoDTensor* dx = c.out_if(L::input_grad);
+  LoDTensor* dw = c.out_if(L::weight_grad);
+  LoDTensor* db = b ? c.out_if(L::bias_grad) : nullptr;
+  LoDTensor* dh0 = h0t ? c.out_if(L::h0_grad) : nullptr;
+  LoDTensor* dc0 = c0t ? c.out_if(L::c0_grad) : nullptr;
   return {w, hid, gate, cpa, dhid, dcel, b, h0t, c0t, dx, dw, db, dh0, dc0, d, rows, l};
 }
 

@@ -44,8 +44,8 @@ inline GradArgs grad_args(const KernelContext& ctx) {
   const LoDTensor& dh = ctx.in(U::h_grad);
   ctx.check(dc.shape() == c.shape() && dh.shape() == c.shape(), "C@GRAD {} and H@GRAD {} must match C {}", dc.shape(), dh.shape(), c.shape());
   const LoDTensor &cp = ctx.in(U::c_prev), &x = ctx.in(U::x);
-  LoDTensor* dx = ctx.has_out(U::x_grad) ? &ctx.out(U::x_grad) : nullptr;
-  LoDTensor* dcp = ctx.has_out(U::c_prev_grad) ? &ctx.out(U::c_prev_grad) : nullptr;
+  LoDTensor* dx = ctx.out_if(U::x_grad);
+  LoDTensor* dcp = ctx.out_if(U::c_prev_grad);
   if (dx) dx->resize(x.shape(), x.dtype());
   if (dcp) dcp->resize(cp.shape(), cp.dtype());
   return {x, cp, c, dc, dh, dx, dcp, cp.dim(0), cp.dim(1)};

@@ -117,9 +117,4 @@ inline void check_initial_states(const KernelContext& c, std::initializer_list<c
               s->shape());
 }
 
-/// Input `slot` when the op has it, null otherwise.
-inline const LoDTensor* optional_in(const KernelContext& c, Slot slot) { return c.has_in(slot) ? &c.in(slot) : nullptr; }
-/// Output `slot` when the op writes it (its gradient is wanted), null otherwise.
-inline LoDTensor* optional_out(const KernelContext& c, Slot slot) { return c.has_out(slot) ? &c.out(slot) : nullptr; }
-
 }  // namespace oar::kernels::rnn

@@ -353,8 +353,7 @@ inline void ScaledDotProductAttention::eval_grad_cpu(KernelContext& c, const Att
     const LoDTensor &ot = c.in(out), &dot = c.in(out_grad), &lt = c.in(lse);
     c.check(dot.numel() == ot.numel() && ot.numel() == qt.numel() / qt.dim(qt.rank() - 1) * c.in(v).dim(c.in(v).rank() - 1),
             "Out@GRAD {} and Out {} must have Out's shape", dot.shape(), ot.shape());
-    LoDTensor *dq = c.has_out(q_grad) ? &c.out(q_grad) : nullptr, *dk = c.has_out(k_grad) ? &c.out(k_grad) : nullptr,
-              *dvv = c.has_out(v_grad) ? &c.out(v_grad) : nullptr;
+    LoDTensor *dq = c.out_if(q_grad), *dk = c.out_if(k_grad), *dvv = c.out_if(v_grad);
     // Gradients the program does not ask for still need somewhere to go: scratch of their input's shape.
     Tensor sq, sk, sv;
     auto target = [&](LoDTensor* g, const LoDTensor& like, Tensor& scratch) -> T* {

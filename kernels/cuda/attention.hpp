@@ -68,7 +68,7 @@ inline void ScaledDotProductAttention::eval_cuda(KernelContext& c, const Attrs& 
     at::Plan<T> pl = at::forward_plan<T>(c, a, s);
     LoDTensor& ot = c.out(out);
     LoDTensor& lt = c.out(lse);
-    const LoDTensor* mt = c.has_in(mask) ? &c.in(mask) : nullptr;
+    const LoDTensor* mt = c.in_if(mask);
     const void* m0 = mt ? mt->raw() : nullptr;
     auto ln = ag::upload_plan<T>(c, pl, qt.data<T>(), c.in(k).data<T>(), c.in(v).data<T>(), ot.data<T>(), lt.data<T>(), m0, mt && mt->dtype() == DType::boolean);
     cuda_kernels::check(c, cuda_kernels::attention_forward(cuda_kernels::elem(c, qt.dtype()), static_cast<const cuda_kernels::AttnProblem*>(ln.problems.raw()),
@@ -106,7 +106,7 @@ inline void ScaledDotProductAttention::eval_grad_cuda(KernelContext& c, const At
     void* gv = target(v_grad, c.in(v), sv);
     kernels::place_io::zero(c, gk, c.in(k).bytes());
     kernels::place_io::zero(c, gv, c.in(v).bytes());
-    const LoDTensor* mt = c.has_in(mask) ? &c.in(mask) : nullptr;
+    const LoDTensor* mt = c.in_if(mask);
     const void* m0 = mt ? mt->raw() : nullptr;
     auto ln = ag::upload_plan<T>(c, pl, qt.data<T>(), c.in(k).data<T>(), c.in(v).data<T>(), ot.data<T>(), lt.data<T>(), m0, mt && mt->dtype() == DType::boolean);
     cuda_kernels::check(c, cuda_kernels::attention_backward(cuda_kernels::elem(c, qt.dtype()), static_cast<const cuda_kernels::AttnProblem*>(ln.problems.raw()),

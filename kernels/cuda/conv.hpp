@@ -264,8 +264,8 @@ inline void conv_filter_grad(const KernelContext& c, const ops::detail::ConvAttr
 /// output gradient `dy` is empty (no channels out): then both gradients are zeros and nothing is left to do.
 inline bool conv_grad_outputs(KernelContext& c, Slot x_grad, Slot f_grad, const Tensor& x, const Tensor& f, const Tensor& dy, LoDTensor*& dx,
                               LoDTensor*& df) {
-  dx = c.has_out(x_grad) ? &c.out(x_grad) : nullptr;
-  df = c.has_out(f_grad) ? &c.out(f_grad) : nullptr;
+  dx = c.out_if(x_grad);
+  df = c.out_if(f_grad);
   if (dx) dx->resize(x.shape(), x.dtype());
   if (df) df->resize(f.shape(), f.dtype());
   if (x.numel() > 0 && dy.numel() > 0) return true;

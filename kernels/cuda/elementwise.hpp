@@ -75,8 +75,8 @@ inline void binary_backward(KernelContext& c, Binary op, const ops::BinaryOp::At
   const Broadcast b = broadcast_of(c, x, y, a.axis);
   c.check(dout.shape() == x.shape(), "Out@GRAD {} does not match X {}", dout.shape(), x.shape());
   const Elem t = elem(c, x.dtype());
-  LoDTensor* dx = c.has_out(Op::x_grad) ? &c.out(Op::x_grad) : nullptr;
-  LoDTensor* dy = c.has_out(Op::y_grad) ? &c.out(Op::y_grad) : nullptr;
+  LoDTensor* dx = c.out_if(Op::x_grad);
+  LoDTensor* dy = c.out_if(Op::y_grad);
   if (dx) dx->resize(x.shape(), x.dtype());
   if (dy) dy->resize(y.shape(), y.dtype());
   Tensor ws = workspace(c, dy && !b.same ? channel_scratch_bytes(b.pre, b.n, b.post, 1) : 0);

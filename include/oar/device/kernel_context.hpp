@@ -54,6 +54,10 @@ class KernelContext {
     t.set_place(place_);
     return t;
   }
+  /// Input `slot`[i] when the op has it (an optional input), null otherwise.
+  const LoDTensor* in_if(Slot slot, size_t i = 0) const { return has_in(slot, i) ? &in(slot, i) : nullptr; }
+  /// Output `slot`[i] when the op writes it (a wanted gradient), null otherwise.
+  LoDTensor* out_if(Slot slot, size_t i = 0) const { return has_out(slot, i) ? &out(slot, i) : nullptr; }
   const std::string& in_name(Slot slot, size_t i = 0) const { return name_of(ins_, slot, i); }
   const std::string& out_name(Slot slot, size_t i = 0) const { return name_of(outs_, slot, i); }
 
