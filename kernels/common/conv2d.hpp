@@ -39,4 +39,16 @@ T* grad_out(KernelContext& c, Slot slot, const LoDTensor& like) {
   return c.has_out(slot) ? c.out(slot).resize(like.shape(), like.dtype()).template data<T>() : nullptr;
 }
 
+/// A conv gradient kernel's operands as T: Input, Filter and Output@GRAD, and Input@GRAD and Filter@GRAD resized
+/// (null where the op does not write them). `Op`: conv2d or conv2d_transpose.
+template <class T>
+struct ConvGradData {
+  const T *x, *f, *dout;
+  T *dx, *df;
+};
+template <class Op, class T>
+ConvGradData<T> conv_grad_data(KernelContext& c, const LoDTensor& x, const LoDTensor& f, const LoDTensor& dout) {
+  return {x.data<T>(), f.data<T>(), dout.data<T>(), grad_out<T>(c, Op::input_grad, x), grad_out<T>(c, Op::filter_grad, f)};
+}
+
 }  // namespace oar::kernels

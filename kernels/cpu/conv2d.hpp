@@ -58,11 +58,9 @@ inline void Conv2d::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!want_dx && !want_dw) return;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* dxp = kernels::grad_out<T>(c, input_grad, x);
-    T* dwp = kernels::grad_out<T>(c, filter_grad, f);
-    const T* xp = x.data<T>();
-    const T* wp = f.data<T>();
-    const T* dop = dout.data<T>();
+    const kernels::ConvGradData<T> d = kernels::conv_grad_data<Conv2d, T>(c, x, f, dout);
+    const T *xp = d.x, *wp = d.f, *dop = d.dout;
+    T *dxp = d.dx, *dwp = d.df;
     cpu_kernels::ConvKernel cand[3];
     const int nc = cpu_kernels::conv_candidates(g, m, groups, cand);
     using cpu_kernels::ConvPass;

@@ -50,11 +50,9 @@ inline void Conv2dTranspose::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   if (!want_dx && !want_dw) return;
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    T* dxp = kernels::grad_out<T>(c, input_grad, x);
-    T* dwp = kernels::grad_out<T>(c, filter_grad, f);
-    const T* xp = x.data<T>();
-    const T* wp = f.data<T>();
-    const T* dop = dout.data<T>();
+    const kernels::ConvGradData<T> d = kernels::conv_grad_data<Conv2dTranspose, T>(c, x, f, dout);
+    const T *xp = d.x, *wp = d.f, *dop = d.dout;
+    T *dxp = d.dx, *dwp = d.df;
     const bool direct = g.is_identity();
     cpu_kernels::for_image_chunks<T>(n, want_dw ? f.numel() : 0, dwp, [&](int64_t lo, int64_t hi, T* dw) {
       T* col = direct ? nullptr : cpu_kernels::thread_scratch<T, 0>(size_t(g.col_rows() * cols));

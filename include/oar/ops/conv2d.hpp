@@ -48,6 +48,18 @@ ConvAttrs read_conv_attrs(const AttrReader& r) {
   return {r.array<2>(Op::strides), r.array<2>(Op::paddings), r.array<2>(Op::dilations), r(Op::groups)};
 }
 
+/// What conv2d and conv2d_transpose check first when inferring shapes: the NCHW layout, Input and Filter of
+/// rank 4 (`filter_dims` names Filter's dims in the message) and of one float type.
+template <class Op>
+void check_conv_operands(InferShapeContext& c, std::string_view filter_dims) {
+  const std::string layout = c.attr(Op::data_format);
+  c.check(is_nchw(layout), "data_format '{}' is not supported (only NCHW)", layout);
+  c.check(c.shape(Op::input).rank() == 4, "Input must be [N, C, H, W], got {}", c.shape(Op::input).str());
+  c.check(c.shape(Op::filter).rank() == 4, "Filter must be {}, got {}", filter_dims, c.shape(Op::filter).str());
+  c.check(is_float(c.dtype(Op::input)) && c.dtype(Op::input) == c.dtype(Op::filter), "Input ({}) and Filter ({}) must be the same float type",
+          name(c.dtype(Op::input)), name(c.dtype(Op::filter)));
+}
+
 }  // namespace detail
 
 /// Output[n, m, i, j] = sum_{c in group(m), a, b} Input[n, c, i*s0 - p0 + a*d0, j*s1 - p1 + b*d1] * Filter[m, c', a, b]
@@ -85,12 +97,7 @@ struct Conv2d {
     auto p = c.attr(paddings);
     auto d = c.attr(dilations);
     int g = c.attr(groups);
-    std::string layout = c.attr(data_format);
-    c.check(detail::is_nchw(layout), "data_format '{}' is not supported (only NCHW)", layout);
-    c.check(x.rank() == 4, "Input must be [N, C, H, W], got {}", x.str());
-    c.check(f.rank() == 4, "Filter must be [M, C/groups, kh, kw], got {}", f.str());
-    c.check(is_float(c.dtype(input)) && c.dtype(input) == c.dtype(filter), "Input ({}) and Filter ({}) must be the same float type",
-            name(c.dtype(input)), name(c.dtype(filter)));
+    detail::check_conv_operands<Conv2d>(c, "[M, C/groups, kh, kw]");
     c.check(dims_compatible(x[1], f[1] < 0 ? -1 : f[1] * g), "Input {} has {} channels but Filter {} with groups = {} expects {}", x.str(), x[1], f.str(),
             g, f[1] * g);
     c.check(f[0] < 0 || f[0] % g == 0, "Filter {} has {} output channels, not a multiple of groups = {}", f.str(), f[0], g);

@@ -58,12 +58,7 @@ struct Conv2dTranspose {
     auto d = c.attr(dilations);
     auto os = c.attr(output_size);
     int g = c.attr(groups);
-    std::string layout = c.attr(data_format);
-    c.check(detail::is_nchw(layout), "data_format '{}' is not supported (only NCHW)", layout);
-    c.check(x.rank() == 4, "Input must be [N, C, H, W], got {}", x.str());
-    c.check(f.rank() == 4, "Filter must be [C, M/groups, kh, kw], got {}", f.str());
-    c.check(is_float(c.dtype(input)) && c.dtype(input) == c.dtype(filter), "Input ({}) and Filter ({}) must be the same float type",
-            name(c.dtype(input)), name(c.dtype(filter)));
+    detail::check_conv_operands<Conv2dTranspose>(c, "[C, M/groups, kh, kw]");
     c.check(dims_compatible(x[1], f[0]), "Input {} has {} channels but Filter {} has {} input channels (dim 0)", x.str(), x[1], f.str(), f[0]);
     c.check(f[0] < 0 || f[0] % g == 0, "Filter {} has {} input channels, not a multiple of groups = {}", f.str(), f[0], g);
     Shape out{x[0], f[1] < 0 ? -1 : f[1] * g, -1, -1};
