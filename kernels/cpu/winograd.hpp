@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/gemm.hpp"
 #include "kernels/cpu/im2col.hpp"
@@ -540,34 +541,29 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
 }
 
 
+/// Calls f with the tile's output size M and the filter size R as constants: F(6, 3) or F(4, 3) for 3 x 3
+/// filters, F(4, 5) or F(2, 5) for 5 x 5, the larger tile where `tiles` asks for it.
+template <class F>
+void with_wino_tile(WinoTiles tiles, int64_t r, F&& f) {
+  const bool large = tiles == WinoTiles::large;
+  if (r == 3 && large) f(std::integral_constant<int, 6>{}, std::integral_constant<int, 3>{});
+  else if (r == 3) f(std::integral_constant<int, 4>{}, std::integral_constant<int, 3>{});
+  else if (large) f(std::integral_constant<int, 4>{}, std::integral_constant<int, 5>{});
+  else f(std::integral_constant<int, 2>{}, std::integral_constant<int, 5>{});
+}
+
 }  // namespace detail
 
 template <class T>
 void winograd_conv2d(WinoTiles tiles, const T* in, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o,
                      int64_t r, int64_t ph, int64_t pw, int64_t oh, int64_t ow, T* out, const T* bias, bool relu) {
-  const bool large = tiles == WinoTiles::large;
-  if (r == 3 && large)
-    detail::wino_conv2d<T, 6, 3>(in, n, c, h, w, filter, o, ph, pw, oh, ow, out, bias, relu);
-  else if (r == 3)
-    detail::wino_conv2d<T, 4, 3>(in, n, c, h, w, filter, o, ph, pw, oh, ow, out, bias, relu);
-  else if (large)
-    detail::wino_conv2d<T, 4, 5>(in, n, c, h, w, filter, o, ph, pw, oh, ow, out, bias, relu);
-  else
-    detail::wino_conv2d<T, 2, 5>(in, n, c, h, w, filter, o, ph, pw, oh, ow, out, bias, relu);
+  detail::with_wino_tile(tiles, r, [&](auto m, auto rr) { detail::wino_conv2d<T, m(), rr()>(in, n, c, h, w, filter, o, ph, pw, oh, ow, out, bias, relu); });
 }
 
 template <class T>
 void winograd_conv2d_grad(WinoTiles tiles, const T* x, int64_t n, int64_t c, int64_t h, int64_t w, const T* filter, int64_t o,
                           int64_t r, int64_t ph, int64_t pw, int64_t oh, int64_t ow, const T* dy, T* dx, T* dw) {
-  const bool large = tiles == WinoTiles::large;
-  if (r == 3 && large)
-    detail::wino_conv2d_grad<T, 6, 3>(x, n, c, h, w, filter, o, ph, pw, oh, ow, dy, dx, dw);
-  else if (r == 3)
-    detail::wino_conv2d_grad<T, 4, 3>(x, n, c, h, w, filter, o, ph, pw, oh, ow, dy, dx, dw);
-  else if (large)
-    detail::wino_conv2d_grad<T, 4, 5>(x, n, c, h, w, filter, o, ph, pw, oh, ow, dy, dx, dw);
-  else
-    detail::wino_conv2d_grad<T, 2, 5>(x, n, c, h, w, filter, o, ph, pw, oh, ow, dy, dx, dw);
+  detail::with_wino_tile(tiles, r, [&](auto m, auto rr) { detail::wino_conv2d_grad<T, m(), rr()>(x, n, c, h, w, filter, o, ph, pw, oh, ow, dy, dx, dw); });
 }
 
 }  // namespace oar::cpu_kernels
