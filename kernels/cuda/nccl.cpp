@@ -71,21 +71,15 @@ class NcclCommunicator final : public Communicator {
   /// whichever algorithm NCCL picks for each half.
   void all_reduce_sum(const std::vector<void*>& parts, const std::vector<int64_t>& counts, DType dtype, const std::string& what) override {
     if (!on_own_thread()) return run([&] { all_reduce_sum(parts, counts, dtype, what); });
-    OAR_CHECK(dtype == DType::f32 || dtype == DType::f64, "{}: all-reduce sums f32 or f64, not {}", what, name(dtype));
-    int64_t count = 0;
-    for (int64_t n : counts) count += n;
-    if (count == 0) return;
-    const size_t esz = size_of(dtype);
-    announce(kAllReduce, count * int64_t(esz), what);
-    const auto deadline = Clock::now() + timeout_;
-    const int64_t chunk = (count + size_ - 1) / size_;
-    char* buf = pack(parts, counts, esz, size_t(chunk * size_) * esz);
-    const ncclDataType_t t = dtype == DType::f32 ? ncclFloat32 : ncclFloat64;
-    char* mine = buf + size_t(rank_ * chunk) * esz;
-    call(ncclReduceScatter(buf, mine, size_t(chunk), t, ncclSum, comm_, stream_), "ncclReduceScatter", what, deadline);
-    call(ncclAllGather(mine, buf, size_t(chunk), t, comm_, stream_), "ncclAllGather", what, deadline);
-    unpack(parts, counts, esz, buf);
-    finish(what, deadline);
+    const Sum sum = begin_sum(kAllReduce, "all-reduce", counts, dtype, what);
+    if (sum.count == 0) return;
+    const int64_t chunk = (sum.count + size_ - 1) / size_;
+    char* buf = pack(parts, counts, sum.esz, size_t(chunk * size_) * sum.esz);
+    char* mine = buf + size_t(rank_ * chunk) * sum.esz;
+    call(ncclReduceScatter(buf, mine, size_t(chunk), sum.type, ncclSum, comm_, stream_), "ncclReduceScatter", what, sum.deadline);
+    call(ncclAllGather(mine, buf, size_t(chunk), sum.type, comm_, stream_), "ncclAllGather", what, sum.deadline);
+    unpack(parts, counts, sum.esz, buf);
+    finish(what, sum.deadline);
   }
 
   void reduce_sum(void* data, int64_t count, DType dtype, int root, const std::string& what) override {
@@ -95,19 +89,13 @@ class NcclCommunicator final : public Communicator {
   /// Packed as above, then ncclReduce into the root's buffer; only the root unpacks.
   void reduce_sum(const std::vector<void*>& parts, const std::vector<int64_t>& counts, DType dtype, int root, const std::string& what) override {
     if (!on_own_thread()) return run([&] { reduce_sum(parts, counts, dtype, root, what); });
-    OAR_CHECK(dtype == DType::f32 || dtype == DType::f64, "{}: reduce sums f32 or f64, not {}", what, name(dtype));
     OAR_CHECK(root >= 0 && root < size_, "{}: root {} is not a rank ({} ranks)", what, root, size_);
-    int64_t count = 0;
-    for (int64_t n : counts) count += n;
-    if (count == 0) return;
-    const size_t esz = size_of(dtype);
-    announce(kReduce, count * int64_t(esz), what);
-    const auto deadline = Clock::now() + timeout_;
-    char* buf = pack(parts, counts, esz, size_t(count) * esz);
-    call(ncclReduce(buf, buf, size_t(count), dtype == DType::f32 ? ncclFloat32 : ncclFloat64, ncclSum, root, comm_, stream_), "ncclReduce", what,
-         deadline);
-    if (rank_ == root) unpack(parts, counts, esz, buf);
-    finish(what, deadline);
+    const Sum sum = begin_sum(kReduce, "reduce", counts, dtype, what);
+    if (sum.count == 0) return;
+    char* buf = pack(parts, counts, sum.esz, size_t(sum.count) * sum.esz);
+    call(ncclReduce(buf, buf, size_t(sum.count), sum.type, ncclSum, root, comm_, stream_), "ncclReduce", what, sum.deadline);
+    if (rank_ == root) unpack(parts, counts, sum.esz, buf);
+    finish(what, sum.deadline);
   }
 
   void broadcast(void* data, int64_t bytes, int root, const std::string& what) override {
@@ -126,6 +114,27 @@ class NcclCommunicator final : public Communicator {
 
  private:
   enum Kind : int64_t { kAllReduce = 1, kBroadcast = 2, kReduce = 4 };
+
+  /// A sum's elements (over every part), their size and NCCL type, and its deadline.
+  struct Sum {
+    int64_t count = 0;
+    size_t esz = 0;
+    ncclDataType_t type = ncclFloat32;
+    Clock::time_point deadline;
+  };
+  /// What a sum of `counts` elements of `dtype` starts with: the dtype checked, the count, and (unless it is 0)
+  /// the call announced to the other ranks.
+  Sum begin_sum(Kind kind, const char* op, const std::vector<int64_t>& counts, DType dtype, const std::string& what) {
+    OAR_CHECK(dtype == DType::f32 || dtype == DType::f64, "{}: {} sums f32 or f64, not {}", what, op, name(dtype));
+    Sum s;
+    for (int64_t n : counts) s.count += n;
+    s.esz = size_of(dtype);
+    s.type = dtype == DType::f32 ? ncclFloat32 : ncclFloat64;
+    if (s.count == 0) return s;
+    announce(kind, s.count * int64_t(s.esz), what);
+    s.deadline = Clock::now() + timeout_;
+    return s;
+  }
 
   /// The parts copied one after another into the scratch buffer of `bytes` (on NCCL's stream), zeros after them.
   char* pack(const std::vector<void*>& parts, const std::vector<int64_t>& counts, size_t esz, size_t bytes) {
