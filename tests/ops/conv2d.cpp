@@ -2,6 +2,7 @@
 // finite differences, thread-count independence, error texts.
 #include "pch.hpp"
 #include "support/op_check.hpp"
+#include "support/threads.hpp"
 
 #include "kernels/cpu/conv_choice.hpp"  // conv_candidates, conv_choice_report, make_winograd_matrices, winograd_applies
 
@@ -173,12 +174,12 @@ TEST_CASE("conv2d: results do not depend on the thread count") {
   ConvCase k{9, 4, 7, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2};
   auto x = random_tensor<double>({k.n, k.c, k.h, k.w}, -1, 1, 1);
   auto f = random_tensor<double>({k.m, 2, 3, 3}, -1, 1, 2);
-  int before = num_threads();
-  set_num_threads(1);
-  auto one = conv_test(x, f, k).run();
-  set_num_threads(2);
-  auto two = conv_test(x, f, k).run();
-  set_num_threads(before);
+  auto run_on = [&](int threads) {
+    ThreadsForTest held(threads);
+    return conv_test(x, f, k).run();
+  };
+  auto one = run_on(1);
+  auto two = run_on(2);
   check_close(one["Output"], two["Output"], 1e-12, 1e-12, "1 vs 2 threads");
 }
 
@@ -422,15 +423,12 @@ TEST_CASE("conv2d on Winograd tiles: grads agree with im2col's on the book net's
   auto dy = random_tensor<float>({k.n, k.m, 8, 8}, -1, 1, 73);
   auto grads = [&](ConvAlgorithm a, int threads) {
     ConvAlgorithmScope scope(a);
-    const int before = num_threads();
-    set_num_threads(threads);
+    ThreadsForTest held(threads);
     OpTest t("conv2d_grad");
     t.input("Input", x).input("Filter", f).input("Output@GRAD", dy);
     t.attr("strides", std::vector<int32_t>{1, 1}).attr("paddings", std::vector<int32_t>{0, 0});
     t.attr("dilations", std::vector<int32_t>{1, 1}).attr("groups", 1);
-    auto out = t.run();
-    set_num_threads(before);
-    return out;
+    return t.run();
   };
   auto ref = grads(ConvAlgorithm::im2col, 1);
   for (int threads : {1, 2})

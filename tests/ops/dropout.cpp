@@ -1,6 +1,7 @@
 // tests/ops/dropout.cpp: dropout (both implementations, train and test, seeding) through the op harness.
 #include "pch.hpp"
 #include "support/op_check.hpp"
+#include "support/threads.hpp"
 
 using namespace oar;
 using namespace oar::test;
@@ -69,12 +70,12 @@ TEST_CASE("dropout: fix_seed repeats the mask; the executor's seed stream varies
 
 TEST_CASE("dropout: the mask does not depend on the thread count") {
   auto x = random_tensor<float>({100000}, 0.5, 2, 4);
-  int before = num_threads();
-  set_num_threads(1);
-  auto a = OpTest("dropout").input("X", x).attr("fix_seed", true).attr("seed", 3).run()["Mask"];
-  set_num_threads(4);
-  auto b = OpTest("dropout").input("X", x).attr("fix_seed", true).attr("seed", 3).run()["Mask"];
-  set_num_threads(before);
+  auto mask_on = [&](int threads) {
+    ThreadsForTest held(threads);
+    return OpTest("dropout").input("X", x).attr("fix_seed", true).attr("seed", 3).run()["Mask"];
+  };
+  auto a = mask_on(1);
+  auto b = mask_on(4);
   check_close(a, b, 0, 0, "mask vs threads");
 }
 

@@ -2,6 +2,7 @@
 #include "pch.hpp"
 #include "kernels/cpu/gemm.hpp"  // pack_rhs, gemm_packed
 #include "support/op_check.hpp"
+#include "support/threads.hpp"
 
 using namespace oar;
 using namespace oar::test;
@@ -56,9 +57,8 @@ TEST_CASE_TEMPLATE("gemm_packed: C += A op(B) with op(B) packed once matches a p
   using cpu_kernels::gemm_packed;
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> u(-1, 1);
-  const int before = num_threads();
   for (int threads : {1, 2}) {
-    set_num_threads(threads);
+    ThreadsForTest held(threads);
     for (auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {7, 33, 5}, {13, 17, 64}, {32, 512, 128}, {32, 128, 512}, {9, 40, 3}, {96, 512, 128}})
       for (bool trans : {false, true}) {
         CAPTURE(m); CAPTURE(n); CAPTURE(k); CAPTURE(trans); CAPTURE(threads);
@@ -80,5 +80,4 @@ TEST_CASE_TEMPLATE("gemm_packed: C += A op(B) with op(B) packed once matches a p
         for (size_t i = 0; i < c.size(); ++i) REQUIRE(std::abs(double(c[i]) - double(want[i])) <= tol);
       }
   }
-  set_num_threads(before);
 }

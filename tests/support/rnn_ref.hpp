@@ -1,5 +1,5 @@
 // tests/support/rnn_ref.hpp: what the recurrent ops' tests share: the activations by name in double (for
-// the per-step loop references), many random sequence lengths, and a thread count held for one test.
+// the per-step loop references) and many random sequence lengths.
 #pragma once
 #include <oar/oar.hpp>
 
@@ -8,6 +8,8 @@
 #include <random>
 #include <string_view>
 #include <vector>
+
+#include "support/threads.hpp"
 
 namespace oar::test {
 
@@ -26,17 +28,5 @@ inline std::vector<size_t> random_offsets(int n, size_t max_len, uint64_t seed) 
   for (int s = 0; s < n; ++s) off.push_back(off.back() + size_t(rng() % (max_len + 1)));
   return off;
 }
-
-/// Runs the rest of a test on `n` threads and puts the count back, even when a check throws.
-class ThreadsForTest {
- public:
-  explicit ThreadsForTest(int n) : before_(num_threads()) { set_num_threads(n); }
-  ~ThreadsForTest() { set_num_threads(before_); }
-  ThreadsForTest(const ThreadsForTest&) = delete;
-  ThreadsForTest& operator=(const ThreadsForTest&) = delete;
-
- private:
-  int before_;
-};
 
 }  // namespace oar::test
