@@ -48,6 +48,16 @@ ConvAttrs read_conv_attrs(const AttrReader& r) {
   return {r.array<2>(Op::strides), r.array<2>(Op::paddings), r.array<2>(Op::dilations), r(Op::groups)};
 }
 
+/// The window attributes conv2d and conv2d_transpose declare alike (strides, paddings, dilations, groups), with
+/// their defaults and checks, added to `d`.
+template <class Op>
+OpDef& conv_window_attrs(OpDef& d) {
+  return d.attr(Op::strides, std::vector<int32_t>{1, 1}).template check<std::vector<int32_t>>(pair_at_least(1), "must be two values >= 1")
+      .attr(Op::paddings, std::vector<int32_t>{0, 0}).template check<std::vector<int32_t>>(pair_at_least(0), "must be two values >= 0")
+      .attr(Op::dilations, std::vector<int32_t>{1, 1}).template check<std::vector<int32_t>>(pair_at_least(1), "must be two values >= 1")
+      .attr(Op::groups, 1).template check<int32_t>([](int g) { return g >= 1; }, "must be >= 1");
+}
+
 /// What conv2d and conv2d_transpose check first when inferring shapes: the NCHW layout, Input and Filter of
 /// rank 4 (`filter_dims` names Filter's dims in the message) and of one float type.
 template <class Op>
@@ -81,12 +91,8 @@ struct Conv2d {
   };
 
   static OpDef def() {
-    return OpDef(type, "2-D convolution of NCHW images")
-        .in(input).in(filter).out(output)
-        .attr(strides, std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
-        .attr(paddings, std::vector<int32_t>{0, 0}).check<std::vector<int32_t>>(detail::pair_at_least(0), "must be two values >= 0")
-        .attr(dilations, std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
-        .attr(groups, 1).check<int32_t>([](int g) { return g >= 1; }, "must be >= 1")
+    OpDef d(type, "2-D convolution of NCHW images");
+    return detail::conv_window_attrs<Conv2d>(d.in(input).in(filter).out(output))
         .attr(use_cudnn, true, "ignored on the CPU")
         .attr(data_format, std::string("NCHW"), "only NCHW (or Fluid's AnyLayout)");
   }

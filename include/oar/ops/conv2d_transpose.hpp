@@ -32,12 +32,8 @@ struct Conv2dTranspose {
   };
 
   static OpDef def() {
-    return OpDef(type, "transposed 2-D convolution of NCHW images")
-        .in(input).in(filter).out(output)
-        .attr(strides, std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
-        .attr(paddings, std::vector<int32_t>{0, 0}).check<std::vector<int32_t>>(detail::pair_at_least(0), "must be two values >= 0")
-        .attr(dilations, std::vector<int32_t>{1, 1}).check<std::vector<int32_t>>(detail::pair_at_least(1), "must be two values >= 1")
-        .attr(groups, 1).check<int32_t>([](int g) { return g >= 1; }, "must be >= 1")
+    OpDef d(type, "transposed 2-D convolution of NCHW images");
+    return detail::conv_window_attrs<Conv2dTranspose>(d.in(input).in(filter).out(output))
         .attr(output_size, std::vector<int32_t>{}, "[H', W'] to pick among the sizes a stride allows; empty: the smallest")
         .check<std::vector<int32_t>>([](const std::vector<int32_t>& v) { return v.empty() || (v.size() == 2 && v[0] > 0 && v[1] > 0); },
                                      "must be empty or two values > 0")
