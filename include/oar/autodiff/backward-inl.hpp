@@ -165,6 +165,18 @@ inline SubGradBlock build_sub_grad_block(Program& program, const Block& sb, cons
   return out;
 }
 
+/// What a control-flow op's grad block leaves without gradients: `no_grad`, the sub-block's stop_gradient and
+/// non-float variables, and of `outer` (the outer variables the op reads) those the sub-block sees as such or as
+/// frozen parameters.
+inline std::set<std::string> sub_block_no_grad(const Block& sb, const std::set<std::string>& no_grad, const std::vector<std::string>& outer) {
+  std::set<std::string> ng = no_grad;
+  for (auto* v : sb.vars())
+    if (v->stop_gradient() || !is_float(v->dtype())) ng.insert(v->name());
+  for (auto& n : outer)
+    if (const Variable* v = sb.find_var(n); v && (v->stop_gradient() || !is_float(v->dtype()) || (v->is_parameter() && !v->param()->trainable))) ng.insert(n);
+  return ng;
+}
+
 /// The grad maker of `recurrent`: builds the grad block of its step block (the step's grad ops, as
 /// append_backward makes them for a block, seeded by the gradients of the step outputs and of the states the
 /// memories follow) and returns the recurrent_grad op that runs it over the saved step scopes. `no_grad` names
@@ -179,11 +191,7 @@ inline Operator recurrent_grad(Program& program, const Operator& op, const std::
     for (auto& n : *names)
       if (std::find(seeds.begin(), seeds.end(), n) == seeds.end()) seeds.push_back(n);
 
-  std::set<std::string> ng = no_grad;
-  for (auto* v : sb.vars())
-    if (v->stop_gradient() || !is_float(v->dtype())) ng.insert(v->name());
-  for (auto& n : op.input(R::parameters))
-    if (const Variable* v = sb.find_var(n); v && (v->stop_gradient() || !is_float(v->dtype()) || (v->is_parameter() && !v->param()->trainable))) ng.insert(n);
+  std::set<std::string> ng = sub_block_no_grad(sb, no_grad, op.input(R::parameters));
   // A step input whose outer variable wants no gradient needs none inside the step either.
   for (size_t i = 0; i < op.input(R::inputs).size(); ++i)
     if (no_grad.count(op.input(R::inputs)[i])) ng.insert(op.attr(R::step_inputs).at(i));
@@ -226,11 +234,7 @@ inline Operator conditional_block_grad(Program& program, const Operator& op, con
   using G = ops::ConditionalBlockGrad;
   const Block& sb = program.block(op.sub_block());
   const std::vector<std::string>& outs = op.output(C::out);
-  std::set<std::string> ng = no_grad;
-  for (auto* v : sb.vars())
-    if (v->stop_gradient() || !is_float(v->dtype())) ng.insert(v->name());
-  for (auto& n : op.input(C::input))
-    if (const Variable* v = sb.find_var(n); v && (v->stop_gradient() || !is_float(v->dtype()) || (v->is_parameter() && !v->param()->trainable))) ng.insert(n);
+  std::set<std::string> ng = sub_block_no_grad(sb, no_grad, op.input(C::input));
   const SubGradBlock built = build_sub_grad_block(program, sb, outs, ng, "a cond's body");
   for (size_t k = 0; k < outs.size(); ++k)
     // Nothing inside reads an output of the block (it is only written there), so no grad op renames its seed.
@@ -259,11 +263,7 @@ inline Operator while_grad(Program& program, const Operator& op, const std::set<
   const Block& sb = program.block(op.sub_block());
   const auto states = op.attr(W::states), ex_states = op.attr(W::ex_states);
   const std::vector<std::string>& outs = op.output(W::out);
-  std::set<std::string> ng = no_grad;
-  for (auto* v : sb.vars())
-    if (v->stop_gradient() || !is_float(v->dtype())) ng.insert(v->name());
-  for (auto& n : op.input(W::x))
-    if (const Variable* v = sb.find_var(n); v && (v->stop_gradient() || !is_float(v->dtype()) || (v->is_parameter() && !v->param()->trainable))) ng.insert(n);
+  std::set<std::string> ng = sub_block_no_grad(sb, no_grad, op.input(W::x));
   std::vector<std::string> seeds;
   std::vector<int> seed_of_state(states.size(), -1);
   for (size_t m = 0; m < states.size(); ++m) {
