@@ -4,13 +4,6 @@
 #include "oar/ops/accuracy.hpp"
 #include "oar/device/kernel_context.hpp"
 
-namespace oar::cpu_kernels {
-
-using kernels::accuracy_out;
-using kernels::AccuracyOut;
-
-}  // namespace oar::cpu_kernels
-
 namespace oar::ops {
 
 inline void Accuracy::eval_cpu(KernelContext& c, const NoAttrs&) {
@@ -34,7 +27,7 @@ inline void Accuracy::eval_cpu(KernelContext& c, const NoAttrs&) {
           }
     });
   });
-  const cpu_kernels::AccuracyOut o = cpu_kernels::accuracy_out(c);
+  const kernels::AccuracyOut o = kernels::accuracy_out(c);
   o.accuracy.data<float>()[0] = n ? float(hits) / float(n) : 0.f;
   o.correct.data<int32_t>()[0] = int32_t(hits);
   o.total.data<int32_t>()[0] = int32_t(n);

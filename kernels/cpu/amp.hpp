@@ -9,8 +9,6 @@
 
 namespace oar::cpu_kernels::amp {
 
-using kernels::amp::grad_pair;
-
 /// The one f32 loss scale of `slot`.
 inline float scale_value(const KernelContext& c, Slot slot) {
   const LoDTensor& s = c.in(slot);
@@ -27,7 +25,7 @@ inline void CheckFiniteAndUnscale::eval_cpu(KernelContext& c, const NoAttrs&) {
   const float inv = 1.f / scale_value(c, scale);
   bool found = false;
   for (size_t i = 0; i < c.num_in(x); ++i) {
-    auto [xt, ot] = grad_pair(c, i);
+    auto [xt, ot] = kernels::amp::grad_pair(c, i);
     c.dispatch(type_list<float, double>{}, xt->dtype(), [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* p = xt->data<T>();

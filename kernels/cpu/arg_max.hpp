@@ -26,15 +26,12 @@ bool before_desc(T va, int64_t a, T vb, int64_t b) {
   return va != vb ? va > vb : a < b;
 }
 
-using kernels::arg_plan;
-using kernels::ArgPlan;
-
 /// Out[o, i] = index along the middle dim of x seen as [outer, n, inner] of the max (Max) or min element.
 template <bool Max>
 void arg_reduce(KernelContext& c, const ops::tensor_detail::ArgAttrs& a) {
   using N = ops::tensor_detail::ArgNames;
   const LoDTensor& x = c.in(N::x);
-  const ArgPlan pl = arg_plan(c, x, a);
+  const kernels::ArgPlan pl = kernels::arg_plan(c, x, a);
   const int64_t outer = pl.outer, n = pl.n, inner = pl.inner;
   const Shape& os = pl.out;
   LoDTensor& out = c.out(N::out);

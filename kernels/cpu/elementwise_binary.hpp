@@ -18,8 +18,6 @@ inline constexpr int64_t kBinaryGrain = 1 << 14;
 
 namespace detail {
 
-using kernels::run_broadcast;
-
 /// out[i, j, k] = g(i_flat, j) over X's [pre, n, post] view, where g gets the flat index into X and the index
 /// into Y. Parallel over the rows (post == 1) or over the (i, j) segments of length post.
 template <class G>
@@ -106,7 +104,7 @@ void binary_forward(KernelContext& c, const ops::BinaryOp::Attrs& a) {
   const LoDTensor& x = c.in(Op::x);
   const LoDTensor& y = c.in(Op::y);
   LoDTensor& out = c.out(Op::out);
-  const ops::BroadcastDims b = detail::run_broadcast(c, x, y, a.axis);
+  const ops::BroadcastDims b = kernels::run_broadcast(c, x, y, a.axis);
   c.check(&out != &y || b.same, "Out may share Y only when X and Y have the same shape (X {}, Y {})", x.shape(), y.shape());
   detail::dispatch_binary<F>(c, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -126,7 +124,7 @@ void binary_backward(KernelContext& c, const ops::BinaryOp::Attrs& a) {
   const LoDTensor& x = c.in(Op::x);
   const LoDTensor& y = c.in(Op::y);
   const LoDTensor& dout = c.in(Op::out_grad);
-  const ops::BroadcastDims b = detail::run_broadcast(c, x, y, a.axis);
+  const ops::BroadcastDims b = kernels::run_broadcast(c, x, y, a.axis);
   c.check(dout.shape() == x.shape(), "Out@GRAD {} does not match X {}", dout.shape(), x.shape());
   c.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;

@@ -11,10 +11,6 @@
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
 
-namespace oar::cpu_kernels {
-
-}  // namespace oar::cpu_kernels
-
 namespace oar::ops {
 
 /// requires: X [M, K] when flattened at begin_norm_axis; Scale, Bias (optional) [K]. Y may be X.

@@ -9,21 +9,14 @@
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
 
-namespace oar::cpu_kernels {
-
-using kernels::lookup_ids;
-using kernels::padding_row;
-
-}  // namespace oar::cpu_kernels
-
 namespace oar::ops {
 
 inline void LookupTable::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& wt = c.in(w);
   const LoDTensor& ids_t = c.in(ids);
   c.check(wt.rank() == 2, "W must be [V, D], got {}", wt.shape());
-  const int64_t v = wt.dim(0), d = wt.dim(1), pad = cpu_kernels::padding_row(a.padding_idx, v);
-  auto idv = cpu_kernels::lookup_ids(c, ids_t, v, pad);
+  const int64_t v = wt.dim(0), d = wt.dim(1), pad = kernels::padding_row(a.padding_idx, v);
+  auto idv = kernels::lookup_ids(c, ids_t, v, pad);
   Shape os = ids_t.shape();
   c.check(os.rank() >= 1 && os[os.rank() - 1] == 1, "Ids must end in a dim of 1 ([N, 1]), got {}", os);
   os[os.rank() - 1] = d;
@@ -52,8 +45,8 @@ inline void LookupTable::eval_grad_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& wt = c.in(w);
   const LoDTensor& ids_t = c.in(ids);
   const LoDTensor& dout = c.in(out_grad);
-  const int64_t v = wt.dim(0), d = wt.dim(1), pad = cpu_kernels::padding_row(a.padding_idx, v);
-  auto idv = cpu_kernels::lookup_ids(c, ids_t, v, pad);
+  const int64_t v = wt.dim(0), d = wt.dim(1), pad = kernels::padding_row(a.padding_idx, v);
+  auto idv = kernels::lookup_ids(c, ids_t, v, pad);
   c.check(dout.numel() == int64_t(idv.size()) * d, "Out@GRAD {} does not hold {} rows of {}", dout.shape(), idv.size(), d);
   c.dispatch(type_list<float, double>{}, wt.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

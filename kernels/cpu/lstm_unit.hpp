@@ -8,17 +8,11 @@
 #include "kernels/rnn_math.hpp"
 #include "oar/ops/lstm_unit.hpp"
 
-namespace oar::cpu_kernels::lstm_unit {
-
-using namespace kernels::lstm_unit;
-
-}  // namespace oar::cpu_kernels::lstm_unit
-
 namespace oar::ops {
 
 inline void LstmUnit::eval_cpu(KernelContext& ctx, const Attrs& a) {
   using namespace cpu_kernels;
-  const lstm_unit::ForwardArgs f = lstm_unit::forward_args(ctx);
+  const kernels::lstm_unit::ForwardArgs f = kernels::lstm_unit::forward_args(ctx);
   const LoDTensor &xt = f.x, &cp = f.c_prev;
   LoDTensor &ct = f.c, &ht = f.h;
   const int64_t n = f.n, d = f.d;
@@ -39,15 +33,13 @@ inline void LstmUnit::eval_cpu(KernelContext& ctx, const Attrs& a) {
 
 inline void LstmUnit::eval_grad_cpu(KernelContext& ctx, const Attrs& a) {
   using namespace cpu_kernels;
-  const lstm_unit::GradArgs ga = lstm_unit::grad_args(ctx);
-  const LoDTensor &xt = ga.x, &cp = ga.c_prev, &ct = ga.c, &dct = ga.dc, &dht = ga.dh;
+  const kernels::lstm_unit::GradArgs ga = kernels::lstm_unit::grad_args(ctx);
   const int64_t n = ga.n, d = ga.d;
-  LoDTensor *dx = ga.dx, *dcp = ga.dc_prev;
   ctx.dispatch_float([&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T *px = xt.data<T>(), *pc = cp.data<T>(), *pcn = ct.data<T>(), *pdc = dct.data<T>(), *pdh = dht.data<T>();
-    T* odx = dx ? dx->data<T>() : nullptr;
-    T* odc = dcp ? dcp->data<T>() : nullptr;
+    const T *px = ga.x.data<T>(), *pc = ga.c_prev.data<T>(), *pcn = ga.c.data<T>(), *pdc = ga.dc.data<T>(), *pdh = ga.dh.data<T>();
+    T* odx = ga.dx ? ga.dx->data<T>() : nullptr;
+    T* odc = ga.dc_prev ? ga.dc_prev->data<T>() : nullptr;
     const T fb = T(a.forget_bias);
     parallel_for(0, n, rnn::row_grain(8 * d), [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {

@@ -16,8 +16,6 @@ namespace oar::cpu_kernels {
 
 using fn::CounterRng;
 
-using kernels::op_seed;
-
 inline constexpr int64_t kRandomGrain = 1 << 14;
 
 /// out[i] = gen(i) as T, in parallel over i. requires: Out's `shape` attribute known.
@@ -40,7 +38,7 @@ void random_fill(KernelContext& c, const ops::tensor_detail::RandomAttrs& a, Gen
 namespace oar::ops {
 
 inline void UniformRandom::eval_cpu(KernelContext& c, const Attrs& a) {
-  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c, a));
+  const cpu_kernels::CounterRng rng(kernels::op_seed(c, a));
   const double lo = a.min, hi = a.max;
   bool f32 = a.dtype == DType::f32;
   cpu_kernels::random_fill(c, a, [&](uint64_t i) {
@@ -52,13 +50,13 @@ inline void UniformRandom::eval_cpu(KernelContext& c, const Attrs& a) {
 }
 
 inline void GaussianRandom::eval_cpu(KernelContext& c, const Attrs& a) {
-  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c, a));
+  const cpu_kernels::CounterRng rng(kernels::op_seed(c, a));
   const double mean = a.mean, sd = a.std;
   cpu_kernels::random_fill(c, a, [&](uint64_t i) { return mean + sd * rng.normal(i); });
 }
 
 inline void TruncatedGaussianRandom::eval_cpu(KernelContext& c, const Attrs& a) {
-  const cpu_kernels::CounterRng rng(cpu_kernels::op_seed(c, a));
+  const cpu_kernels::CounterRng rng(kernels::op_seed(c, a));
   const double mean = a.mean, sd = a.std;
   // Rejection: element i tries normals i, i + 2^40, i + 2*2^40, ... until one lies within 2 std (95.4% accept).
   cpu_kernels::random_fill(c, a, [&](uint64_t i) {

@@ -5,10 +5,6 @@
 #include "kernels/cpu/sequence_pool.hpp"
 #include "oar/ops/sequence_expand.hpp"
 
-namespace oar::cpu_kernels {
-
-}  // namespace oar::cpu_kernels
-
 namespace oar::ops {
 
 /// requires: Out is not X (rows are copied from X while Out is written).

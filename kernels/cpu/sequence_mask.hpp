@@ -7,24 +7,17 @@
 #include "oar/device/thread_pool.hpp"
 #include "oar/ops/sequence_mask.hpp"
 
-namespace oar::cpu_kernels {
-
-using kernels::mask_plan;
-using kernels::mask_types;
-
-}  // namespace oar::cpu_kernels
-
 namespace oar::ops {
 
 inline void SequenceMask::eval_cpu(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
-  const int64_t m = cpu_kernels::mask_plan(c, a);
+  const int64_t m = kernels::mask_plan(c, a);
   LoDTensor& yt = c.out(y);
   c.dispatch(type_list<int64_t, int32_t>{}, xt.dtype(), [&](auto xtag) {
     using L = typename decltype(xtag)::type;
     const L* len = xt.data<L>();
     const int64_t n = xt.numel();
-    c.dispatch(cpu_kernels::mask_types{}, a.out_dtype, [&](auto ytag) {
+    c.dispatch(kernels::mask_types{}, a.out_dtype, [&](auto ytag) {
       using T = typename decltype(ytag)::type;
       T* py = yt.data<T>();
       parallel_for(0, n, std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(m, 1)), [&](int64_t lo, int64_t hi) {

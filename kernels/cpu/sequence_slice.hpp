@@ -5,16 +5,10 @@
 #include "kernels/common/sequence_slice.hpp"
 #include "oar/ops/sequence_slice.hpp"
 
-namespace oar::cpu_kernels::seq_shape {
-
-using namespace kernels::seq_shape;
-
-}  // namespace oar::cpu_kernels::seq_shape
-
 namespace oar::ops {
 
 inline void SequenceSlice::eval_cpu(KernelContext& c, const NoAttrs&) {
-  const cpu_kernels::seq_shape::SlicePlan p = cpu_kernels::seq_shape::slice_plan(c);
+  const kernels::seq_shape::SlicePlan p = kernels::seq_shape::slice_plan(c);
   const LoDTensor& xt = c.in(x);
   const std::vector<size_t>& last = p.lod->back();
   const char* src = static_cast<const char*>(xt.raw());
@@ -26,7 +20,7 @@ inline void SequenceSlice::eval_cpu(KernelContext& c, const NoAttrs&) {
 
 inline void SequenceSlice::eval_grad_cpu(KernelContext& c, const NoAttrs&) {
   if (!c.has_out(x_grad)) return;
-  const cpu_kernels::seq_shape::SliceGradPlan p = cpu_kernels::seq_shape::slice_grad_plan(c);
+  const kernels::seq_shape::SliceGradPlan p = kernels::seq_shape::slice_grad_plan(c);
   const LoDTensor& xt = c.in(x);
   char* dst = static_cast<char*>(p.x_grad->raw());
   const char* src = static_cast<const char*>(c.in(out_grad).raw());

@@ -6,10 +6,6 @@
 #include "kernels/cpu/softmax.hpp"
 #include "oar/ops/sequence_softmax.hpp"
 
-namespace oar::cpu_kernels {
-
-}  // namespace oar::cpu_kernels
-
 namespace oar::ops {
 
 inline void SequenceSoftmax::eval_cpu(KernelContext& c, const NoAttrs&) {

@@ -7,10 +7,6 @@
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
 
-namespace oar::cpu_kernels {
-
-}  // namespace oar::cpu_kernels
-
 namespace oar::ops {
 
 inline void SigmoidCrossEntropyWithLogits::eval_cpu(KernelContext& c, const Attrs& a) {

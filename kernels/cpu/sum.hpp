@@ -5,29 +5,17 @@
 #include "oar/device/kernel_context.hpp"
 #include "oar/device/thread_pool.hpp"
 
-namespace oar::cpu_kernels::array {
-
-using kernels::array::sum;
-
-}  // namespace oar::cpu_kernels::array
-
-namespace oar::cpu_kernels {
-
-using kernels::sum_inputs;
-
-}  // namespace oar::cpu_kernels
-
 namespace oar::ops {
 
 /// requires: every X[i] has X[0]'s shape and dtype. Out may be one of the X (in place): that input is the start
 /// and the others are added to it. Inputs are looked up by index, so a run allocates nothing.
 inline void Sum::eval_cpu(KernelContext& c, const NoAttrs&) {
   if (const Value* v = c.in_value(Sum::x, 0); v && v->is_list()) [[unlikely]]
-    return cpu_kernels::array::sum(c);
+    return kernels::array::sum(c);
   const size_t k = c.num_in(Sum::x);
   const LoDTensor& x0 = c.in(Sum::x, 0);
   LoDTensor& o = c.out(Sum::out);
-  size_t first = cpu_kernels::sum_inputs(c, o);  // the input Out aliases starts the sum; without one, X[0] is copied first
+  size_t first = kernels::sum_inputs(c, o);  // the input Out aliases starts the sum; without one, X[0] is copied first
   const bool copy_first = first == k;
   if (copy_first) {
     o.resize(x0.shape(), x0.dtype());
