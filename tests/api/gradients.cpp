@@ -26,6 +26,26 @@ struct Mlp {
   }
 };
 
+/// ids [N, 1] i64 -> an is_sparse embedding "table" [rows, dim] -> fc(1) "w" without bias -> loss = mean.
+struct SparseEmbedding {
+  Var ids, loss;
+  SparseEmbedding(int64_t rows, int64_t dim) {
+    ids = data("ids", i64, {-1, 1});
+    Var emb = embedding(ids, {rows, dim}).set("is_sparse", true).param("table");
+    loss = mean(fc(emb, 1).param("w").bias(false));
+  }
+};
+
+/// An Mlp's model and GradientMachine after one forward_backward on x [3, 4] drawn with `seed`.
+struct MlpRun {
+  Tape tape;
+  Mlp n;
+  Model model{tape.program(n.loss)};
+  GradientMachine gm{model, n.loss};
+  Tensor x;
+  explicit MlpRun(uint32_t seed) : x(test::random_tensor<double>({3, 4}, -1, 1, seed)) { gm.forward_backward({{"x", x}}); }
+};
+
 /// Central finite differences of the model's scalar output `loss` with respect to every element of feed `x`.
 std::vector<double> numeric_gradient(const Model& model, const Tensor& x, double delta = 1e-6) {
   Evaluator ev(model);
@@ -53,12 +73,8 @@ void check_same(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 TEST_CASE("api: gm.gradient(x) of a data input matches finite differences in f64, leaving the parameter gradients as they were") {
-  Tape tape;
-  Mlp n;
-  Model model(tape.program(n.loss));
-  GradientMachine gm(model, n.loss);
-  Tensor x = test::random_tensor<double>({3, 4}, -1, 1, 11);
-  gm.forward_backward({{"x", x}});
+  MlpRun run(11);
+  auto& [tape, n, model, gm, x] = run;
   std::map<std::string, Tensor> before;
   for (auto& [p, g] : gm.gradients()) before[p] = g.dense.clone();
   CHECK(before.size() == 4);
@@ -83,12 +99,8 @@ TEST_CASE("api: gm.gradient(x) of a data input matches finite differences in f64
 }
 
 TEST_CASE("api: gm.gradient(h) of a hidden activation and of the loss match a hand computation") {
-  Tape tape;
-  Mlp n;
-  Model model(tape.program(n.loss));
-  GradientMachine gm(model, n.loss);
-  Tensor x = test::random_tensor<double>({3, 4}, -1, 1, 13);
-  gm.forward_backward({{"x", x}});
+  MlpRun run(13);
+  auto& [tape, n, model, gm, x] = run;
   // loss = mean(h W2 + b2) over 3 x 2 elements: dloss/dh[i][j] = (W2[j][0] + W2[j][1]) / 6.
   const Tensor& w2 = model.parameter("w2");
   REQUIRE(w2.shape() == Shape{5, 2});
@@ -239,9 +251,7 @@ TEST_CASE("api: a data layer with stop_gradient(false) is still a feed, and its 
 
 TEST_CASE("api: gradients() hands out an is_sparse embedding's gradient as rows and values") {
   Tape tape;
-  auto ids = data("ids", i64, {-1, 1});
-  Var emb = embedding(ids, {6, 3}).set("is_sparse", true).param("table");
-  Var loss = mean(fc(emb, 1).param("w").bias(false));
+  Var loss = SparseEmbedding(6, 3).loss;
   Model model(tape.program(loss));
   GradientMachine gm(model, loss);
   FeedMap feeds{{"ids", Tensor::from<int64_t>({4, 1, 4}, {3, 1})}};
@@ -302,14 +312,12 @@ TEST_CASE("api: an is_sparse embedding over LoD ids gives the dense gradient's r
 
 TEST_CASE("api: the concurrent optimizer sums sparse embedding gradients of its machines") {
   Tape tape;
-  auto ids = data("ids", i64, {-1, 1});
-  Var emb = embedding(ids, {5, 2}).set("is_sparse", true).param("table");
-  Var loss = mean(fc(emb, 1).param("w").bias(false));
-  Model model(tape.program(loss));
-  Optimizer opt(model, loss, optim::sgd(1.0), 2);
+  SparseEmbedding net(5, 2);
+  Model model(tape.program(net.loss));
+  Optimizer opt(model, net.loss, optim::sgd(1.0), 2);
   Tensor t0 = model.parameter("table").clone(), w = model.parameter("w").clone();
   auto reader = io::Reader::from_tensors({Tensor::from<int64_t>({0, 3, 3, 1}, {4, 1})}).batch(2);  // two batches, one update
-  opt.train(reader, {ids}, 1);
+  opt.train(reader, {net.ids}, 1);
   CHECK(opt.step_count() == 1);
   // Each batch of 2 gives w / 2 per looked-up id; both batches' rows add up: id 3 twice, 0 and 1 once.
   const Tensor& t1 = model.parameter("table");

@@ -3,6 +3,7 @@
 // Evaluator needs only the feeds its fetches read.
 #include "pch.hpp"
 #include "support/op_check.hpp"
+#include "support/temp_dir.hpp"
 #include "support/toy.hpp"
 
 #include <filesystem>
@@ -23,13 +24,6 @@ struct Net {
 
 /// 256 examples in batches of 32: 8 steps a pass.
 io::Reader toy_batches() { return test::toy_classes(256, 1).shuffle(64, 3).batch(32); }
-
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("oar_newcomer_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
 
 /// Trains `epochs` passes, returning each step's loss; after `crash_at` steps of this call, checkpoints to
 /// `ckpt` (when given) and throws.
@@ -81,7 +75,7 @@ TEST_CASE("newcomer: train(reader, feeds, n) trains n more passes on every call,
 }
 
 TEST_CASE("newcomer: a run cut short is finished by its own train() call, counted from the epoch it began at") {
-  const fs::path dir = temp_dir("resume");
+  const fs::path dir = test::fresh_dir("newcomer", "resume");
   auto rule = [] { return optim::adam(0.01).with_schedule(optim::exponential_decay(10, 0.9)); };
   std::vector<double> straight;  // the second call's losses, uninterrupted
   {
@@ -148,7 +142,7 @@ TEST_CASE("newcomer: a run cut short is finished by its own train() call, counte
 }
 
 TEST_CASE("newcomer: step_count() counts the updates of step(), update() and train(), and checkpoints keep it") {
-  const fs::path dir = temp_dir("steps");
+  const fs::path dir = test::fresh_dir("newcomer", "steps");
   {
     Tape tape;
     Net n;

@@ -4,6 +4,7 @@
 #include "pch.hpp"
 #include "support/heap.hpp"
 #include "support/op_check.hpp"
+#include "support/temp_dir.hpp"
 
 #include <csignal>
 #include <filesystem>
@@ -15,13 +16,6 @@ using namespace oar;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("oar_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
 
 /// A synthetic 3-class problem: x [n, 8], label = argmax of a fixed linear map of x.
 io::Reader toy_data(int64_t n, uint64_t seed = 3) {
@@ -110,7 +104,7 @@ TEST_CASE("api: save/load and inference models give bit-identical outputs") {
   Optimizer opt(model, n.cost, optim::sgd(0.1));
   auto train = toy_data(256).batch(32);
   losses_of(opt, train, n, 1);
-  fs::path dir = temp_dir("save");
+  fs::path dir = test::fresh_dir("training", "save");
   Model infer(tape.program(n.pred));
   infer.save(dir / "model");
   Model loaded = Model::load(dir / "model");
@@ -334,7 +328,7 @@ TEST_CASE("api: GradientMachine gradients drive Optimizer::update like step()") 
 }
 
 TEST_CASE("api: a checkpoint resumes exactly (same loss curve as an uninterrupted run)") {
-  fs::path dir = temp_dir("ckpt");
+  fs::path dir = test::fresh_dir("training", "ckpt");
   std::vector<double> full, resumed;
   {
     Tape tape;
@@ -397,7 +391,7 @@ TEST_CASE("api: the concurrent optimizer is deterministic for a fixed seed and t
 }
 
 TEST_CASE("api: a kill during a checkpoint save leaves the previous checkpoint loadable") {
-  fs::path dir = temp_dir("kill");
+  fs::path dir = test::fresh_dir("training", "kill");
   Tape tape;
   auto x = data("x", f32, {-1, 512});
   auto y = mean(fc(x, 2048));

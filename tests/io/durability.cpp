@@ -310,9 +310,8 @@ TEST_CASE("durability: a full disk (ENOSPC) is an oar::Error naming the path, an
   const std::string params = slurp(dir / "__params__"), program = slurp(dir / "__model__");
   const std::string e = error_of([&] { big.save_inference(dir); });
   CAPTURE(e);
-  CHECK(e.find("cannot save the model directory '" + dir.string() + "'") != std::string::npos);
-  CHECK(e.find("No space left on device") != std::string::npos);
-  CHECK(e.find("the previous model there is untouched") != std::string::npos);
+  test::check_contains(e, {"cannot save the model directory '" + dir.string() + "'", "No space left on device",
+                           "the previous model there is untouched"});
   CHECK(slurp(dir / "__params__") == params);
   CHECK(slurp(dir / "__model__") == program);
   CHECK(pattern_of(io::load_inference_model(dir).params) == 0);
@@ -323,9 +322,7 @@ TEST_CASE("durability: a full disk (ENOSPC) is an oar::Error naming the path, an
   const std::string before = slurp(p);
   const std::string ef = error_of([&] { io::save_combined(p, big.persistables()); });
   CAPTURE(ef);
-  CHECK(ef.find("cannot save '" + p.string() + "'") != std::string::npos);
-  CHECK(ef.find("No space left on device") != std::string::npos);
-  CHECK(ef.find("the previous file is untouched") != std::string::npos);
+  test::check_contains(ef, {"cannot save '" + p.string() + "'", "No space left on device", "the previous file is untouched"});
   CHECK(slurp(p) == before);
   std::vector<std::string> names;
   for (auto& [n, t] : small.persistables()) names.push_back(n);
@@ -360,9 +357,8 @@ TEST_CASE("durability: a read-only target is an oar::Error naming the path, and 
       set_pattern(m, 1);
       const std::string e = error_of([&] { m.save_inference(dir); });
       CAPTURE(e);
-      CHECK(e.find("cannot save the model directory '" + dir.string() + "'") != std::string::npos);
-      CHECK(e.find("Permission denied") != std::string::npos);
-      CHECK(e.find("the previous model there is untouched") != std::string::npos);
+      test::check_contains(e, {"cannot save the model directory '" + dir.string() + "'", "Permission denied",
+                               "the previous model there is untouched"});
       CHECK(slurp(dir / "__params__") == params);
       CHECK(pattern_of(io::load_inference_model(dir).params) == 0);
       CHECK(error_of([&] { io::save_tensor(dir / "w", pattern_tensor(1, 4)); }).find("Permission denied; nothing was written") != std::string::npos);
@@ -384,9 +380,8 @@ TEST_CASE("durability: a read-only target is an oar::Error naming the path, and 
   set_pattern(m, 1);
   const std::string e = error_of([&] { m.save_inference(dir); });
   CAPTURE(e);
-  CHECK(e.find("cannot save the model directory '" + dir.string() + "'") != std::string::npos);
-  CHECK(e.find("Read-only file system") != std::string::npos);
-  CHECK(e.find("the previous model there is untouched") != std::string::npos);
+  test::check_contains(e, {"cannot save the model directory '" + dir.string() + "'", "Read-only file system",
+                           "the previous model there is untouched"});
   CHECK(slurp(dir / "__params__") == params);
   CHECK(pattern_of(io::load_inference_model(dir).params) == 0);
   const std::string ew = error_of([&] { io::save_tensor(w, pattern_tensor(1, 64)); });

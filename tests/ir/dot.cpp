@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "oar/ir/dot.hpp"
+#include "support/op_check.hpp"
 
 using namespace oar;
 
@@ -93,16 +94,12 @@ TEST_CASE("dot: parameters, persistables and data inputs are marked") {
 
 TEST_CASE("dot: edges run var -> op -> var with the slot as label; the sub-block is a cluster") {
   std::string d = to_dot(make_program());
-  CHECK(d.find("  \"v0:x\" -> \"op0:0\" [label=\"X\"];\n") != std::string::npos);
-  CHECK(d.find("  \"v0:w\" -> \"op0:0\" [label=\"Y\"];\n") != std::string::npos);
-  CHECK(d.find("  \"op0:0\" -> \"v0:y\" [label=\"Out\"];\n") != std::string::npos);
+  test::check_contains(d, {"  \"v0:x\" -> \"op0:0\" [label=\"X\"];\n", "  \"v0:w\" -> \"op0:0\" [label=\"Y\"];\n",
+                           "  \"op0:0\" -> \"v0:y\" [label=\"Out\"];\n"});
   // The sub-block's op reads y of the parent block: the edge crosses into the cluster.
-  CHECK(d.find("  \"v0:y\" -> \"op1:0\" [label=\"X\"];\n") != std::string::npos);
-  CHECK(d.find("  \"op1:0\" -> \"v1:h\" [label=\"Out\"];\n") != std::string::npos);
-  CHECK(d.find("subgraph \"cluster_1\" {") != std::string::npos);
-  CHECK(d.find("label=\"block 1 (while)\"") != std::string::npos);
-  CHECK(d.find("\"op0:2\" -> \"v1:h\" [lhead=\"cluster_1\", style=dashed, label=\"sub_block\"];") != std::string::npos);
-  CHECK(d.find("compound=true;") != std::string::npos);
+  test::check_contains(d, {"  \"v0:y\" -> \"op1:0\" [label=\"X\"];\n", "  \"op1:0\" -> \"v1:h\" [label=\"Out\"];\n", "subgraph \"cluster_1\" {",
+                           "label=\"block 1 (while)\"", "\"op0:2\" -> \"v1:h\" [lhead=\"cluster_1\", style=dashed, label=\"sub_block\"];",
+                           "compound=true;"});
 }
 
 TEST_CASE("dot: names with quotes, backslashes and @ are escaped") {

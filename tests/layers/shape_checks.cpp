@@ -11,42 +11,44 @@ namespace {
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
+/// The lines of this file where rnn_of_width records the memory and its update.
+struct RnnLines {
+  int memory = 0, update = 0;
+};
+
+/// The mean of a DynamicRNN's outputs over x [?, 3] (one LoD level) whose memory has width 4 and whose step
+/// updates it with a value of `width`.
+Var rnn_of_width(int64_t width, RnnLines& lines) {
+  Var x = data("x", f64, {-1, 3}).lod_level(1);
+  DynamicRNN rnn;
+  rnn.step([&] {
+    lines.memory = __LINE__ + 1;
+    Var h_prev = rnn.memory(Shape{-1, 4}, 0.0, f64);
+    Var h = fc({rnn.step_input(x), h_prev}, width).act(oar::tanh);
+    lines.update = __LINE__ + 1;
+    rnn.update_memory(h_prev, h);
+    rnn.output(h);
+  });
+  return mean(rnn());
+}
+
 }  // namespace
 
 TEST_CASE("DynamicRNN: update_memory with a value of another width is an error when the program is built, at its line, naming the memory") {
   Tape tape;
-  Var x = data("x", f64, {-1, 3}).lod_level(1);
-  DynamicRNN rnn;
-  int mem_line = 0, update_line = 0;
-  rnn.step([&] {
-    mem_line = __LINE__ + 1;
-    Var h_prev = rnn.memory(Shape{-1, 4}, 0.0, f64);
-    Var h = fc({rnn.step_input(x), h_prev}, 5).act(oar::tanh);
-    update_line = __LINE__ + 1;
-    rnn.update_memory(h_prev, h);
-    rnn.output(h);
-  });
-  std::string e = test::error_of([&] { tape.program(mean(rnn())); });
+  RnnLines line;
+  Var loss = rnn_of_width(5, line);
+  std::string e = test::error_of([&] { tape.program(loss); });
   INFO(e);
-  CHECK(has(e, fmt::format("shape_checks.cpp:{} (update_memory)", update_line)));
-  CHECK(has(e, fmt::format("shape_checks.cpp:{} (memory)", mem_line)));
-  CHECK(has(e, "f64 [?, 5]"));
-  CHECK(has(e, "f64 [?, 4]"));
-  CHECK(has(e, "the memory 'memory_0'"));
-  CHECK(has(e, "width 5 where the memory has width 4"));
+  test::check_contains(e, {fmt::format("shape_checks.cpp:{} (update_memory)", line.update), fmt::format("shape_checks.cpp:{} (memory)", line.memory),
+                           "f64 [?, 5]", "f64 [?, 4]", "the memory 'memory_0'", "width 5 where the memory has width 4"});
 }
 
 TEST_CASE("DynamicRNN: update_memory with a value of the memory's width still builds") {
   Tape tape;
-  Var x = data("x", f64, {-1, 3}).lod_level(1);
-  DynamicRNN rnn;
-  rnn.step([&] {
-    Var h_prev = rnn.memory(Shape{-1, 4}, 0.0, f64);
-    Var h = fc({rnn.step_input(x), h_prev}, 4).act(oar::tanh);
-    rnn.update_memory(h_prev, h);
-    rnn.output(h);
-  });
-  CHECK_NOTHROW(tape.program(mean(rnn())));
+  RnnLines line;
+  Var loss = rnn_of_width(4, line);
+  CHECK_NOTHROW(tape.program(loss));
 }
 
 TEST_CASE("while_loop: a loop variable whose width changes in the body is an error when the program is built, naming the body's line") {
@@ -64,12 +66,8 @@ TEST_CASE("while_loop: a loop variable whose width changes in the body is an err
                         });
   std::string e = test::error_of([&] { tape.program(mean(out[1])); });
   INFO(e);
-  CHECK(has(e, fmt::format("shape_checks.cpp:{} (while_loop)", loop_line)));
-  CHECK(has(e, fmt::format("shape_checks.cpp:{} (fc)", body_line)));
-  CHECK(has(e, "loop variable 1"));
-  CHECK(has(e, "f64 [?, 3]"));
-  CHECK(has(e, "f64 [?, 4]"));
-  CHECK(has(e, "dim 1 changes from 3 to 4"));
+  test::check_contains(e, {fmt::format("shape_checks.cpp:{} (while_loop)", loop_line), fmt::format("shape_checks.cpp:{} (fc)", body_line),
+                           "loop variable 1", "f64 [?, 3]", "f64 [?, 4]", "dim 1 changes from 3 to 4"});
 }
 
 TEST_CASE("while_loop: loop variables whose batch, or a dim declared dynamic, changes in the body still build") {

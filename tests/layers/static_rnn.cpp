@@ -40,6 +40,21 @@ Var cell(const Var& xt, const Var& h_prev) {
   return fc({xt, h_prev}, H).act(oar::tanh).params({ParamAttr("wx"), ParamAttr("wh")}).bias(ParamAttr("b"));
 }
 
+/// A StaticRNN of `cell` over x's steps, its memory made inside the step by `memory(rnn)` after the step input:
+/// the outputs [T, N, H].
+template <class MakeMemory>
+Var cell_rnn(const Var& x, MakeMemory memory) {
+  StaticRNN rnn;
+  rnn.step([&] {
+    auto x_t = rnn.step_input(x);
+    auto h_prev = memory(rnn);
+    auto h = cell(x_t, h_prev);
+    rnn.update_memory(h_prev, h);
+    rnn.output(h);
+  });
+  return rnn();
+}
+
 }  // namespace
 
 TEST_CASE("static_rnn: the forward pass equals a plain loop, from a boot memory and from a constant one") {
@@ -49,15 +64,7 @@ TEST_CASE("static_rnn: the forward pass equals a plain loop, from a boot memory 
     Tape tape;
     auto x = data("x", f64, {T, -1, D});
     auto boot = data("h0", f64, {-1, H});
-    StaticRNN rnn;
-    rnn.step([&] {
-      auto x_t = rnn.step_input(x);
-      auto h_prev = rnn.memory(boot);
-      auto h = cell(x_t, h_prev);
-      rnn.update_memory(h_prev, h);
-      rnn.output(h);
-    });
-    auto out = rnn();
+    auto out = cell_rnn(x, [&](StaticRNN& rnn) { return rnn.memory(boot); });
     CHECK(out.shape() == Shape{T, -1, H});
     Model model(tape.program(out));
     Evaluator ev(model);
@@ -72,16 +79,11 @@ TEST_CASE("static_rnn: the forward pass equals a plain loop, from a boot memory 
     CAPTURE(init);
     Tape tape;
     auto x = data("x", f64, {T, N, D});
-    StaticRNN rnn;
-    rnn.step([&] {
-      auto x_t = rnn.step_input(x);
+    auto out = cell_rnn(x, [&](StaticRNN& rnn) {
       auto h_prev = rnn.memory({-1, H}, init);
       CHECK(h_prev.shape() == Shape{N, H});  // the batch comes from the step input
-      auto h = cell(x_t, h_prev);
-      rnn.update_memory(h_prev, h);
-      rnn.output(h);
+      return h_prev;
     });
-    auto out = rnn();
     CHECK(out.shape() == Shape{T, N, H});
     Model model(tape.program(out));
     Evaluator ev(model);
@@ -99,14 +101,7 @@ TEST_CASE("static_rnn: a StaticRNN and the same network unrolled by hand give th
   Tape tr;
   auto x = data("x", f64, {T, -1, D});
   auto boot = data("h0", f64, {-1, H});
-  StaticRNN rnn;
-  rnn.step([&] {
-    auto h_prev = rnn.memory(boot);
-    auto h = cell(rnn.step_input(x), h_prev);
-    rnn.update_memory(h_prev, h);
-    rnn.output(h);
-  });
-  auto out = rnn();
+  auto out = cell_rnn(x, [&](StaticRNN& rnn) { return rnn.memory(boot); });
   auto loss = mean(fc(out, 1).flatten_dims(2).param("wo").bias(ParamAttr("bo")));
   Model mr(tr.program(loss));
   GradientMachine gmr(mr, loss, {out});
@@ -178,14 +173,7 @@ TEST_CASE("static_rnn: parameter gradients match finite differences (f64), throu
 TEST_CASE("static_rnn: the program is one recurrent op between the time-major conversions") {
   Tape tape;
   auto x = data("x", f64, {T, -1, D});
-  StaticRNN rnn;
-  rnn.step([&] {
-    auto h_prev = rnn.memory({-1, H});
-    auto h = cell(rnn.step_input(x), h_prev);
-    rnn.update_memory(h_prev, h);
-    rnn.output(h);
-  });
-  Topology t = tape.program(rnn());
+  Topology t = tape.program(cell_rnn(x, [](StaticRNN& rnn) { return rnn.memory({-1, H}); }));
   CHECK(test::op_types(t.main, 0) ==
         std::vector<std::string>{"fill_constant_batch_size_like", "transpose", "sequence_unpad", "recurrent", "reshape", "transpose"});
   const Operator* rec = nullptr;
@@ -201,7 +189,11 @@ TEST_CASE("static_rnn: the program is one recurrent op between the time-major co
 }
 
 TEST_CASE("static_rnn: errors name the user's line") {
-  auto where = [](int line) { return fmt::format("static_rnn.cpp:{}", line); };
+  // The message says `what` and names this file at `line`.
+  auto check_error = [](const std::string& msg, std::string_view what, int line) {
+    CHECK(msg.find(what) != std::string::npos);
+    CHECK(msg.find(fmt::format("static_rnn.cpp:{}", line)) != std::string::npos);
+  };
   {  // a step input that is not [T, N, ...]
     Tape tape;
     auto x = data("x", f64, {-1, D});
@@ -213,8 +205,7 @@ TEST_CASE("static_rnn: errors name the user's line") {
       rnn.output(fc(xt, H));
     });
     auto msg = error_of([&] { tape.program(rnn()); });
-    CHECK(msg.find("must be time-major [T, N, ...]") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "must be time-major [T, N, ...]", line);
   }
   {  // T unknown when building
     Tape tape;
@@ -226,8 +217,7 @@ TEST_CASE("static_rnn: errors name the user's line") {
       rnn.output(fc(rnn.step_input(x), H));
     });
     auto msg = error_of([&] { tape.program(rnn()); });
-    CHECK(msg.find("T (dim 0) must be known") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "T (dim 0) must be known", line);
   }
   {  // update_memory of something that is not a memory
     Tape tape;
@@ -243,8 +233,7 @@ TEST_CASE("static_rnn: errors name the user's line") {
         rnn.output(h);
       });
     });
-    CHECK(msg.find("is not a memory of this StaticRNN") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "is not a memory of this StaticRNN", line);
   }
   {  // output, step_input and memory outside the step
     Tape tape;
@@ -252,17 +241,14 @@ TEST_CASE("static_rnn: errors name the user's line") {
     StaticRNN rnn;
     int line = __LINE__ + 1;
     auto msg = error_of([&] { rnn.output(x); });
-    CHECK(msg.find("output: call it inside this StaticRNN's step function") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "output: call it inside this StaticRNN's step function", line);
     line = __LINE__ + 1;
     msg = error_of([&] { rnn.step_input(x); });
-    CHECK(msg.find("step_input: call it inside") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "step_input: call it inside", line);
     rnn.step([&] { rnn.output(fc(rnn.step_input(x), H)); });
     line = __LINE__ + 1;
     msg = error_of([&] { rnn.memory({-1, H}); });
-    CHECK(msg.find("has already been recorded") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "has already been recorded", line);
     CHECK(rnn().shape() == Shape{T, N, H});
   }
   {  // a memory never updated; the new value of the wrong width
@@ -277,13 +263,11 @@ TEST_CASE("static_rnn: errors name the user's line") {
         a.output(cell(a.step_input(x), h_prev));
       });
     });
-    CHECK(msg.find("never updated") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "never updated", line);
     // The failed step stays on the tape, and the tape replays it with any later output: the same error.
     auto y = fc(x, 1);
     msg = error_of([&] { tape.program(y); });
-    CHECK(msg.find("never updated") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "never updated", line);
   }
   {
     Tape tape;
@@ -298,8 +282,7 @@ TEST_CASE("static_rnn: errors name the user's line") {
       b.output(h);
     });
     auto msg = error_of([&] { tape.program(b()); });
-    CHECK(msg.find("update_memory: the new value") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "update_memory: the new value", line);
   }
   {  // a step input computed in the step; two outputs taken as one
     Tape tape;
@@ -313,8 +296,7 @@ TEST_CASE("static_rnn: errors name the user's line") {
         rnn.output(fc(rnn.step_input(y), H));
       });
     });
-    CHECK(msg.find("is computed in the step") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "is computed in the step", line);
     StaticRNN two;
     two.step([&] {
       auto xt = two.step_input(x);
@@ -322,8 +304,7 @@ TEST_CASE("static_rnn: errors name the user's line") {
     });
     line = __LINE__ + 1;
     msg = error_of([&] { two(); });
-    CHECK(msg.find("the step has 2 outputs") != std::string::npos);
-    CHECK(msg.find(where(line)) != std::string::npos);
+    check_error(msg, "the step has 2 outputs", line);
     CHECK(two.outputs()[1].shape() == Shape{T, N, 1});
   }
 }

@@ -42,6 +42,12 @@ void declare(Block& b, const std::string& name, const LoDTensor& t) {
   b.create_var(name, {.dtype = t.dtype(), .shape = s, .lod_level = t.lod_level()});
 }
 
+/// Declares the fed sequences "x" and their rank table "t" (lod_rank_table).
+void declare_ranked(Block& b, const LoDTensor& x) {
+  declare(b, "x", x);
+  add(b, "lod_rank_table", {{"X", {"x"}}}, {{"Out", {"t"}}});
+}
+
 /// The rank table the op must give, by repeated selection (not a sort): longest remaining first, the lowest
 /// index among equals.
 std::vector<int64_t> expected_table(const std::vector<size_t>& lengths) {
@@ -272,8 +278,7 @@ TEST_CASE("lod_rank_table / max_sequence_len: longest first, ties in original or
     Program p;
     Block& b = p.global_block();
     const LoDTensor x = sequences(lengths, 2, 9);
-    declare(b, "x", x);
-    add(b, "lod_rank_table", {{"X", {"x"}}}, {{"Out", {"t"}}});
+    declare_ranked(b, x);
     add(b, "max_sequence_len", {{"RankTable", {"t"}}}, {{"Out", {"m"}}});
     CHECK(kind_is(p, "t", VarKind::lod_rank_table));
     Run r(p, {{"x", x}}, {"t", "m"});
@@ -308,8 +313,7 @@ TEST_CASE("lod_tensor_to_array / array_to_lod_tensor: steps in rank order agains
   Program p;
   Block& b = p.global_block();
   const LoDTensor x = sequences(kLengths, 2, 11);
-  declare(b, "x", x);
-  add(b, "lod_rank_table", {{"X", {"x"}}}, {{"Out", {"t"}}});
+  declare_ranked(b, x);
   add(b, "lod_tensor_to_array", {{"X", {"x"}}, {"RankTable", {"t"}}}, {{"Out", {"A"}}});
   add(b, "array_to_lod_tensor", {{"X", {"A"}}, {"RankTable", {"t"}}}, {{"Out", {"y"}}});
   CHECK(kind_is(p, "A", VarKind::lod_tensor_array));
@@ -365,10 +369,9 @@ TEST_CASE("shrink_rnn_memory: the rows of the sequences longer than i, for every
   Block& b = p.global_block();
   const LoDTensor x = sequences(kLengths, 2, 21);
   const LoDTensor mem = LoDTensor(random_tensor<double>({5, 2}, -1, 1, 22));
-  declare(b, "x", x);
+  declare_ranked(b, x);
   declare(b, "mem", mem);
   b.create_var("i", {.dtype = DType::i64, .shape = Shape{1}});
-  add(b, "lod_rank_table", {{"X", {"x"}}}, {{"Out", {"t"}}});
   add(b, "shrink_rnn_memory", {{"X", {"mem"}}, {"I", {"i"}}, {"RankTable", {"t"}}}, {{"Out", {"s"}}});
   Executor exe;
   Scope scope;
@@ -388,10 +391,9 @@ TEST_CASE("reorder_lod_tensor_by_rank: rows (no LoD) or sequences (one level) in
   const LoDTensor x = sequences(kLengths, 2, 31);
   const LoDTensor rows = LoDTensor(random_tensor<double>({5, 2}, -1, 1, 32));
   const LoDTensor seqs = sequences({1, 2, 0, 1, 1}, 2, 33);  // other lengths: only the count must agree
-  declare(b, "x", x);
+  declare_ranked(b, x);
   declare(b, "rows", rows);
   declare(b, "seqs", seqs);
-  add(b, "lod_rank_table", {{"X", {"x"}}}, {{"Out", {"t"}}});
   add(b, "reorder_lod_tensor_by_rank", {{"X", {"rows"}}, {"RankTable", {"t"}}}, {{"Out", {"r1"}}});
   add(b, "reorder_lod_tensor_by_rank", {{"X", {"seqs"}}, {"RankTable", {"t"}}}, {{"Out", {"r2"}}});
   Executor exe;
@@ -454,9 +456,8 @@ TEST_CASE("lod_tensor_to_array grad: array_to_lod_tensor of the entries' gradien
   Program p;
   Block& b = p.global_block();
   const LoDTensor x = sequences(kLengths, 2, 51);
-  declare(b, "x", x);
+  declare_ranked(b, x);
   b.create_var("i1", {.dtype = DType::i64, .shape = Shape{1}});
-  add(b, "lod_rank_table", {{"X", {"x"}}}, {{"Out", {"t"}}});
   add(b, "lod_tensor_to_array", {{"X", {"x"}}, {"RankTable", {"t"}}}, {{"Out", {"A"}}});
   add(b, "read_from_array", {{"X", {"A"}}, {"I", {"i1"}}}, {{"Out", {"a1"}}});
   add(b, "elementwise_mul", {{"X", {"a1"}}, {"Y", {"a1"}}}, {{"Out", {"y"}}});
@@ -474,10 +475,9 @@ TEST_CASE("shrink_rnn_memory and reorder_lod_tensor_by_rank grads match finite d
     Program p;
     Block& b = p.global_block();
     const LoDTensor mem = LoDTensor(random_tensor<double>({5, 2}, -1, 1, 62));
-    declare(b, "x", x);
+    declare_ranked(b, x);
     declare(b, "mem", mem);
     b.create_var("i", {.dtype = DType::i64, .shape = Shape{1}});
-    add(b, "lod_rank_table", {{"X", {"x"}}}, {{"Out", {"t"}}});
     add(b, "shrink_rnn_memory", {{"X", {"mem"}}, {"I", {"i"}}, {"RankTable", {"t"}}}, {{"Out", {"s"}}});
     add(b, "elementwise_mul", {{"X", {"s"}}, {"Y", {"s"}}}, {{"Out", {"y"}}});
     add_weighted_loss(b, "y", "w");
@@ -489,9 +489,8 @@ TEST_CASE("shrink_rnn_memory and reorder_lod_tensor_by_rank grads match finite d
       Program p;
       Block& b = p.global_block();
       const LoDTensor v = with_lod ? sequences({1, 2, 0, 1, 1}, 2, 64) : LoDTensor(random_tensor<double>({5, 2}, -1, 1, 65));
-      declare(b, "x", x);
+      declare_ranked(b, x);
       declare(b, "v", v);
-      add(b, "lod_rank_table", {{"X", {"x"}}}, {{"Out", {"t"}}});
       add(b, "reorder_lod_tensor_by_rank", {{"X", {"v"}}, {"RankTable", {"t"}}}, {{"Out", {"r"}}});
       add(b, "elementwise_mul", {{"X", {"r"}}, {"Y", {"r"}}}, {{"Out", {"y"}}});
       add_weighted_loss(b, "y", "w");

@@ -149,10 +149,7 @@ TEST_CASE("batch_norm: a channel mismatch in Scale is an oar::Error naming the s
     OpTest("batch_norm").input("X", random_tensor<float>({2, 3, 4, 4})).input("Scale", random_tensor<float>({4})).input("Bias", random_tensor<float>({3}))
         .input("Mean", random_tensor<float>({3})).input("Variance", random_tensor<float>({3})).build();
   });
-  CHECK(msg.find("batch_norm") != std::string::npos);
-  CHECK(msg.find("Scale must be [C] = [3]") != std::string::npos);
-  CHECK(msg.find("[2, 3, 4, 4]") != std::string::npos);
-  CHECK(msg.find("[4]") != std::string::npos);
+  test::check_contains(msg, {"batch_norm", "Scale must be [C] = [3]", "[2, 3, 4, 4]", "[4]"});
 }
 
 TEST_CASE("batch_norm: data_layout other than NCHW and a rank-1 X are refused clearly") {

@@ -89,9 +89,7 @@ TEST_CASE("dropout: grad matches finite differences with a fixed seed (f64)") {
 
 TEST_CASE("dropout: a bad dropout_prob or implementation is an oar::Error") {
   auto msg = error_of([] { OpTest("dropout").input("X", random_tensor<float>({3, 4})).attr("dropout_prob", 1.5f).build(); });
-  CHECK(msg.find("dropout") != std::string::npos);
-  CHECK(msg.find("dropout_prob") != std::string::npos);
-  CHECK(msg.find("[0, 1]") != std::string::npos);
+  test::check_contains(msg, {"dropout", "dropout_prob", "[0, 1]"});
   auto msg2 = error_of([] { OpTest("dropout").input("X", random_tensor<float>({3, 4})).attr("dropout_prob", -0.1f).build(); });
   CHECK(msg2.find("dropout_prob") != std::string::npos);
   auto msg3 = error_of([] { OpTest("dropout").input("X", random_tensor<float>({3, 4})).attr("dropout_implementation", "scale").build(); });

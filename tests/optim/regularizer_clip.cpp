@@ -63,6 +63,10 @@ struct Net2 {
     return "";
   }
   Vec value(const std::string& n) { return values(scope.find(n)->tensor()); }
+  /// For a step that fetched {a@GRAD, a's used gradient, b@GRAD, b's used gradient} as `r`: the used gradients
+  /// equal `ga` and `gb`, and a and b moved from `pa` and `pb` by sgd(0.1) along them (pa and pb become the new
+  /// values).
+  void check_update(const std::vector<Vec>& r, const Vec& ga, const Vec& gb, Vec& pa, Vec& pb);
   /// One step; the fetched values of `names` (cloned).
   std::vector<Vec> step(const std::vector<std::string>& names) {
     auto r = exe.run(t.main, scope, feeds, names);
@@ -76,6 +80,16 @@ Vec sgd_step(const Vec& p, const Vec& g) {
   Vec out(p.size());
   for (size_t i = 0; i < p.size(); ++i) out[i] = p[i] - F(0.1) * g[i];
   return out;
+}
+
+void Net2::check_update(const std::vector<Vec>& r, const Vec& ga, const Vec& gb, Vec& pa, Vec& pb) {
+  REQUIRE(r.size() == 4);
+  check_close(r[1], ga, "a's gradient as the update reads it");
+  check_close(r[3], gb, "b's gradient as the update reads it");
+  pa = sgd_step(pa, ga);
+  pb = sgd_step(pb, gb);
+  check_close(value("a"), pa, "a after the step");
+  check_close(value("b"), pb, "b after the step");
 }
 
 }  // namespace
@@ -92,12 +106,7 @@ TEST_CASE("regularizer: L2Decay and L1Decay on a parameter add coeff * p / coeff
       ra[i] = r[0][i] + F(0.1) * pa[i];
       rb[i] = r[2][i] + F(0.2) * sign(pb[i]);
     }
-    check_close(r[1], ra, "a: L2");
-    check_close(r[3], rb, "b: L1");
-    pa = sgd_step(pa, ra);
-    pb = sgd_step(pb, rb);
-    check_close(n.value("a"), pa, "a after the step");
-    check_close(n.value("b"), pb, "b after the step");
+    n.check_update(r, ra, rb, pa, pb);  // a: L2, b: L1
   }
   // The ops: sign only for L1; scale by coeff; sum with the gradient.
   int signs = 0;
@@ -119,10 +128,8 @@ TEST_CASE("regularizer: the rule's global regularizer applies to parameters with
     ra[i] = r[0][i] + F(0.2) * sign(kA0[i]);  // its own L1 wins over the global L2
     rb[i] = r[2][i] + F(0.05) * kB0[i];
   }
-  check_close(r[1], ra, "a: own L1");
-  check_close(r[3], rb, "b: global L2");
-  check_close(n.value("a"), sgd_step(kA0, ra), "a");
-  check_close(n.value("b"), sgd_step(kB0, rb), "b");
+  Vec pa = kA0, pb = kB0;
+  n.check_update(r, ra, rb, pa, pb);  // a: its own L1, b: the global L2
 }
 
 TEST_CASE("regularizer: no regularizer (or coeff 0) leaves the gradient alone") {
@@ -161,12 +168,7 @@ TEST_CASE("clip: ClipByValue clamps each gradient element to [min, max]") {
       CHECK(clipped > 0);
       CHECK(kept > 0);
     }
-    check_close(r[1], ca, "a clipped");
-    check_close(r[3], cb, "b clipped");
-    pa = sgd_step(pa, ca);
-    pb = sgd_step(pb, cb);
-    check_close(n.value("a"), pa, "a");
-    check_close(n.value("b"), pb, "b");
+    n.check_update(r, ca, cb, pa, pb);
   }
 }
 
@@ -198,11 +200,9 @@ TEST_CASE("clip: ClipByGlobalNorm scales every member gradient by c / max(c, glo
       ca[i] = r[0][i] * scale;
       cb[i] = r[2][i] * scale;
     }
-    check_close(r[1], ca, "a", 1e-12);
-    check_close(r[3], cb, "b", 1e-12);
     CHECK(std::sqrt(norm2(r[1]) + norm2(r[3])) == doctest::Approx(0.8).epsilon(1e-12));
-    check_close(n.value("a"), sgd_step(kA0, ca), "a after");
-    check_close(n.value("b"), sgd_step(kB0, cb), "b after");
+    Vec pa = kA0, pb = kB0;
+    n.check_update(r, ca, cb, pa, pb);
   }
   SUBCASE("below the norm nothing changes; a parameter with its own clip is not a member") {
     Net2 n(optim::sgd(0.1).with_clip(ClipByGlobalNorm(1e3)), ParamAttr().with_gradient_clip(ClipByValue(0.2)), ParamAttr());

@@ -2,6 +2,7 @@
 // feed/fetch checks, kernel errors and buffer reuse.
 #include "pch.hpp"
 #include "support/heap.hpp"
+#include "support/op_check.hpp"
 
 using namespace oar;
 
@@ -263,9 +264,7 @@ TEST_CASE("profiler: counts every kernel run per op type or per op, only while i
     CHECK(op_types == 3);
     CHECK(t[0].total_ns >= t[1].total_ns);  // largest total first
     std::string r = prof.report();
-    CHECK(r.find("tanh") != std::string::npos);
-    CHECK(r.find("(executor)") != std::string::npos);
-    CHECK(r.find("total") != std::string::npos);
+    test::check_contains(r, {"tanh", "(executor)", "total"});
   }
   {
     Profiler per_op(true);

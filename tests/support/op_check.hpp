@@ -408,6 +408,11 @@ inline std::vector<std::string> op_types(const Program& p, int block = 0) {
 /// Whether `s` contains `part` (an error text, a program's dump, ...).
 inline bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
+/// CHECKs that `s` contains each of `parts`; a failure names the missing part and shows `s`.
+inline void check_contains(std::string_view s, std::initializer_list<std::string_view> parts) {
+  for (std::string_view part : parts) CHECK_MESSAGE(contains(s, part), "'", part, "' is not in: ", s);
+}
+
 /// The error text of `f()` (which must throw oar::Error), for CHECK(contains(...)).
 template <class F>
 std::string error_of(F&& f) {
