@@ -1,6 +1,8 @@
 // kernels/cpu/softmax_with_cross_entropy.hpp: softmax_with_cross_entropy and its grad on the CPU: one pass
 // per row (max, exp-sum, softmax, loss from log-sum-exp), rows split over the thread pool.
 #pragma once
+#include <type_traits>
+
 #include "kernels/cpu/cross_entropy.hpp"
 #include "kernels/cpu/softmax.hpp"
 #include "oar/ops/softmax_with_cross_entropy.hpp"
@@ -14,16 +16,13 @@ inline void SoftmaxWithCrossEntropy::eval_cpu(KernelContext& c, const Attrs& a) 
   LoDTensor& loss_t = c.out(loss);
   const bool soft = a.soft_label;
   const int64_t ignore = a.ignore_index;
-  auto [n, d] = cpu_kernels::rows_cols(x.shape());
-  Shape ls = x.shape();
-  ls[ls.rank() - 1] = 1;
-  const int64_t* hard = nullptr;
-  if (soft) c.check(lt.shape() == x.shape(), "soft_label needs Label {} shaped like Logits {}", lt.shape(), x.shape());
-  else hard = cpu_kernels::read_hard_labels(c, lt, n, d, ignore);
+  const kernels::xent::Rows rc = kernels::xent::check_operands(c, x, "Logits", lt, soft);
+  const int64_t n = rc.n, d = rc.d;
+  const int64_t* hard = soft ? nullptr : cpu_kernels::read_hard_labels(c, lt, n, d, ignore);
   c.dispatch(type_list<float, double>{}, x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     sm.resize(x.shape(), x.dtype());
-    loss_t.resize(ls, x.dtype());
+    loss_t.resize(detail::ce_loss_shape(x.shape()), x.dtype());
     const T* px = x.data<T>();
     const T* pl = soft ? lt.data<T>() : nullptr;
     T *ps = sm.data<T>(), *po = loss_t.data<T>();
@@ -49,46 +48,21 @@ inline void SoftmaxWithCrossEntropy::eval_cpu(KernelContext& c, const Attrs& a) 
 }
 
 inline void SoftmaxWithCrossEntropy::eval_grad_cpu(KernelContext& c, const Attrs& a) {
-  if (!c.has_out(logits_grad)) return;
-  const LoDTensor& sm = c.in(softmax);
-  const LoDTensor& lt = c.in(label);
-  const LoDTensor& dl = c.in(loss_grad);
-  LoDTensor& dx = c.out(logits_grad);
-  const bool soft = a.soft_label;
   const int64_t ignore = a.ignore_index;
-  auto [n, d] = cpu_kernels::rows_cols(sm.shape());
-  c.check(dl.numel() == n, "Loss@GRAD {} must hold one value per row of Softmax {}", dl.shape(), sm.shape());
-  const int64_t* hard = nullptr;
-  if (!soft) hard = cpu_kernels::read_hard_labels(c, lt, n, d, ignore);
-  c.dispatch(type_list<float, double>{}, sm.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    dx.resize(sm.shape(), sm.dtype());
-    const T *ps = sm.data<T>(), *pdl = dl.data<T>();
-    const T* pl = soft ? lt.data<T>() : nullptr;
-    T* pdx = dx.data<T>();
-    parallel_for(0, n, cpu_kernels::row_grain(d), [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) {
-        const T* sr = ps + i * d;
-        T* r = pdx + i * d;
-        const T g = pdl[i];
-        if (soft) {  // d/dx_j of -sum_k l_k log s_k = s_j * sum(l) - l_j
-          const T* lr = pl + i * d;
-          T sl = 0;
-          for (int64_t j = 0; j < d; ++j) sl += lr[j];
-          for (int64_t j = 0; j < d; ++j) r[j] = (sr[j] * sl - lr[j]) * g;
-        } else {
-          int64_t l = hard[i];
-          if (l == ignore) {
-            for (int64_t j = 0; j < d; ++j) r[j] = 0;
-          } else {
-            for (int64_t j = 0; j < d; ++j) r[j] = sr[j] * g;
-            r[l] -= g;
-          }
-        }
-      }
-    });
-  });
-  dx.set_lod(sm.lod());
+  cpu_kernels::xent_grad(c, logits_grad, c.in(softmax), "Softmax", c.in(label), c.in(loss_grad), "Loss@GRAD", a.soft_label, ignore,
+                         [&](auto* r, const auto* sr, const auto* lr, int64_t l, auto g, int64_t d) {
+                           using T = std::remove_cvref_t<decltype(g)>;
+                           if (lr) {  // d/dx_j of -sum_k l_k log s_k = s_j * sum(l) - l_j
+                             T sl = 0;
+                             for (int64_t j = 0; j < d; ++j) sl += lr[j];
+                             for (int64_t j = 0; j < d; ++j) r[j] = (sr[j] * sl - lr[j]) * g;
+                           } else if (l == ignore) {
+                             for (int64_t j = 0; j < d; ++j) r[j] = 0;
+                           } else {
+                             for (int64_t j = 0; j < d; ++j) r[j] = sr[j] * g;
+                             r[l] -= g;
+                           }
+                         });
 }
 
 }  // namespace oar::ops

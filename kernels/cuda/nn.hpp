@@ -6,6 +6,7 @@
 
 #include "kernels/common/accuracy.hpp"      // accuracy_out
 #include "kernels/common/arg_max.hpp"       // arg_plan
+#include "kernels/common/cross_entropy.hpp"  // xent::check_operands
 #include "kernels/common/dropout.hpp"       // dropout_plan, dropout_grad_plan
 #include "kernels/common/lookup_table.hpp"  // padding_row
 #include "kernels/common/matmul.hpp"  // matmul_forward / matmul_backward: the kernel both places run, with their products
@@ -123,16 +124,13 @@ struct CudaMatmul {
   }
 };
 
-/// [rows, cols] of X: the last dim against the rest.
-inline std::pair<int64_t, int64_t> rows_cols(const Shape& s) {
-  const int64_t d = s.rank() > 0 ? s[s.rank() - 1] : 1;
-  return {s.rank() > 1 ? s.numel(0, s.rank() - 1) : 1, d};
-}
-
-/// Hard labels: one int64 class index per row (an int32 label is an oar::Error here: the CPU kernel converts it).
-inline void check_hard_labels(const KernelContext& c, const LoDTensor& label, int64_t rows) {
-  c.check(label.numel() == rows, "Label {} must hold one class index per row ({} rows)", label.shape(), rows);
-  c.check(label.dtype() == DType::i64, "Label must be int64 on CUDA, got {}", name(label.dtype()));
+/// X as [n, d] with Label checked against it (kernels::xent::check_operands), and hard labels int64 (an int32
+/// label is an oar::Error here: the CPU kernel converts it). `g`: a gradient's per-row input.
+inline kernels::xent::Rows xent_operands(const KernelContext& c, const LoDTensor& x, std::string_view x_name, const LoDTensor& label, bool soft,
+                                         const LoDTensor* g = nullptr, std::string_view g_name = {}) {
+  const kernels::xent::Rows r = kernels::xent::check_operands(c, x, x_name, label, soft, g, g_name);
+  if (!soft) c.check(label.dtype() == DType::i64, "Label must be int64 on CUDA, got {}", name(label.dtype()));
+  return r;
 }
 
 }  // namespace oar::cuda_kernels
@@ -193,13 +191,10 @@ inline void CrossEntropy::eval_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& xt = c.in(x);
   const LoDTensor& lt = c.in(label);
   LoDTensor& yt = c.out(y);
-  auto [n, d] = cuda_kernels::rows_cols(xt.shape());
-  if (a.soft_label) c.check(lt.shape() == xt.shape() && lt.dtype() == xt.dtype(), "soft_label needs Label {} shaped like X {}", lt.shape(), xt.shape());
-  else cuda_kernels::check_hard_labels(c, lt, n);
+  const kernels::xent::Rows r = cuda_kernels::xent_operands(c, xt, "X", lt, a.soft_label);
+  const int64_t n = r.n, d = r.d;
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
-  Shape ys = xt.shape();
-  ys[ys.rank() - 1] = 1;
-  yt.resize(ys, xt.dtype());
+  yt.resize(detail::ce_loss_shape(xt.shape()), xt.dtype());
   cuda_kernels::check(c, cuda_kernels::cross_entropy(t, a.soft_label, xt.raw(), lt.raw(), yt.raw(), n, d, a.ignore_index, cuda_kernels::stream(c)));
   yt.set_lod(xt.lod());
 }
@@ -210,9 +205,8 @@ inline void CrossEntropy::eval_grad_cuda(KernelContext& c, const Attrs& a) {
   const LoDTensor& lt = c.in(label);
   const LoDTensor& dy = c.in(y_grad);
   LoDTensor& dx = c.out(x_grad);
-  auto [n, d] = cuda_kernels::rows_cols(xt.shape());
-  c.check(dy.numel() == n, "Y@GRAD {} must hold one value per row of X {}", dy.shape(), xt.shape());
-  if (!a.soft_label) cuda_kernels::check_hard_labels(c, lt, n);
+  const kernels::xent::Rows r = cuda_kernels::xent_operands(c, xt, "X", lt, a.soft_label, &dy, "Y@GRAD");
+  const int64_t n = r.n, d = r.d;
   const cuda_kernels::Elem t = cuda_kernels::elem(c, xt.dtype());
   dx.resize(xt.shape(), xt.dtype());
   cuda_kernels::check(
@@ -225,14 +219,11 @@ inline void SoftmaxWithCrossEntropy::eval_cuda(KernelContext& c, const Attrs& a)
   const LoDTensor& lt = c.in(label);
   LoDTensor& sm = c.out(softmax);
   LoDTensor& loss_t = c.out(loss);
-  auto [n, d] = cuda_kernels::rows_cols(x.shape());
-  if (a.soft_label) c.check(lt.shape() == x.shape() && lt.dtype() == x.dtype(), "soft_label needs Label {} shaped like Logits {}", lt.shape(), x.shape());
-  else cuda_kernels::check_hard_labels(c, lt, n);
+  const kernels::xent::Rows r = cuda_kernels::xent_operands(c, x, "Logits", lt, a.soft_label);
+  const int64_t n = r.n, d = r.d;
   const cuda_kernels::Elem t = cuda_kernels::elem(c, x.dtype());
-  Shape ls = x.shape();
-  ls[ls.rank() - 1] = 1;
   sm.resize(x.shape(), x.dtype());
-  loss_t.resize(ls, x.dtype());
+  loss_t.resize(detail::ce_loss_shape(x.shape()), x.dtype());
   cuda_kernels::check(c, cuda_kernels::softmax_cross_entropy(t, a.soft_label, x.raw(), lt.raw(), sm.raw(), loss_t.raw(), n, d, a.ignore_index,
                                                              cuda_kernels::stream(c)));
   sm.set_lod(x.lod());
@@ -245,9 +236,8 @@ inline void SoftmaxWithCrossEntropy::eval_grad_cuda(KernelContext& c, const Attr
   const LoDTensor& lt = c.in(label);
   const LoDTensor& dl = c.in(loss_grad);
   LoDTensor& dx = c.out(logits_grad);
-  auto [n, d] = cuda_kernels::rows_cols(sm.shape());
-  c.check(dl.numel() == n, "Loss@GRAD {} must hold one value per row of Softmax {}", dl.shape(), sm.shape());
-  if (!a.soft_label) cuda_kernels::check_hard_labels(c, lt, n);
+  const kernels::xent::Rows r = cuda_kernels::xent_operands(c, sm, "Softmax", lt, a.soft_label, &dl, "Loss@GRAD");
+  const int64_t n = r.n, d = r.d;
   const cuda_kernels::Elem t = cuda_kernels::elem(c, sm.dtype());
   dx.resize(sm.shape(), sm.dtype());
   cuda_kernels::check(c, cuda_kernels::softmax_cross_entropy_grad(t, a.soft_label, sm.raw(), lt.raw(), dl.raw(), dx.raw(), n, d, a.ignore_index,

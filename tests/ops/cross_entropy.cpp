@@ -90,6 +90,16 @@ TEST_CASE("cross_entropy: mismatched shapes and dtypes are oar::Errors naming th
   CHECK(msg3.find("soft_label") != std::string::npos);
 }
 
+TEST_CASE("cross_entropy: labels that disagree with X only when it runs (batch unknown when built) are oar::Errors naming both") {
+  const Tensor x = random_tensor<float>({4, 5}, 0.1, 1, 3);
+  auto hard = error_of([&] { OpTest("cross_entropy").input("X", x).input("Label", Tensor::from<int64_t>({0, 1, 2}, {3, 1})).unknown_batch().run(); });
+  test::check_contains(hard, {"cross_entropy", "Label [3, 1] must hold one class index per row (4 rows)"});
+  auto soft = error_of([&] {
+    OpTest("cross_entropy").input("X", x).input("Label", random_tensor<float>({3, 5}, 0, 1)).attr("soft_label", true).unknown_batch().run();
+  });
+  test::check_contains(soft, {"cross_entropy", "soft_label needs Label f32 [3, 5] shaped like X f32 [4, 5]"});
+}
+
 TEST_CASE("cross_entropy: zero and NaN probabilities do not crash (log is clamped like Fluid)") {
   auto x = Tensor::from<float>({0.f, 1.f, NAN, 0.5f}, {2, 2});
   auto y = OpTest("cross_entropy").input("X", x).input("Label", Tensor::from<int64_t>({0, 0}, {2, 1})).run()["Y"];

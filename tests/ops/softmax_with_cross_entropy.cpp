@@ -88,6 +88,18 @@ TEST_CASE("softmax_with_cross_entropy: a label out of [0, D) is an oar::Error na
   CHECK(msg2.find("[3, 2]") != std::string::npos);
 }
 
+TEST_CASE("softmax_with_cross_entropy: labels that disagree with Logits only when it runs are oar::Errors naming both") {
+  const Tensor x = random_tensor<double>({4, 3}, -1, 1, 4);
+  auto hard = error_of([&] {
+    OpTest("softmax_with_cross_entropy").input("Logits", x).input("Label", Tensor::from<int64_t>({0, 1, 2, 0, 1}, {5, 1})).unknown_batch().run();
+  });
+  test::check_contains(hard, {"softmax_with_cross_entropy", "Label [5, 1] must hold one class index per row (4 rows)"});
+  auto soft = error_of([&] {
+    OpTest("softmax_with_cross_entropy").input("Logits", x).input("Label", random_tensor<double>({2, 3}, 0, 1)).attr("soft_label", true).unknown_batch().run();
+  });
+  test::check_contains(soft, {"softmax_with_cross_entropy", "soft_label needs Label f64 [2, 3] shaped like Logits f64 [4, 3]"});
+}
+
 TEST_CASE("softmax_with_cross_entropy: NaN logits do not crash; empty batch works") {
   auto x = Tensor::from<float>({NAN, 1.f, 2.f, 0.f, 1.f, 2.f}, {2, 3});
   auto out = OpTest("softmax_with_cross_entropy").input("Logits", x).input("Label", Tensor::from<int64_t>({0, 2}, {2, 1})).run();
