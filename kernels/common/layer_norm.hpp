@@ -41,17 +41,23 @@ inline LayerNormOut layer_norm_out(const KernelContext& c, const LayerNormPlan& 
   return o;
 }
 
-/// The same for the gradient: Y@GRAD checked against X; X as [rows, k]; Scale (null when absent; Bias is not
-/// read, so null). requires: begin_norm_axis < X's rank.
+/// The same for the gradient: X as [rows, k], with Y@GRAD shaped like X, Mean and Variance holding `rows` values
+/// and Scale (null when absent; Bias is not read, so null) `k`.
 inline LayerNormPlan layer_norm_grad_plan(const KernelContext& c, const ops::LayerNorm::Attrs& a) {
   using L = ops::LayerNorm;
   const LoDTensor& xt = c.in(L::x);
   const LoDTensor& dy = c.in(L::y_grad);
-  c.check(dy.shape() == xt.shape(), "Y@GRAD {} does not match X {}", dy.shape(), xt.shape());
+  const LoDTensor& mean_t = c.in(L::mean);
+  const LoDTensor& var_t = c.in(L::variance);
   const int b = a.begin_norm_axis;
+  c.check(b < xt.rank(), "begin_norm_axis = {} needs X of rank > {}, X is {}", b, b, xt.shape());
+  c.check(dy.shape() == xt.shape(), "Y@GRAD {} does not match X {}", dy.shape(), xt.shape());
   LayerNormPlan p;
   p.rows = xt.shape().numel(0, b), p.k = xt.shape().numel(b, xt.rank());
   p.scale = c.in_if(L::scale);
+  c.check(mean_t.numel() == p.rows && var_t.numel() == p.rows, "Mean {} and Variance {} must have {} elements (X {} up to dim {})", mean_t.shape(),
+          var_t.shape(), p.rows, xt.shape(), b);
+  if (p.scale) c.check(p.scale->numel() == p.k, "Scale must have {} elements (X {} from dim {} on), got {}", p.k, xt.shape(), b, p.scale->shape());
   return p;
 }
 

@@ -74,6 +74,19 @@ TEST_CASE("layer_norm: a bad Scale size or begin_norm_axis is an oar::Error nami
   CHECK(msg2.find("begin_norm_axis") != std::string::npos);
 }
 
+TEST_CASE("layer_norm_grad: a Mean or Variance of the wrong size is an oar::Error naming the shapes") {
+  const Tensor x = random_tensor<double>({3, 4}, -1, 1, 5);
+  auto msg = error_of([&] {
+    OpTest("layer_norm_grad")
+        .input("X", x)
+        .input("Mean", random_tensor<double>({2}))
+        .input("Variance", random_tensor<double>({3}, 0.5, 1))
+        .input("Y@GRAD", random_tensor<double>({3, 4}))
+        .run();
+  });
+  test::check_contains(msg, {"layer_norm_grad", "Mean [2] and Variance [3] must have 3 elements (X [3, 4] up to dim 1)"});
+}
+
 TEST_CASE("layer_norm: NaN rows do not crash or spill; empty batch works") {
   auto x = random_tensor<float>({3, 4});
   x.data<float>()[1] = NAN;
