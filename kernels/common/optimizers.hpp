@@ -32,6 +32,17 @@ inline const LoDTensor* skip_flag(const KernelContext& c) {
   return &s;
 }
 
+/// Output `slot` holding a copy of `in` (nothing to do when it is `in` itself, an update in place): for the
+/// outputs a skipped or sparse update leaves as they were.
+inline LoDTensor& out_copy(const KernelContext& c, Slot slot, const LoDTensor& in) {
+  LoDTensor& o = c.out(slot);
+  if (&o != &in) {
+    o.copy_from(in);
+    o.set_lod(in.lod());
+  }
+  return o;
+}
+
 /// A SelectedRows gradient checked against Param [height, w...]: rows in range, value [rows, w...], dtype.
 /// Returns the row width w.
 inline int64_t check_sparse(const KernelContext& c, const SelectedRows& g, const LoDTensor& p) {

@@ -36,17 +36,6 @@ inline LoDTensor& out_like(const KernelContext& c, Slot slot, const LoDTensor& i
   return o;
 }
 
-/// Output `slot` holding a copy of `in` (nothing to do when it is `in` itself): for sparse updates that
-/// leave the rows they do not touch as they were.
-inline LoDTensor& out_copy(const KernelContext& c, Slot slot, const LoDTensor& in) {
-  LoDTensor& o = c.out(slot);
-  if (&o != &in) {
-    o.copy_from(in);
-    o.set_lod(in.lod());
-  }
-  return o;
-}
-
 /// Writes `in * factor` to the optional scalar output `out_slot` (Beta1PowOut = Beta1Pow * beta1), if asked for.
 inline void advance_pow(const KernelContext& c, Slot in_slot, Slot out_slot, double factor) {
   if (!c.has_out(out_slot)) return;

@@ -19,6 +19,7 @@ namespace oar::cuda_kernels::update {
 using kernels::param_update::check_sparse;  // shape, dtype and row checks only: they serve every place
 using kernels::param_update::dense_grad;
 using kernels::param_update::like_param;
+using kernels::param_update::out_copy;
 
 /// The op's SkipUpdate as a device pointer, read by the kernels (null without the input).
 inline const bool* skip_ptr(const KernelContext& c) {
@@ -32,15 +33,6 @@ inline const LoDTensor& scalar(const KernelContext& c, Slot slot, const LoDTenso
   c.check(t.numel() == 1, "{} must hold one value, got shape {}", slot.name, t.shape());
   c.check(t.dtype() == p.dtype(), "{} is {} but Param is {}: on CUDA they must match", slot.name, name(t.dtype()), name(p.dtype()));
   return t;
-}
-/// The output in `slot`, holding `in`'s values: `in` itself when the program updates in place, else a copy.
-inline LoDTensor& out_from(const KernelContext& c, Slot slot, const LoDTensor& in) {
-  LoDTensor& o = c.out(slot);
-  if (&o != &in) {
-    o.copy_from(in);
-    o.set_lod(in.lod());
-  }
-  return o;
 }
 /// pow_out = pow * beta (Beta1PowOut = Beta1Pow * beta1; pow itself when the op is skipped) when the op asks for
 /// it, queued after the update that read pow (one stream).
@@ -110,9 +102,9 @@ UpdateTensor group_member(KernelContext& c, const void* grad = nullptr) {
   u.g = grad ? grad : dense_grad(c, Op::grad, p).raw();
   u.skip = skip_ptr(c);
   if constexpr (requires { Op::learning_rate; }) u.lr = scalar(c, Op::learning_rate, p).raw();
-  u.p = out_from(c, Op::param_out, p).raw();
+  u.p = out_copy(c, Op::param_out, p).raw();
   u.n = p.numel();
-  auto state = [&](Slot in, Slot out) { return out_from(c, out, like_param(c, in, p)).raw(); };
+  auto state = [&](Slot in, Slot out) { return out_copy(c, out, like_param(c, in, p)).raw(); };
   auto pow = [&](Slot in, Slot out, const void*& pow_in, void*& pow_out) {
     pow_in = scalar(c, in, p).raw();
     if (!c.has_out(out)) return;  // not advanced
@@ -180,9 +172,9 @@ void sparse_adam_like(KernelContext& c, const SelectedRows& sg, const typename O
   const LoDTensor& lr = scalar(c, Op::learning_rate, p);
   const LoDTensor& b1p = scalar(c, Op::beta1_pow, p);
   const LoDTensor& b2p = scalar(c, Op::beta2_pow, p);
-  LoDTensor& po = out_from(c, Op::param_out, p);
-  LoDTensor& m1o = out_from(c, Op::moment1_out, m1);
-  LoDTensor& m2o = out_from(c, Op::moment2_out, m2);
+  LoDTensor& po = out_copy(c, Op::param_out, p);
+  LoDTensor& m1o = out_copy(c, Op::moment1_out, m1);
+  LoDTensor& m2o = out_copy(c, Op::moment2_out, m2);
   Tensor merged = workspace(c, size_t(sp.k * sp.width) * size_of(p.dtype()));
   check(c, sparse_merge(t, sg.value.raw(), sp.data(), sp.k, sp.width, true, merged.raw(), stream(c)));
   check(c, sparse_adam(t, po.raw(), m1o.raw(), m2o.raw(), merged.raw(), sp.data(), sp.k, sp.width, lr.raw(), b1p.raw(), b2p.raw(), a.beta1, a.beta2,
@@ -254,7 +246,7 @@ inline void Sgd::eval_cuda(KernelContext& c, const NoAttrs&) {
     const LoDTensor& p = c.in(param);
     const LoDTensor& lr = scalar(c, learning_rate, p);
     const SparsePlan sp = sparse_plan(c, *sg, p);
-    LoDTensor& po = out_from(c, param_out, p);
+    LoDTensor& po = out_copy(c, param_out, p);
     cuda_kernels::check(c, cuda_kernels::sparse_sgd(cuda_kernels::elem(c, p.dtype()), po.raw(), sg->value.raw(), sp.data(), sp.k, sp.width, lr.raw(),
                                                     skip_ptr(c), cuda_kernels::stream(c)));
     return;
