@@ -20,7 +20,7 @@ struct Assign {
   }
   static std::vector<Operator> grad(const GradContext& g) {
     auto dx = g.input_grad(x);
-    if (dx[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     Operator op = g.new_op(type);
     op.set_input(x, g.output_grad(out)).set_output(out, dx);
     return {op};
@@ -77,7 +77,7 @@ struct Cast {
   static std::vector<Operator> grad(const GradContext& g) {
     auto dx = g.input_grad(x);
     int32_t from = g.fwd().attr(in_dtype), to = g.fwd().attr(out_dtype);
-    if (dx[0] == kEmptyVarName || !is_float(DType(from)) || !is_float(DType(to))) return {};
+    if (!g.wants_grad(x) || !is_float(DType(from)) || !is_float(DType(to))) return {};
     Operator op = g.new_op(type);
     op.set_input(x, g.output_grad(out)).set_output(out, dx).set_attr(in_dtype, to).set_attr(out_dtype, from);
     return {op};

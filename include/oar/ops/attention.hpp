@@ -150,7 +150,7 @@ struct KvCache {
   /// Without the cache Out is X: X@GRAD = Out@GRAD (training never appends).
   static std::vector<Operator> grad(const GradContext& g) {
     auto dx = g.input_grad(x);
-    if (dx[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     Operator op = g.new_op(Assign::type);
     op.set_input(Assign::x, g.output_grad(out)).set_output(Assign::out, dx);
     return {op};

@@ -116,7 +116,7 @@ struct Split {
   /// concat(X = Out@GRAD[], axis) -> X@GRAD, as Fluid's split grad maker.
   static std::vector<Operator> grad(const GradContext& g) {
     auto dx = g.input_grad(x);
-    if (dx[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     Operator op = g.new_op(Concat::type);
     op.set_input(Concat::x, g.output_grad(out)).set_output(Concat::out, dx).set_attr(Concat::axis, g.fwd().attr(axis));
     return {op};

@@ -24,7 +24,7 @@ struct Gather {
   }
   /// gather_grad(X, Index, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.grad_op({.inputs = {x, index}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/gather.hpp

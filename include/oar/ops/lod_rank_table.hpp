@@ -75,7 +75,7 @@ struct LoDTensorToArray {
   }
   /// lod_tensor_to_array_grad(X, RankTable, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.grad_op({.inputs = {x, rank_table}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/lod_rank_table.hpp
@@ -99,7 +99,7 @@ struct ArrayToLoDTensor {
   /// lod_tensor_to_array(X = Out@GRAD, RankTable) -> Out = X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     const auto dx = g.input_grad(x);
-    if (dx[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     using L = LoDTensorToArray;
     Operator op = g.new_op(L::type);
     op.set_input(L::x, g.output_grad(out)).set_input(L::rank_table, g.input(rank_table)).set_output(L::out, dx);
@@ -125,7 +125,7 @@ struct ShrinkRNNMemory {
   }
   /// shrink_rnn_memory_grad(X, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.grad_op({.inputs = {x}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/lod_rank_table.hpp
@@ -150,7 +150,7 @@ struct ReorderLoDTensorByRank {
   }
   /// reorder_lod_tensor_by_rank_grad(X, RankTable, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.grad_op({.inputs = {x, rank_table}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/lod_rank_table.hpp

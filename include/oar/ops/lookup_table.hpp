@@ -40,7 +40,7 @@ struct LookupTable {
   }
   /// lookup_table_grad(W, Ids, Out@GRAD) -> W@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(w)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(w)) return {};
     return {g.grad_op({.inputs = {w, ids}, .output_grads = {out}, .input_grads = {w}})};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/lookup_table.hpp

@@ -256,6 +256,12 @@ class GradContext {
   /// Grad names of the forward inputs of `slot`; `@EMPTY@` where the gradient is not wanted.
   std::vector<std::string> input_grad(std::string_view slot) const { return grads(fwd_.input(slot), true); }
   bool wants(const std::string& var) const { return !no_grad_.count(var); }
+  /// Whether an input of `slot` wants its gradient: a grad maker with no gradient to write makes no op.
+  bool wants_grad(Slot slot) const {
+    for (auto& n : fwd_.input(slot.name))
+      if (wants(n)) return true;
+    return false;
+  }
 
   /// Fluid's default grad op: `<type>_grad` with every forward input and output (same slots), the output
   /// grads as `<slot>@GRAD` inputs, the input grads as `<slot>@GRAD` outputs, the forward attributes.

@@ -32,10 +32,8 @@ struct SequenceConcat {
   }
   /// sequence_concat_grad(X[], Out@GRAD) -> X@GRAD[]
   static std::vector<Operator> grad(const GradContext& g) {
+    if (!g.wants_grad(x)) return {};
     auto dx = g.input_grad(x);
-    bool any = false;
-    for (auto& n : dx) any = any || n != kEmptyVarName;
-    if (!any) return {};
     Operator op = g.grad_op(GradContext::without_attrs);
     op.set_input(x, g.input(x)).set_input(out_grad, g.output_grad(out)).set_output(x_grad, dx);
     return {op};

@@ -48,7 +48,7 @@ struct SequenceConv {
   /// sequence_conv_grad(X, Filter, Out@GRAD) -> X@GRAD, Filter@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
     auto dx = g.input_grad(x), df = g.input_grad(filter);
-    if (dx[0] == kEmptyVarName && df[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x) && !g.wants_grad(filter)) return {};
     Operator op = g.grad_op();
     op.set_input(x, g.input(x)).set_input(filter, g.input(filter)).set_input(out_grad, g.output_grad(out));
     op.set_output(x_grad, dx).set_output(filter_grad, df);

@@ -40,7 +40,7 @@ struct SequenceExpand {
   }
   /// sequence_expand_grad(X, Y, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.grad_op({.inputs = {x, y}, .output_grads = {out}, .input_grads = {x}})};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sequence_expand.hpp

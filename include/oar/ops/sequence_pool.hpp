@@ -55,7 +55,7 @@ struct SequencePool {
   }
   /// sequence_pool_grad(X, MaxIndex, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.grad_op({.inputs = {x}, .outputs = {max_index}, .output_grads = {out}, .input_grads = {x}})};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/sequence_pool.hpp

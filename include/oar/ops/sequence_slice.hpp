@@ -33,7 +33,7 @@ struct SequenceSlice {
   }
   /// sequence_slice_grad(X, Offset, Length, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.grad_op({.inputs = {x, offset, length}, .output_grads = {out}, .input_grads = {x}})};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/sequence_slice.hpp

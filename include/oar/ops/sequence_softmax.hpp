@@ -22,7 +22,7 @@ struct SequenceSoftmax {
   }
   /// sequence_softmax_grad(Out, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.grad_op({.outputs = {out}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/sequence_softmax.hpp

@@ -107,7 +107,7 @@ struct ShapeOpNames {
 /// The grad op of a shape op: <op>_grad(X, Out@GRAD) -> X@GRAD (X gives only the shape).
 inline std::vector<Operator> shape_op_grad(const GradContext& g) {
   auto dx = g.input_grad(ShapeOpNames::x);
-  if (dx[0] == kEmptyVarName) return {};
+  if (!g.wants_grad(ShapeOpNames::x)) return {};
   return {g.default_grad(false)};
 }
 

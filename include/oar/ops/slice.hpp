@@ -54,7 +54,7 @@ struct Slice {
   }
   /// slice_grad(Input, Out@GRAD) -> Input@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(input)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(input)) return {};
     return {g.default_grad(false)};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/slice.hpp

@@ -101,7 +101,7 @@ struct MergeLoDTensor {
   /// merge_lod_tensor_grad(X, Mask, Out@GRAD) -> InTrue@GRAD, InFalse@GRAD. InTrue and InFalse come along for
   /// the shapes of the zeros of one not read.
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(in_true)[0] == kEmptyVarName && g.input_grad(in_false)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(in_true) && !g.wants_grad(in_false)) return {};
     Operator op = g.grad_op();
     op.set_input(in_true, g.input(in_true)).set_input(in_false, g.input(in_false)).set_input(x, g.input(x)).set_input(mask, g.input(mask));
     op.set_input(out_grad, g.output_grad(out));
@@ -114,7 +114,7 @@ struct MergeLoDTensor {
 };
 
 inline std::vector<Operator> SplitLoDTensor::grad(const GradContext& g) {
-  if (g.input_grad(x)[0] == kEmptyVarName) return {};
+  if (!g.wants_grad(x)) return {};
   using M = MergeLoDTensor;
   Operator op = g.new_op(M::type, GradContext::with_attrs);
   op.set_input(M::in_true, g.output_grad(out_true)).set_input(M::in_false, g.output_grad(out_false));

@@ -56,7 +56,7 @@ struct WriteToArray {
   }
   /// write_to_array_grad(X, I, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.grad_op({.inputs = {x, i}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/tensor_array.hpp
@@ -78,7 +78,7 @@ struct ReadFromArray {
   }
   /// read_from_array_grad(X, I, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.grad_op({.inputs = {x, i}, .output_grads = {out}, .input_grads = {x}}, GradContext::without_attrs)};
   }
   static void eval_cpu(KernelContext&, const NoAttrs&);       // kernels/cpu/tensor_array.hpp

@@ -45,7 +45,7 @@ struct Transpose {
   }
   /// transpose_grad(X, Out@GRAD) -> X@GRAD
   static std::vector<Operator> grad(const GradContext& g) {
-    if (g.input_grad(x)[0] == kEmptyVarName) return {};
+    if (!g.wants_grad(x)) return {};
     return {g.default_grad(false)};
   }
   static void eval_cpu(KernelContext&, const Attrs&);       // kernels/cpu/transpose.hpp
