@@ -125,7 +125,7 @@ class NcclCommunicator final : public Communicator {
   /// What a sum of `counts` elements of `dtype` starts with: the dtype checked, the count, and (unless it is 0)
   /// the call announced to the other ranks.
   Sum begin_sum(Kind kind, const char* op, const std::vector<int64_t>& counts, DType dtype, const std::string& what) {
-    OAR_CHECK(dtype == DType::f32 || dtype == DType::f64, "{}: {} sums f32 or f64, not {}", what, op, name(dtype));
+    check_sum_dtype(dtype, op, what);
     Sum s;
     for (int64_t n : counts) s.count += n;
     s.esz = size_of(dtype);

@@ -7,9 +7,15 @@
 #include <map>
 #include <tuple>
 
+#include "oar/core/error.hpp"
+
 namespace oar {
 
 OAR_FUNC Communicator::~Communicator() { stop(); }
+
+OAR_FUNC void Communicator::check_sum_dtype(DType dtype, const char* op, const std::string& what) {
+  OAR_CHECK(dtype == DType::f32 || dtype == DType::f64, "{}: {} sums f32 or f64, not {}", what, op, name(dtype));
+}
 
 OAR_FUNC void Communicator::queue(std::function<void()> job) {
   std::lock_guard<std::mutex> lock(mu_);

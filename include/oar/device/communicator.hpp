@@ -79,6 +79,8 @@ class Communicator {
  protected:
   /// Runs what is queued, then ends the thread. Called by derived destructors.
   void stop();
+  /// The dtypes a sum takes (f32, f64); another is an oar::Error naming the call `what` and the sum `op`.
+  static void check_sum_dtype(DType dtype, const char* op, const std::string& what);
 
  private:
   void work();

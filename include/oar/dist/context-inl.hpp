@@ -95,7 +95,7 @@ class MpiCommunicator final : public Communicator {
   void all_reduce_sum(void* data, int64_t count, DType dtype, const std::string& what) override {
     if (!on_own_thread()) return run([&] { all_reduce_sum(data, count, dtype, what); });
     if (size_ == 1 || count == 0) return;
-    OAR_CHECK(dtype == DType::f32 || dtype == DType::f64, "{}: all-reduce sums f32 or f64, not {}", what, name(dtype));
+    check_sum_dtype(dtype, "all-reduce", what);
     const int64_t esz = int64_t(size_of(dtype));
     // Each message is one chunk; chunks stay below 2^30 bytes for MPI's int counts.
     const int64_t piece = std::max<int64_t>(1, (int64_t(1) << 30) / esz) * size_;
@@ -109,7 +109,7 @@ class MpiCommunicator final : public Communicator {
   void reduce_sum(void* data, int64_t count, DType dtype, int root, const std::string& what) override {
     if (!on_own_thread()) return run([&] { reduce_sum(data, count, dtype, root, what); });
     if (size_ == 1 || count == 0) return;
-    OAR_CHECK(dtype == DType::f32 || dtype == DType::f64, "{}: reduce sums f32 or f64, not {}", what, name(dtype));
+    check_sum_dtype(dtype, "reduce", what);
     OAR_CHECK(root >= 0 && root < size_, "{}: root {} is not a rank ({} ranks)", what, root, size_);
     const int64_t esz = int64_t(size_of(dtype));
     const int64_t piece = std::max<int64_t>(1, (int64_t(1) << 30) / esz);
