@@ -540,7 +540,6 @@ inline void wino_conv2d_grad(const T* x, int64_t n, int64_t c, int64_t h, int64_
   }, split);
 }
 
-
 /// Calls f with the tile's output size M and the filter size R as constants: F(6, 3) or F(4, 3) for 3 x 3
 /// filters, F(4, 5) or F(2, 5) for 5 x 5, the larger tile where `tiles` asks for it.
 template <class F>
